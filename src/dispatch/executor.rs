@@ -1,0 +1,419 @@
+//! The streaming executor: admits calls as they arrive, starts each as soon as the calls
+//! before it allow, and yields results strictly in request order.
+//!
+//! Each call moves queued → executing → completed → yielded, visible as the events
+//! `tool:queued`, `tool:pre`, `tool:post`/`tool:error` and the [`BatchUpdate::Result`] that
+//! yields it. The scheduling rule is partition-then-gather applied online: the lowest
+//! unfinished call's group is the only one allowed to run; a safe group admits late arrivals
+//! up to `max_concurrency`, an unsafe call runs alone. A call refused before it could start
+//! (duplicate id, interrupted, aborted) still goes through the pipeline, so it is audited.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::Dispatcher;
+use super::pipeline::{CallOutcome, CallRequest, CallSignals};
+use crate::event::{EventDraft, EventType};
+use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
+use crate::session::SessionState;
+use crate::tool::{ErrorKind, ProgressSink, ProgressUpdate, ToolCall, ToolContext, ToolResult};
+
+/// What a running batch reports: progress as soon as it happens, results in request order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BatchUpdate {
+    Progress(ProgressUpdate),
+    Result { index: usize, result: ToolResult },
+}
+
+/// A finished batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchOutcome {
+    pub batch_id: String,
+    pub results: Vec<ToolResult>,
+}
+
+/// Where a call is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallState {
+    Queued,
+    Executing,
+    Completed,
+    Yielded,
+}
+
+struct Entry {
+    /// Taken when the call starts.
+    call: Option<ToolCall>,
+    id: String,
+    name: String,
+    tool: Result<Arc<RegisteredTool>, UnknownTool>,
+    safe: bool,
+    group: usize,
+    state: CallState,
+    /// Whether it holds one of the group's concurrency slots.
+    counted: bool,
+    result: Option<ToolResult>,
+}
+
+struct Group {
+    safe: bool,
+    abort: CancellationToken,
+}
+
+type Running = FuturesUnordered<BoxFuture<'static, (usize, CallOutcome)>>;
+
+/// New batch ids sort by creation time.
+pub fn new_batch_id() -> String {
+    format!("batch_{}", uuid::Uuid::now_v7().simple())
+}
+
+impl Dispatcher {
+    /// Runs a whole batch; results come back in request order, one per call.
+    pub async fn execute_batch(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        calls: Vec<ToolCall>,
+    ) -> BatchOutcome {
+        let batch_id = new_batch_id();
+        let (updates, mut received) = mpsc::unbounded_channel();
+        let count = calls.len();
+        self.run_batch(
+            session,
+            pool,
+            batch_id.clone(),
+            futures::stream::iter(calls),
+            updates,
+        )
+        .await;
+        let mut results = Vec::with_capacity(count);
+        while let Ok(update) = received.try_recv() {
+            if let BatchUpdate::Result { result, .. } = update {
+                results.push(result);
+            }
+        }
+        BatchOutcome { batch_id, results }
+    }
+
+    /// Runs a batch whose calls arrive on `calls` (ending when the stream ends) and reports
+    /// on `updates`. The pool is fixed for the whole batch.
+    pub async fn run_batch<C>(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        batch_id: String,
+        mut calls: C,
+        updates: mpsc::UnboundedSender<BatchUpdate>,
+    ) where
+        C: Stream<Item = ToolCall> + Unpin,
+    {
+        let interrupt = session.interrupt_token();
+        let batch_id: Arc<str> = Arc::from(batch_id);
+        let mut run = BatchRun {
+            dispatcher: self,
+            progress: progress_delivery(self, &session, &batch_id, &updates),
+            session,
+            pool,
+            batch_id,
+            interrupt: interrupt.clone(),
+            updates,
+            entries: Vec::new(),
+            groups: Vec::new(),
+            ids: HashSet::new(),
+            running_count: 0,
+            next_yield: 0,
+            error_count: 0,
+        };
+        run.publish(EventDraft::new(EventType::BatchStart, run.session.id()).data(json!({})));
+        let mut running = Running::new();
+        let mut input_open = true;
+        let mut interrupt_seen = false;
+        loop {
+            run.start_ready(&mut running);
+            run.yield_ready();
+            if !input_open && run.next_yield == run.entries.len() {
+                break;
+            }
+            tokio::select! {
+                Some((index, outcome)) = running.next(), if !running.is_empty() => {
+                    run.complete(index, outcome);
+                }
+                call = calls.next(), if input_open => match call {
+                    Some(call) => run.admit(call, &mut running),
+                    None => input_open = false,
+                },
+                () = interrupt.cancelled(), if !interrupt_seen => interrupt_seen = true,
+            }
+        }
+        run.publish(
+            EventDraft::new(EventType::BatchEnd, run.session.id())
+                .data(json!({"calls": run.entries.len(), "errors": run.error_count})),
+        );
+    }
+}
+
+/// Progress goes to the event bus and the batch's update channel at once, never waiting.
+fn progress_delivery(
+    dispatcher: &Dispatcher,
+    session: &SessionState,
+    batch_id: &Arc<str>,
+    updates: &mpsc::UnboundedSender<BatchUpdate>,
+) -> Arc<dyn Fn(ProgressUpdate) + Send + Sync> {
+    let events = dispatcher.events.clone();
+    let session_id = session.id().to_owned();
+    let batch_id = batch_id.to_string();
+    let updates = updates.clone();
+    Arc::new(move |update: ProgressUpdate| {
+        events.publish(
+            EventDraft::new(EventType::ToolProgress, session_id.clone())
+                .batch(batch_id.clone())
+                .call(update.call_id.clone(), update.tool.clone())
+                .data(update.data.clone()),
+        );
+        let _ = updates.send(BatchUpdate::Progress(update));
+    })
+}
+
+struct BatchRun<'a> {
+    dispatcher: &'a Dispatcher,
+    session: Arc<SessionState>,
+    pool: Arc<ToolPool>,
+    batch_id: Arc<str>,
+    interrupt: CancellationToken,
+    updates: mpsc::UnboundedSender<BatchUpdate>,
+    progress: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
+    entries: Vec<Entry>,
+    groups: Vec<Group>,
+    ids: HashSet<String>,
+    running_count: usize,
+    next_yield: usize,
+    error_count: usize,
+}
+
+impl BatchRun<'_> {
+    fn publish(&self, draft: EventDraft) {
+        self.dispatcher
+            .events
+            .publish(draft.batch(self.batch_id.to_string()));
+    }
+
+    fn call_event(&self, event_type: EventType, index: usize) -> EventDraft {
+        let entry = &self.entries[index];
+        EventDraft::new(event_type, self.session.id()).call(entry.id.clone(), entry.name.clone())
+    }
+
+    /// Classifies an arriving call and queues it. Anything that cannot be classified (unknown
+    /// tool, malformed or schema-invalid input, a classifier error) is not safe.
+    fn admit(&mut self, call: ToolCall, running: &mut Running) {
+        let index = self.entries.len();
+        let tool = self.pool.resolve(&call.name);
+        let safe = match (&tool, call.input.as_json()) {
+            (Ok(tool), Some(input)) => {
+                tool.is_valid_input(input) && tool.spec().is_concurrency_safe(input)
+            }
+            _ => false,
+        };
+        let group = match self.entries.last() {
+            Some(last) if safe && last.safe => last.group,
+            _ => {
+                self.groups.push(Group {
+                    safe,
+                    abort: CancellationToken::new(),
+                });
+                self.groups.len() - 1
+            }
+        };
+        let duplicate = !self.ids.insert(call.id.clone());
+        self.entries.push(Entry {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            call: Some(call),
+            tool,
+            safe,
+            group,
+            state: CallState::Queued,
+            counted: false,
+            result: None,
+        });
+        self.publish(
+            self.call_event(EventType::ToolQueued, index)
+                .data(json!({"index": index})),
+        );
+        if duplicate {
+            let message = format!(
+                "call id \"{}\" is used more than once in this batch",
+                self.entries[index].id
+            );
+            self.start(index, Some((ErrorKind::Validation, message)), running);
+        }
+    }
+
+    /// Starts whatever the scheduling rule allows now.
+    fn start_ready(&mut self, running: &mut Running) {
+        if self.interrupt.is_cancelled() {
+            for index in self.next_yield..self.entries.len() {
+                if self.entries[index].state == CallState::Queued {
+                    let message = "the session was interrupted before this call started";
+                    self.start(index, Some((ErrorKind::Cancelled, message.into())), running);
+                }
+            }
+        }
+        let unfinished = |e: &Entry| matches!(e.state, CallState::Queued | CallState::Executing);
+        let Some(first) =
+            (self.next_yield..self.entries.len()).find(|&i| unfinished(&self.entries[i]))
+        else {
+            return;
+        };
+        let group = self.entries[first].group;
+        let max = self.dispatcher.settings.max_concurrency.max(1);
+        for index in first..self.entries.len() {
+            let entry = &self.entries[index];
+            if entry.group != group {
+                break;
+            }
+            if entry.state != CallState::Queued {
+                continue;
+            }
+            if self.groups[group].abort.is_cancelled() {
+                let message =
+                    "a sibling call in this parallel group failed before this call started";
+                self.start(index, Some((ErrorKind::Aborted, message.into())), running);
+                continue;
+            }
+            let limit = if entry.safe { max } else { 1 };
+            if self.running_count >= limit {
+                break;
+            }
+            self.start(index, None, running);
+        }
+    }
+
+    /// Sends the call through the pipeline, or through it as already refused.
+    fn start(&mut self, index: usize, refusal: Option<(ErrorKind, String)>, running: &mut Running) {
+        let Some(call) = self.entries[index].call.take() else {
+            return;
+        };
+        let entry = &mut self.entries[index];
+        entry.state = CallState::Executing;
+        if refusal.is_none() {
+            entry.counted = true;
+            self.running_count += 1;
+        }
+        let tool = entry.tool.clone();
+        let group = &self.groups[entry.group];
+        if refusal.is_none() && tool.is_ok() {
+            let data = json!({"input": call.input.to_record()});
+            self.publish(self.call_event(EventType::ToolPre, index).data(data));
+        }
+        let request = CallRequest {
+            index,
+            batch_id: self.batch_id.clone(),
+            ctx: ToolContext {
+                session_id: self.session.id().to_owned(),
+                call_id: call.id.clone(),
+                working_directory: self.session.working_directory().to_path_buf(),
+                interactive: self.session.interactive(),
+                cancellation: CancellationToken::new(),
+                progress: ProgressSink::new(&call.id, &call.name, self.progress.clone()),
+                session: self.session.clone(),
+            },
+            call,
+            tool,
+            refusal,
+            signals: CallSignals {
+                interrupt: self.interrupt.clone(),
+                abort: group.abort.clone(),
+            },
+        };
+        let handle = tokio::spawn(self.dispatcher.pipeline.clone().oneshot(request));
+        let (id, name) = (
+            self.entries[index].id.clone(),
+            self.entries[index].name.clone(),
+        );
+        running.push(Box::pin(async move {
+            let outcome = match handle.await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(never)) => match never {},
+                // The pipeline catches tool panics; this is a panic in toold itself.
+                Err(join_error) => lost_call(&id, &name, &join_error.to_string()),
+            };
+            (index, outcome)
+        }));
+    }
+
+    fn complete(&mut self, index: usize, outcome: CallOutcome) {
+        self.session.apply(&outcome.context_updates);
+        let result = outcome.result;
+        let event = if result.is_error {
+            let data = json!({
+                "error_kind": result.error_kind,
+                "output": result.output.chars().take(1000).collect::<String>(),
+                "duration_ms": result.duration_ms,
+            });
+            self.call_event(EventType::ToolError, index).data(data)
+        } else {
+            let data = json!({
+                "duration_ms": result.duration_ms,
+                "output_chars": result.output.len(),
+                "offloaded": result.offloaded,
+            });
+            self.call_event(EventType::ToolPost, index).data(data)
+        };
+        self.publish(event);
+        self.error_count += usize::from(result.is_error);
+        let entry = &mut self.entries[index];
+        let aborts_siblings = entry
+            .tool
+            .as_ref()
+            .is_ok_and(|tool| tool.spec().aborts_siblings_on_failure);
+        let failed = matches!(
+            result.error_kind,
+            Some(ErrorKind::Execution | ErrorKind::Timeout)
+        );
+        if entry.safe && aborts_siblings && failed && self.groups[entry.group].safe {
+            self.groups[entry.group].abort.cancel();
+        }
+        if entry.counted {
+            self.running_count -= 1;
+        }
+        entry.state = CallState::Completed;
+        entry.result = Some(result);
+    }
+
+    /// Hands out every completed result that is next in request order.
+    fn yield_ready(&mut self) {
+        while let Some(entry) = self.entries.get_mut(self.next_yield) {
+            if entry.state != CallState::Completed {
+                break;
+            }
+            entry.state = CallState::Yielded;
+            if let Some(result) = entry.result.take() {
+                let index = self.next_yield;
+                let _ = self.updates.send(BatchUpdate::Result { index, result });
+            }
+            self.next_yield += 1;
+        }
+    }
+}
+
+fn lost_call(id: &str, name: &str, reason: &str) -> CallOutcome {
+    let call = ToolCall::new(id, name, serde_json::Value::Null);
+    CallOutcome {
+        result: ToolResult::refused(
+            &call,
+            ErrorKind::Execution,
+            &format!("internal error: {reason}"),
+        ),
+        executed: false,
+        decision: None,
+        final_input: None,
+        context_updates: Vec::new(),
+    }
+}

@@ -1,0 +1,175 @@
+//! Execute (innermost): runs the tool under its timeout, the session interrupt and the
+//! group's abort signal, and turns whatever happens into exactly one outcome.
+//!
+//! When a call must stop, its context's cancellation token fires first and the tool gets a
+//! short grace period to return what it has (a shell's partial output); only then is its
+//! future dropped. A panic inside the tool is caught and becomes an `execution` error.
+
+use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tower::Service;
+
+use super::{CallOutcome, CallRequest};
+use crate::dispatch::DispatchSettings;
+use crate::tool::{ErrorKind, InterruptBehavior, ToolError, ToolOutput, ToolResult};
+
+#[derive(Clone)]
+pub struct Execute {
+    default_timeout: Duration,
+    cancel_grace: Duration,
+}
+
+impl Execute {
+    pub fn new(settings: &DispatchSettings) -> Execute {
+        Execute {
+            default_timeout: settings.call_timeout,
+            cancel_grace: settings.cancel_grace,
+        }
+    }
+}
+
+/// Why a running call was stopped.
+#[derive(Clone, Copy)]
+enum Stop {
+    Timeout(Duration),
+    Cancelled,
+    Aborted,
+}
+
+type Finished = Result<Result<ToolOutput, ToolError>, String>;
+
+impl Service<CallRequest> for Execute {
+    type Response = CallOutcome;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<CallOutcome, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: CallRequest) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.execute(request).await) })
+    }
+}
+
+impl Execute {
+    async fn execute(self, request: CallRequest) -> CallOutcome {
+        let Ok(tool) = request.tool.clone() else {
+            // The lookup phase refuses unknown tools before they get here.
+            return CallOutcome::refused(&request, ErrorKind::UnknownTool, "unknown tool");
+        };
+        let spec = tool.spec();
+        let timeout = spec.timeout.unwrap_or(self.default_timeout);
+        let cancel_on_interrupt = spec.interrupt_behavior == InterruptBehavior::Cancel;
+        let input = request.input().clone();
+        let ctx = request.ctx.clone();
+        let signals = request.signals.clone();
+
+        let running = AssertUnwindSafe(tool.tool.execute(input.clone(), &ctx))
+            .catch_unwind()
+            .map(|finished| finished.map_err(panic_message));
+        tokio::pin!(running);
+        let stop = tokio::select! {
+            finished = &mut running => {
+                return finish(&request, input, finished, None);
+            }
+            () = tokio::time::sleep(timeout) => Stop::Timeout(timeout),
+            () = signals.interrupt.cancelled(), if cancel_on_interrupt => Stop::Cancelled,
+            () = signals.abort.cancelled() => Stop::Aborted,
+        };
+        ctx.cancellation.cancel();
+        let partial = tokio::time::timeout(self.cancel_grace, &mut running)
+            .await
+            .ok();
+        finish(
+            &request,
+            input,
+            partial.unwrap_or(Err(String::new())),
+            Some(stop),
+        )
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("the tool panicked: {text}")
+}
+
+fn stop_message(stop: Stop, tool: &str) -> (ErrorKind, String) {
+    match stop {
+        Stop::Timeout(limit) => (
+            ErrorKind::Timeout,
+            format!("\"{tool}\" did not finish within {} ms", limit.as_millis()),
+        ),
+        Stop::Cancelled => (
+            ErrorKind::Cancelled,
+            format!("\"{tool}\" was cancelled by an interrupt"),
+        ),
+        Stop::Aborted => (
+            ErrorKind::Aborted,
+            format!("\"{tool}\" was aborted because a sibling call in its parallel group failed"),
+        ),
+    }
+}
+
+/// Turns what the tool returned (or did not) into the call's outcome.
+fn finish(
+    request: &CallRequest,
+    input: serde_json::Value,
+    finished: Finished,
+    stop: Option<Stop>,
+) -> CallOutcome {
+    let mut result = ToolResult::refused(&request.call, ErrorKind::Execution, "");
+    let mut context_updates = Vec::new();
+    let name = request.call.name.as_str();
+    match (stop, finished) {
+        (None, Ok(Ok(output))) => {
+            result.is_error = output.is_error;
+            result.error_kind = output.is_error.then_some(ErrorKind::Execution);
+            result.output = if output.is_error {
+                ErrorKind::Execution.format_output(&output.text)
+            } else {
+                output.text
+            };
+            result.structured = output.structured;
+            result.metadata = output.metadata;
+            context_updates = output.context_updates;
+        }
+        (None, Ok(Err(err))) => {
+            result.error_kind = Some(err.kind());
+            result.output = err.kind().format_output(err.message());
+        }
+        (None, Err(panic)) => result.output = ErrorKind::Execution.format_output(&panic),
+        (Some(stop), partial) => {
+            let (kind, mut message) = stop_message(stop, name);
+            if let Ok(Ok(output)) = partial {
+                if !output.text.is_empty() {
+                    message.push_str("\n\npartial output:\n");
+                    message.push_str(&output.text);
+                }
+                result.metadata = output.metadata;
+                // A stopped call may still have changed state (a `cd` before the timeout).
+                context_updates = output.context_updates;
+            }
+            result.error_kind = Some(kind);
+            result.output = kind.format_output(&message);
+        }
+    }
+    CallOutcome {
+        result,
+        executed: true,
+        decision: None,
+        final_input: Some(input),
+        context_updates,
+    }
+}

@@ -1,0 +1,200 @@
+//! The per-call pipeline: one `tower` layer per lifecycle phase around the tool's execution.
+//!
+//! ```text
+//! audit → offload → lookup → schema → semantic → permission → hooks(pre … post) → execute
+//! ```
+//! Audit is outermost so that it sees every call's final result, whatever refused it. Offload
+//! sits outside the refusing phases but only touches outputs that came from execution. A phase
+//! that refuses a call returns that call's error outcome without calling the phases inside it.
+//! Each phase is a [`Phase`]; [`PhaseLayer`] turns it into a `tower::Layer`, so a phase file
+//! holds only what the phase does.
+
+mod audit;
+mod execute;
+mod hooks;
+mod lookup;
+mod offload;
+mod permission;
+mod schema;
+mod semantic;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+
+use super::{DispatchDeps, DispatchSettings};
+use crate::permission::PermissionDecision;
+use crate::registry::{RegisteredTool, UnknownTool};
+use crate::tool::{ContextUpdate, ErrorKind, ToolCall, ToolContext, ToolResult};
+
+/// Why the executor stops a running call (see `AbortSignal` in the executor).
+#[derive(Clone, Debug)]
+pub struct CallSignals {
+    /// The session's interrupt; honoured by tools whose behaviour is `cancel`.
+    pub interrupt: CancellationToken,
+    /// The parallel group's abort (a sibling failed); honoured by every tool.
+    pub abort: CancellationToken,
+}
+
+/// One call on its way through the pipeline.
+pub struct CallRequest {
+    pub index: usize,
+    pub batch_id: Arc<str>,
+    pub call: ToolCall,
+    pub tool: Result<Arc<RegisteredTool>, UnknownTool>,
+    /// Set when the executor refused the call before it could start (duplicate id,
+    /// interrupted, aborted); the lookup phase turns it into the call's result.
+    pub refusal: Option<(ErrorKind, String)>,
+    pub ctx: ToolContext,
+    pub signals: CallSignals,
+}
+
+impl CallRequest {
+    /// The parsed input; only valid after the schema phase let the call through.
+    pub fn input(&self) -> &Value {
+        static EMPTY: Value = Value::Null;
+        self.call.input.as_json().unwrap_or(&EMPTY)
+    }
+}
+
+/// What the pipeline returns for a call.
+#[derive(Debug)]
+pub struct CallOutcome {
+    pub result: ToolResult,
+    /// Whether the tool's execution was reached (offload and post hooks act only then).
+    pub executed: bool,
+    pub decision: Option<PermissionDecision>,
+    /// The input as finally executed (hooks may have changed it).
+    pub final_input: Option<Value>,
+    pub context_updates: Vec<ContextUpdate>,
+}
+
+impl CallOutcome {
+    /// The error outcome of a phase that refuses the call.
+    pub fn refused(request: &CallRequest, kind: ErrorKind, message: &str) -> CallOutcome {
+        CallOutcome {
+            result: ToolResult::refused(&request.call, kind, message),
+            executed: false,
+            decision: None,
+            final_input: None,
+            context_updates: Vec::new(),
+        }
+    }
+}
+
+/// The inner part of the pipeline a phase hands the call to.
+pub trait Next:
+    Service<CallRequest, Response = CallOutcome, Error = Infallible, Future: Send> + Send + 'static
+{
+}
+
+impl<S> Next for S where
+    S: Service<CallRequest, Response = CallOutcome, Error = Infallible, Future: Send>
+        + Send
+        + 'static
+{
+}
+
+/// Runs the rest of the pipeline.
+pub async fn run_next<S: Next>(next: S, request: CallRequest) -> CallOutcome {
+    match next.oneshot(request).await {
+        Ok(outcome) => outcome,
+        Err(never) => match never {},
+    }
+}
+
+/// One lifecycle phase.
+pub trait Phase: Send + Sync + 'static {
+    fn run<S: Next>(
+        self: Arc<Self>,
+        request: CallRequest,
+        next: S,
+    ) -> impl Future<Output = CallOutcome> + Send;
+}
+
+/// A [`Phase`] as a `tower::Layer`.
+pub struct PhaseLayer<P> {
+    phase: Arc<P>,
+}
+
+impl<P> PhaseLayer<P> {
+    pub fn new(phase: P) -> PhaseLayer<P> {
+        PhaseLayer {
+            phase: Arc::new(phase),
+        }
+    }
+}
+
+impl<P, S> Layer<S> for PhaseLayer<P> {
+    type Service = PhaseService<P, S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        PhaseService {
+            phase: self.phase.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service a [`PhaseLayer`] wraps around the inner pipeline.
+pub struct PhaseService<P, S> {
+    phase: Arc<P>,
+    inner: S,
+}
+
+impl<P, S: Clone> Clone for PhaseService<P, S> {
+    fn clone(&self) -> Self {
+        PhaseService {
+            phase: self.phase.clone(),
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<P: Phase, S: Next + Clone> Service<CallRequest> for PhaseService<P, S> {
+    type Response = CallOutcome;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<CallOutcome, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Every phase and the execute service are always ready; back-pressure is the
+        // executor's concurrency limit, not the pipeline's.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: CallRequest) -> Self::Future {
+        let phase = self.phase.clone();
+        let inner = self.inner.clone();
+        Box::pin(async move { Ok(phase.run(request, inner).await) })
+    }
+}
+
+/// The assembled pipeline, cheap to clone per call.
+pub type Pipeline = BoxCloneSyncService<CallRequest, CallOutcome, Infallible>;
+
+/// Builds the stack in the order of DESIGN §1 (outermost first).
+pub fn build(deps: &DispatchDeps, settings: &DispatchSettings) -> Pipeline {
+    let stack = ServiceBuilder::new()
+        .layer(PhaseLayer::new(audit::Audit::new(deps.audit.clone())))
+        .layer(PhaseLayer::new(offload::Offload::new(deps.results.clone())))
+        .layer(PhaseLayer::new(lookup::Lookup))
+        .layer(PhaseLayer::new(schema::SchemaValidation))
+        .layer(PhaseLayer::new(semantic::SemanticValidation))
+        .layer(PhaseLayer::new(permission::Permission::new(
+            deps.permission.clone(),
+            deps.events.clone(),
+        )))
+        .layer(PhaseLayer::new(hooks::Hooks::new(
+            deps.hooks.clone(),
+            deps.permission.clone(),
+        )))
+        .service(execute::Execute::new(settings));
+    BoxCloneSyncService::new(stack)
+}

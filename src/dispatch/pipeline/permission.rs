@@ -1,0 +1,88 @@
+//! Permission phase: a tool that needs a user cannot run in a non-interactive session; then
+//! the policy compares what the input requires with what the session may do.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{CallOutcome, CallRequest, Next, Phase, run_next};
+use crate::event::{EventBus, EventDraft, EventType};
+use crate::permission::{DecidedBy, PermissionDecision, PermissionPolicy, PermissionRequest};
+use crate::tool::ErrorKind;
+
+pub struct Permission {
+    policy: Arc<dyn PermissionPolicy>,
+    events: EventBus,
+}
+
+impl Permission {
+    pub fn new(policy: Arc<dyn PermissionPolicy>, events: EventBus) -> Permission {
+        Permission { policy, events }
+    }
+
+    /// Decisions other than a plain mode allow are worth an event; mode allows are in the
+    /// audit row and would only double the event volume.
+    fn publish(&self, request: &CallRequest, tool: &str, decision: &PermissionDecision) {
+        let by_mode_allow = matches!(
+            decision,
+            PermissionDecision::Allow {
+                decided_by: DecidedBy::Mode { .. }
+            }
+        );
+        if by_mode_allow {
+            return;
+        }
+        let draft = EventDraft::new(
+            EventType::PermissionDecision,
+            request.ctx.session_id.clone(),
+        )
+        .batch(request.batch_id.to_string())
+        .call(request.call.id.clone(), tool)
+        .data(json!(decision));
+        self.events.publish(draft);
+    }
+}
+
+impl Phase for Permission {
+    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+        let Ok(tool) = request.tool.clone() else {
+            return run_next(next, request).await;
+        };
+        let spec = tool.spec();
+        if spec.requires_user_interaction && !request.ctx.interactive {
+            let message = format!(
+                "\"{}\" needs a user to interact with, and this session is not interactive",
+                spec.name
+            );
+            return CallOutcome::refused(&request, ErrorKind::RequiresInteraction, &message);
+        }
+        let session = &request.ctx.session;
+        let decision = self
+            .policy
+            .decide(&PermissionRequest {
+                session_id: &request.ctx.session_id,
+                call_id: &request.call.id,
+                tool: &spec.name,
+                input: request.input(),
+                required: spec.required_permission(request.input()),
+                mode: session.permission_mode(),
+                interactive: request.ctx.interactive,
+                hook_asked: None,
+            })
+            .await;
+        self.publish(&request, &spec.name, &decision);
+        match decision {
+            PermissionDecision::Allow { .. } => {
+                let mut outcome = run_next(next, request).await;
+                outcome.decision.get_or_insert(decision);
+                outcome
+            }
+            PermissionDecision::Deny { ref reason, .. } => {
+                let mut outcome =
+                    CallOutcome::refused(&request, ErrorKind::PermissionDenied, reason);
+                outcome.decision = Some(decision);
+                outcome
+            }
+        }
+    }
+}

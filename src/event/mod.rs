@@ -1,0 +1,230 @@
+//! Lifecycle events and the bus that fans them out.
+//!
+//! Publishing is cheap and never blocks: the bus is a bounded broadcast channel, and a
+//! subscriber that falls behind loses the oldest events (and learns it from `Lagged`) instead of
+//! slowing dispatch. Persisting events for replay is the store's job: it subscribes like anyone.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// The event types of DESIGN §4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    #[serde(rename = "session:start")]
+    SessionStart,
+    #[serde(rename = "session:end")]
+    SessionEnd,
+    #[serde(rename = "batch:start")]
+    BatchStart,
+    #[serde(rename = "batch:end")]
+    BatchEnd,
+    #[serde(rename = "tool:queued")]
+    ToolQueued,
+    #[serde(rename = "tool:pre")]
+    ToolPre,
+    #[serde(rename = "tool:progress")]
+    ToolProgress,
+    #[serde(rename = "tool:post")]
+    ToolPost,
+    #[serde(rename = "tool:error")]
+    ToolError,
+    #[serde(rename = "permission:ask")]
+    PermissionAsk,
+    #[serde(rename = "permission:decision")]
+    PermissionDecision,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 11] = [
+        EventType::SessionStart,
+        EventType::SessionEnd,
+        EventType::BatchStart,
+        EventType::BatchEnd,
+        EventType::ToolQueued,
+        EventType::ToolPre,
+        EventType::ToolProgress,
+        EventType::ToolPost,
+        EventType::ToolError,
+        EventType::PermissionAsk,
+        EventType::PermissionDecision,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::SessionStart => "session:start",
+            EventType::SessionEnd => "session:end",
+            EventType::BatchStart => "batch:start",
+            EventType::BatchEnd => "batch:end",
+            EventType::ToolQueued => "tool:queued",
+            EventType::ToolPre => "tool:pre",
+            EventType::ToolProgress => "tool:progress",
+            EventType::ToolPost => "tool:post",
+            EventType::ToolError => "tool:error",
+            EventType::PermissionAsk => "permission:ask",
+            EventType::PermissionDecision => "permission:decision",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An event as subscribers see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Monotonic per bus.
+    pub seq: u64,
+    /// RFC 3339, UTC, millisecond precision.
+    pub ts: String,
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    pub data: Value,
+}
+
+/// An event before the bus numbers and stamps it.
+#[derive(Clone, Debug)]
+pub struct EventDraft {
+    pub event_type: EventType,
+    pub session_id: String,
+    pub batch_id: Option<String>,
+    pub call_id: Option<String>,
+    pub tool: Option<String>,
+    pub data: Value,
+}
+
+impl EventDraft {
+    pub fn new(event_type: EventType, session_id: impl Into<String>) -> EventDraft {
+        EventDraft {
+            event_type,
+            session_id: session_id.into(),
+            batch_id: None,
+            call_id: None,
+            tool: None,
+            data: Value::Null,
+        }
+    }
+
+    pub fn batch(mut self, batch_id: impl Into<String>) -> EventDraft {
+        self.batch_id = Some(batch_id.into());
+        self
+    }
+
+    pub fn call(mut self, call_id: impl Into<String>, tool: impl Into<String>) -> EventDraft {
+        self.call_id = Some(call_id.into());
+        self.tool = Some(tool.into());
+        self
+    }
+
+    pub fn data(mut self, data: Value) -> EventDraft {
+        self.data = data;
+        self
+    }
+}
+
+/// Fans events out to every subscriber without ever waiting for one.
+#[derive(Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<Arc<Event>>,
+    next_seq: Arc<AtomicU64>,
+}
+
+impl EventBus {
+    /// `capacity` events are buffered per subscriber before the oldest are dropped for it.
+    pub fn new(capacity: usize) -> EventBus {
+        let (sender, _) = broadcast::channel(capacity.max(1));
+        EventBus {
+            sender,
+            next_seq: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Numbers, stamps and sends an event; returns it. Never blocks.
+    pub fn publish(&self, draft: EventDraft) -> Arc<Event> {
+        let event = Arc::new(Event {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            event_type: draft.event_type,
+            session_id: draft.session_id,
+            batch_id: draft.batch_id,
+            call_id: draft.call_id,
+            tool: draft.tool,
+            data: draft.data,
+        });
+        // An error only means nobody is subscribed right now, which is fine.
+        let _ = self.sender.send(event.clone());
+        event
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.sender.subscribe()
+    }
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        EventBus::new(4096)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_types_serialise_to_their_names() {
+        for t in EventType::ALL {
+            assert_eq!(
+                serde_json::to_value(t).unwrap(),
+                Value::String(t.as_str().into())
+            );
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+        }
+    }
+
+    #[tokio::test]
+    async fn events_are_numbered_in_order_and_reach_subscribers() {
+        let bus = EventBus::new(8);
+        let mut rx = bus.subscribe();
+        let first = bus.publish(EventDraft::new(EventType::BatchStart, "s").batch("b"));
+        let second = bus.publish(EventDraft::new(EventType::BatchEnd, "s").batch("b"));
+        assert!(second.seq > first.seq);
+        assert_eq!(rx.recv().await.unwrap().seq, first.seq);
+        assert_eq!(rx.recv().await.unwrap().seq, second.seq);
+        let json = serde_json::to_value(&*first).unwrap();
+        assert_eq!(json["type"], "batch:start");
+        assert!(json["ts"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn a_slow_subscriber_never_blocks_publishing() {
+        let bus = EventBus::new(2);
+        let mut rx = bus.subscribe();
+        for _ in 0..100 {
+            bus.publish(EventDraft::new(EventType::ToolProgress, "s"));
+        }
+        assert!(matches!(
+            rx.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(98))
+        ));
+    }
+}

@@ -1,0 +1,29 @@
+//! toold hosts an LLM agent's tool system as a network service.
+//!
+//! A tour of the crate, from the contract outwards:
+//!
+//! - [`tool`]: what a tool is. [`tool::ToolSpec`] declares metadata with fail-closed defaults;
+//!   the [`tool::Tool`] trait validates and executes.
+//! - [`registry`]: which tools exist, by name and alias; a session's frozen
+//!   [`registry::ToolPool`]; definitions in each provider's format; provider call shapes in
+//!   and result shapes out.
+//! - [`dispatch`]: a batch of calls becomes one result per call, in order. Calls stream in,
+//!   are partitioned into parallel and serial groups, and pass through a `tower` pipeline of
+//!   phases (validation, permission, hooks, execution, offload, audit).
+//! - [`permission`], [`hooks`]: the decisions the pipeline asks for.
+//! - [`session`]: state calls read and leave behind.
+//! - [`event`]: lifecycle events, fanned out without ever blocking dispatch.
+//! - [`config`]: settings, from file to environment to flags.
+//!
+//! The core modules above know nothing of HTTP, gRPC or SQL; the doors and the store arrive
+//! as their own modules and call into the core.
+
+pub mod cli;
+pub mod config;
+pub mod dispatch;
+pub mod event;
+pub mod hooks;
+pub mod permission;
+pub mod registry;
+pub mod session;
+pub mod tool;

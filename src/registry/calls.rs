@@ -1,0 +1,249 @@
+//! Provider call shapes in, provider result shapes out (DESIGN §4 batch bodies).
+//!
+//! A body is an envelope around calls. A broken envelope (not an object, `calls` missing, a
+//! call without an id, duplicate ids, an unknown format) is the caller's error for the whole
+//! batch; a broken call input (an OpenAI `arguments` string that is not JSON) is only that
+//! call's `input_validation` error. Results mirror the request's shape so an agent can append
+//! them to its conversation unchanged.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::tool::{CallInput, ToolCall, ToolResult};
+
+/// The four batch body shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchFormat {
+    Toold,
+    Anthropic,
+    OpenAi,
+    OpenAiChat,
+}
+
+impl BatchFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchFormat::Toold => "toold",
+            BatchFormat::Anthropic => "anthropic",
+            BatchFormat::OpenAi => "openai",
+            BatchFormat::OpenAiChat => "openai_chat",
+        }
+    }
+}
+
+/// Why a batch body is refused as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    #[error("malformed batch body: {0}")]
+    Malformed(String),
+    #[error("unknown batch format \"{0}\"; expected toold, anthropic, openai or openai_chat")]
+    UnknownFormat(String),
+    #[error("duplicate call id \"{0}\" in one batch")]
+    DuplicateCallId(String),
+}
+
+/// A parsed batch body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchRequest {
+    pub format: BatchFormat,
+    pub calls: Vec<ToolCall>,
+    pub idempotency_key: Option<String>,
+}
+
+impl BatchRequest {
+    pub fn from_json(body: &Value) -> Result<BatchRequest, EnvelopeError> {
+        let object = body
+            .as_object()
+            .ok_or_else(|| malformed("the body must be a JSON object"))?;
+        let format = match object.get("format") {
+            None | Some(Value::Null) => BatchFormat::Toold,
+            Some(Value::String(name)) => match name.as_str() {
+                "toold" => BatchFormat::Toold,
+                "anthropic" => BatchFormat::Anthropic,
+                "openai" => BatchFormat::OpenAi,
+                "openai_chat" => BatchFormat::OpenAiChat,
+                other => return Err(EnvelopeError::UnknownFormat(other.to_owned())),
+            },
+            Some(_) => return Err(malformed("\"format\" must be a string")),
+        };
+        let calls = match format {
+            BatchFormat::Toold => toold_calls(object)?,
+            BatchFormat::Anthropic => anthropic_calls(object)?,
+            BatchFormat::OpenAi => openai_calls(object)?,
+            BatchFormat::OpenAiChat => openai_chat_calls(object)?,
+        };
+        let mut seen = HashSet::new();
+        if let Some(duplicate) = calls.iter().find(|call| !seen.insert(call.id.as_str())) {
+            return Err(EnvelopeError::DuplicateCallId(duplicate.id.clone()));
+        }
+        let idempotency_key = match object.get("idempotency_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(key)) => Some(key.clone()),
+            Some(_) => return Err(malformed("\"idempotency_key\" must be a string")),
+        };
+        Ok(BatchRequest {
+            format,
+            calls,
+            idempotency_key,
+        })
+    }
+}
+
+fn malformed(message: &str) -> EnvelopeError {
+    EnvelopeError::Malformed(message.to_owned())
+}
+
+fn array<'a>(object: &'a Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, EnvelopeError> {
+    object
+        .get(key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| EnvelopeError::Malformed(format!("\"{key}\" must be an array")))
+}
+
+fn string_field(item: &Value, key: &str, position: usize) -> Result<String, EnvelopeError> {
+    match item.get(key) {
+        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
+        _ => Err(EnvelopeError::Malformed(format!(
+            "call {position}: \"{key}\" must be a non-empty string"
+        ))),
+    }
+}
+
+fn toold_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+    array(object, "calls")?
+        .iter()
+        .enumerate()
+        .map(|(position, call)| {
+            Ok(ToolCall {
+                id: string_field(call, "id", position)?,
+                name: string_field(call, "name", position)?,
+                input: CallInput::Json(call.get("input").cloned().unwrap_or_else(|| json!({}))),
+            })
+        })
+        .collect()
+}
+
+fn anthropic_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+    array(object, "content")?
+        .iter()
+        .enumerate()
+        .filter(|(_, block)| block.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .map(|(position, block)| {
+            Ok(ToolCall {
+                id: string_field(block, "id", position)?,
+                name: string_field(block, "name", position)?,
+                input: CallInput::Json(block.get("input").cloned().unwrap_or_else(|| json!({}))),
+            })
+        })
+        .collect()
+}
+
+/// OpenAI sends `arguments` as a JSON string; an object is accepted too for lenient clients.
+fn arguments(item: &Value) -> CallInput {
+    match item.get("arguments") {
+        Some(Value::String(raw)) => CallInput::from_arguments(raw),
+        Some(value @ Value::Object(_)) => CallInput::Json(value.clone()),
+        None | Some(Value::Null) => CallInput::Json(json!({})),
+        Some(other) => CallInput::Malformed {
+            raw: other.to_string(),
+            reason: "\"arguments\" must be a JSON string".into(),
+        },
+    }
+}
+
+fn openai_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+    array(object, "output")?
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| item.get("type").and_then(Value::as_str) == Some("function_call"))
+        .map(|(position, item)| {
+            Ok(ToolCall {
+                id: string_field(item, "call_id", position)?,
+                name: string_field(item, "name", position)?,
+                input: arguments(item),
+            })
+        })
+        .collect()
+}
+
+fn openai_chat_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+    let message = object
+        .get("message")
+        .and_then(Value::as_object)
+        .ok_or_else(|| malformed("\"message\" must be an object"))?;
+    let Some(tool_calls) = message.get("tool_calls").filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let tool_calls = tool_calls
+        .as_array()
+        .ok_or_else(|| malformed("\"message.tool_calls\" must be an array"))?;
+    tool_calls
+        .iter()
+        .enumerate()
+        .filter(|(_, call)| {
+            call.get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("function")
+                == "function"
+        })
+        .map(|(position, call)| {
+            let function = call.get("function").ok_or_else(|| {
+                EnvelopeError::Malformed(format!("call {position}: \"function\" is missing"))
+            })?;
+            Ok(ToolCall {
+                id: string_field(call, "id", position)?,
+                name: string_field(function, "name", position)?,
+                input: arguments(function),
+            })
+        })
+        .collect()
+}
+
+/// Results in the request's shape.
+pub fn format_results(format: BatchFormat, batch_id: &str, results: &[ToolResult]) -> Value {
+    match format {
+        BatchFormat::Toold => json!({"batch_id": batch_id, "results": results}),
+        BatchFormat::Anthropic => json!({
+            "role": "user",
+            "content": results.iter().map(anthropic_result).collect::<Vec<_>>(),
+        }),
+        BatchFormat::OpenAi => json!({
+            "input": results.iter().map(openai_result).collect::<Vec<_>>(),
+        }),
+        BatchFormat::OpenAiChat => json!({
+            "messages": results.iter().map(openai_chat_result).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// One result in the request's shape (what a stream yields per result).
+pub fn format_result(format: BatchFormat, result: &ToolResult) -> Value {
+    match format {
+        BatchFormat::Toold => json!(result),
+        BatchFormat::Anthropic => anthropic_result(result),
+        BatchFormat::OpenAi => openai_result(result),
+        BatchFormat::OpenAiChat => openai_chat_result(result),
+    }
+}
+
+fn anthropic_result(result: &ToolResult) -> Value {
+    json!({
+        "type": "tool_result",
+        "tool_use_id": result.id,
+        "content": result.output,
+        "is_error": result.is_error,
+    })
+}
+
+fn openai_result(result: &ToolResult) -> Value {
+    json!({"type": "function_call_output", "call_id": result.id, "output": result.output})
+}
+
+fn openai_chat_result(result: &ToolResult) -> Value {
+    json!({"role": "tool", "tool_call_id": result.id, "content": result.output})
+}
+
+#[cfg(test)]
+#[path = "calls_tests.rs"]
+mod tests;

@@ -1,0 +1,174 @@
+//! A session's tool pool: which tools a batch may call and which definitions a model sees.
+//!
+//! Assembly order (DESIGN §2): built-ins, then external tools; each filtered by the mode
+//! (a tool whose least possible requirement exceeds the mode is left out), by deny rules that
+//! name a whole tool, and by `is_enabled`; each part sorted by name; de-duplicated with the
+//! built-in winning. Deferred tools stay out until loaded; `tool_search` is always loaded. A
+//! pool is immutable: a batch holds one for its whole duration.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use super::{RegisteredTool, ToolRegistry, closest};
+use crate::permission::PermissionLevel;
+use crate::session::SessionState;
+
+/// The one tool that is never deferred: it is how deferred tools get loaded.
+pub const TOOL_SEARCH: &str = "tool_search";
+
+/// What shapes a pool besides the registry.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// Tools whose least possible requirement exceeds this mode are left out.
+    pub mode: PermissionLevel,
+    /// Deny rules. A rule that is a bare tool name or alias (`bash`, `Read`) removes the tool;
+    /// rules with a specifier (`bash(rm:*)`) are the permission policy's business.
+    pub deny: Vec<String>,
+    /// Deferred tools this session has loaded.
+    pub loaded: BTreeSet<String>,
+}
+
+impl PoolOptions {
+    pub fn for_mode(mode: PermissionLevel) -> PoolOptions {
+        PoolOptions {
+            mode,
+            deny: Vec::new(),
+            loaded: BTreeSet::new(),
+        }
+    }
+}
+
+/// A name that resolves to no tool in the pool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct UnknownTool {
+    pub name: String,
+    pub suggestion: Option<String>,
+    /// The tool exists but is deferred and not loaded yet.
+    pub deferred: bool,
+}
+
+impl fmt::Display for UnknownTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.deferred {
+            return write!(
+                f,
+                "tool \"{}\" is deferred; load it with {TOOL_SEARCH} (query \"select:{}\") and call it in a later batch",
+                self.name, self.name
+            );
+        }
+        write!(f, "unknown tool \"{}\"", self.name)?;
+        if let Some(suggestion) = &self.suggestion {
+            write!(f, "; did you mean \"{suggestion}\"?")?;
+        }
+        Ok(())
+    }
+}
+
+/// The frozen set of tools one batch may call.
+#[derive(Clone, Debug)]
+pub struct ToolPool {
+    /// Callable tools in definition order: built-ins by name, then external tools by name.
+    tools: Vec<Arc<RegisteredTool>>,
+    by_name: BTreeMap<String, usize>,
+    /// Built-in aliases whose target is in the pool.
+    aliases: BTreeMap<String, String>,
+    /// Deferred tools not yet loaded, by name.
+    deferred: Vec<Arc<RegisteredTool>>,
+}
+
+impl ToolPool {
+    pub fn assemble(
+        registry: &ToolRegistry,
+        external: &[Arc<RegisteredTool>],
+        session: &SessionState,
+        options: &PoolOptions,
+    ) -> ToolPool {
+        let denied: BTreeSet<&str> = options
+            .deny
+            .iter()
+            .filter(|rule| !rule.contains('('))
+            .map(|rule| registry.canonical_name(rule).unwrap_or(rule))
+            .collect();
+        let admitted = |tool: &&Arc<RegisteredTool>| {
+            tool.spec().required_permission.floor() <= options.mode
+                && !denied.contains(tool.name())
+                && tool.tool.is_enabled(session)
+        };
+        let mut builtins: Vec<_> = registry.tools().filter(admitted).cloned().collect();
+        builtins.sort_by(|a, b| a.name().cmp(b.name()));
+        let mut externals: Vec<_> = external
+            .iter()
+            .filter(admitted)
+            // The built-in wins: an external tool may not take a built-in name or alias.
+            .filter(|tool| registry.canonical_name(tool.name()).is_none())
+            .cloned()
+            .collect();
+        externals.sort_by(|a, b| a.name().cmp(b.name()));
+        externals.dedup_by(|a, b| a.name() == b.name());
+
+        let is_deferred = |tool: &Arc<RegisteredTool>| {
+            let spec = tool.spec();
+            spec.should_defer
+                && !spec.always_load
+                && spec.name != TOOL_SEARCH
+                && !options.loaded.contains(&spec.name)
+        };
+        let (deferred, tools): (Vec<_>, Vec<_>) =
+            builtins.into_iter().chain(externals).partition(is_deferred);
+        let by_name = tools
+            .iter()
+            .enumerate()
+            .map(|(index, tool)| (tool.name().to_owned(), index))
+            .collect::<BTreeMap<_, _>>();
+        let aliases = registry
+            .aliases()
+            .filter(|(_, target)| by_name.contains_key(*target))
+            .map(|(alias, target)| (alias.to_owned(), target.to_owned()))
+            .collect();
+        ToolPool {
+            tools,
+            by_name,
+            aliases,
+            deferred,
+        }
+    }
+
+    /// The tools a model is shown, in definition order.
+    pub fn tools(&self) -> &[Arc<RegisteredTool>] {
+        &self.tools
+    }
+
+    /// Deferred tools that are not loaded yet (what `tool_search` searches).
+    pub fn deferred(&self) -> &[Arc<RegisteredTool>] {
+        &self.deferred
+    }
+
+    /// Resolves a requested name: an exact name first, then a built-in alias. External tools'
+    /// aliases are never consulted.
+    pub fn resolve(&self, name: &str) -> Result<Arc<RegisteredTool>, UnknownTool> {
+        let index = self.by_name.get(name).or_else(|| {
+            self.aliases
+                .get(name)
+                .and_then(|target| self.by_name.get(target))
+        });
+        if let Some(index) = index {
+            return Ok(self.tools[*index].clone());
+        }
+        let deferred = self.deferred.iter().any(|tool| tool.name() == name);
+        let candidates = self
+            .by_name
+            .keys()
+            .chain(self.aliases.keys())
+            .map(String::as_str);
+        Err(UnknownTool {
+            name: name.to_owned(),
+            suggestion: if deferred {
+                None
+            } else {
+                closest(name, candidates).map(str::to_owned)
+            },
+            deferred,
+        })
+    }
+}

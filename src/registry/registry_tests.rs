@@ -1,0 +1,229 @@
+//! Registration rules, alias resolution and pool assembly.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::*;
+use crate::permission::PermissionLevel;
+use crate::session::{SessionConfig, SessionState};
+use crate::tool::{ToolContext, ToolError, ToolOutput};
+
+struct Named {
+    spec: ToolSpec,
+    enabled: bool,
+}
+
+#[async_trait]
+impl Tool for Named {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn is_enabled(&self, _session: &SessionState) -> bool {
+        self.enabled
+    }
+    async fn execute(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text("ok"))
+    }
+}
+
+fn tool(
+    name: &str,
+    configure: impl FnOnce(crate::tool::ToolSpecBuilder) -> crate::tool::ToolSpecBuilder,
+) -> Arc<dyn Tool> {
+    let builder = ToolSpec::builder(name)
+        .description(format!("the {name} tool"))
+        .max_result_size_chars(Some(100))
+        .permission(PermissionLevel::ReadOnly);
+    Arc::new(Named {
+        spec: configure(builder).build().unwrap(),
+        enabled: true,
+    })
+}
+
+fn external(name: &str, alias: Option<&str>) -> Arc<RegisteredTool> {
+    let t = tool(name, |b| match alias {
+        Some(alias) => b.alias(alias),
+        None => b,
+    });
+    Arc::new(RegisteredTool::new(t, ToolSource::External).unwrap())
+}
+
+fn session(mode: PermissionLevel) -> SessionState {
+    SessionState::new(SessionConfig {
+        id: "s".into(),
+        working_directory: PathBuf::from("/ws"),
+        permission_mode: mode,
+        interactive: false,
+    })
+}
+
+fn names(pool: &ToolPool) -> Vec<&str> {
+    pool.tools().iter().map(|t| t.name()).collect()
+}
+
+#[test]
+fn registration_checks_names_aliases_and_schemas() {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(tool("read_file", |b| b.alias("Read")))
+        .unwrap();
+    assert_eq!(
+        registry.register(tool("Read", |b| b)).unwrap_err(),
+        RegistryError::Duplicate("Read".into())
+    );
+    assert_eq!(
+        registry.register(tool("bad name", |b| b)).unwrap_err(),
+        RegistryError::InvalidName("bad name".into())
+    );
+    assert_eq!(
+        registry
+            .register(tool("ok", |b| b.alias("bad.alias")))
+            .unwrap_err(),
+        RegistryError::InvalidName("bad.alias".into())
+    );
+    let not_object = registry.register(tool("x", |b| b.input_schema(json!({"type": "string"}))));
+    assert!(matches!(
+        not_object,
+        Err(RegistryError::InvalidSchema { .. })
+    ));
+    let broken = registry.register(tool("y", |b| {
+        b.input_schema(json!({"type": "object", "properties": {"a": {"type": 5}}}))
+    }));
+    assert!(
+        matches!(broken, Err(RegistryError::InvalidSchema { .. })),
+        "{broken:?}"
+    );
+    let dangling = registry.register(tool("z", |b| {
+        b.input_schema(json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/no"}}}))
+    }));
+    assert!(matches!(dangling, Err(RegistryError::InvalidSchema { .. })));
+}
+
+#[test]
+fn aliases_resolve_in_the_base_registry_only() {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(tool("read_file", |b| b.alias("Read")))
+        .unwrap();
+    let externals = vec![external("mcp_lookup", Some("Lookup"))];
+    let pool = ToolPool::assemble(
+        &registry,
+        &externals,
+        &session(PermissionLevel::ReadOnly),
+        &PoolOptions::for_mode(PermissionLevel::ReadOnly),
+    );
+    assert_eq!(pool.resolve("Read").unwrap().name(), "read_file");
+    assert_eq!(pool.resolve("mcp_lookup").unwrap().name(), "mcp_lookup");
+    let refused = pool.resolve("Lookup").unwrap_err();
+    assert_eq!(refused.name, "Lookup");
+    let typo = pool.resolve("reed_file").unwrap_err();
+    assert_eq!(
+        typo.to_string(),
+        "unknown tool \"reed_file\"; did you mean \"read_file\"?"
+    );
+    assert_eq!(
+        pool.resolve("zzzzzz").unwrap_err().to_string(),
+        "unknown tool \"zzzzzz\""
+    );
+}
+
+#[test]
+fn pools_are_sorted_builtins_first_and_deduplicated() {
+    let mut registry = ToolRegistry::new();
+    for name in ["write_file", "bash", "read_file"] {
+        registry.register(tool(name, |b| b)).unwrap();
+    }
+    let externals = vec![
+        external("zeta", None),
+        external("alpha", None),
+        external("bash", None),  // collides with a built-in: the built-in wins
+        external("alpha", None), // duplicate external
+    ];
+    let pool = ToolPool::assemble(
+        &registry,
+        &externals,
+        &session(PermissionLevel::ReadOnly),
+        &PoolOptions::for_mode(PermissionLevel::ReadOnly),
+    );
+    assert_eq!(
+        names(&pool),
+        ["bash", "read_file", "write_file", "alpha", "zeta"]
+    );
+    assert_eq!(pool.resolve("bash").unwrap().source, ToolSource::BuiltIn);
+}
+
+#[test]
+fn mode_deny_and_enabled_filter_the_pool() {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(tool("read_file", |b| b.alias("Read")))
+        .unwrap();
+    registry
+        .register(tool("write_file", |b| {
+            b.permission(PermissionLevel::WorkspaceWrite)
+        }))
+        .unwrap();
+    registry
+        .register(tool("bash", |b| {
+            b.permission_for(PermissionLevel::ReadOnly, |_| {
+                Ok(PermissionLevel::DangerFullAccess)
+            })
+        }))
+        .unwrap();
+    registry
+        .register(Arc::new(Named {
+            spec: ToolSpec::builder("disabled")
+                .description("d")
+                .max_result_size_chars(None)
+                .permission(PermissionLevel::ReadOnly)
+                .build()
+                .unwrap(),
+            enabled: false,
+        }))
+        .unwrap();
+    let read_only = session(PermissionLevel::ReadOnly);
+    let pool = ToolPool::assemble(
+        &registry,
+        &[],
+        &read_only,
+        &PoolOptions::for_mode(PermissionLevel::ReadOnly),
+    );
+    assert_eq!(names(&pool), ["bash", "read_file"]);
+    let mut options = PoolOptions::for_mode(PermissionLevel::WorkspaceWrite);
+    options.deny = vec!["Read".into(), "bash(rm:*)".into()];
+    let pool = ToolPool::assemble(&registry, &[], &read_only, &options);
+    assert_eq!(names(&pool), ["bash", "write_file"]);
+    assert!(
+        pool.resolve("Read").is_err(),
+        "a denied tool's alias must not reach it"
+    );
+}
+
+#[test]
+fn deferred_tools_wait_for_loading_and_tool_search_never_waits() {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(tool("tool_search", |b| b.should_defer(true)))
+        .unwrap();
+    registry
+        .register(tool("notebook_edit", |b| b.should_defer(true)))
+        .unwrap();
+    registry
+        .register(tool("pinned", |b| b.should_defer(true).always_load(true)))
+        .unwrap();
+    let s = session(PermissionLevel::ReadOnly);
+    let mut options = PoolOptions::for_mode(PermissionLevel::ReadOnly);
+    let pool = ToolPool::assemble(&registry, &[], &s, &options);
+    assert_eq!(names(&pool), ["pinned", "tool_search"]);
+    assert_eq!(pool.deferred().len(), 1);
+    let err = pool.resolve("notebook_edit").unwrap_err();
+    assert!(
+        err.deferred && err.to_string().contains("tool_search"),
+        "{err}"
+    );
+    options.loaded.insert("notebook_edit".into());
+    let pool = ToolPool::assemble(&registry, &[], &s, &options);
+    assert_eq!(names(&pool), ["notebook_edit", "pinned", "tool_search"]);
+}

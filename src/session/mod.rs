@@ -1,0 +1,185 @@
+//! Session state: the workspace, the mode, and what calls leave behind for later calls.
+//!
+//! The dispatcher reads it (mode, interactivity, interrupt token) and applies the
+//! [`ContextUpdate`]s calls return. Persisting it is the store's business; this module keeps
+//! it in memory behind short-lived locks that are never held across an await.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::permission::PermissionLevel;
+use crate::tool::{ContextUpdate, FileStateEntry};
+
+/// Fixed facts of a session, given when it is created.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub id: String,
+    pub working_directory: PathBuf,
+    pub permission_mode: PermissionLevel,
+    pub interactive: bool,
+}
+
+/// The state that calls read and change.
+#[derive(Debug, Default)]
+struct MutableState {
+    file_state: BTreeMap<PathBuf, FileStateEntry>,
+    shell_cwd: Option<PathBuf>,
+    loaded_tools: BTreeSet<String>,
+    todos: Value,
+}
+
+/// A live session.
+#[derive(Debug)]
+pub struct SessionState {
+    config: SessionConfig,
+    state: Mutex<MutableState>,
+    /// Replaced after each interrupt so that later batches start uninterrupted.
+    interrupt: Mutex<CancellationToken>,
+}
+
+impl SessionState {
+    pub fn new(config: SessionConfig) -> SessionState {
+        SessionState {
+            config,
+            state: Mutex::new(MutableState::default()),
+            interrupt: Mutex::new(CancellationToken::new()),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    pub fn working_directory(&self) -> &Path {
+        &self.config.working_directory
+    }
+
+    pub fn permission_mode(&self) -> PermissionLevel {
+        self.config.permission_mode
+    }
+
+    pub fn interactive(&self) -> bool {
+        self.config.interactive
+    }
+
+    fn state(&self) -> MutexGuard<'_, MutableState> {
+        // A poisoned lock means a panic while applying a plain data update; the data is still
+        // consistent (each update is a single insert or replace), so carry on with it.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The token that the next interrupt fires; a batch takes it when it starts.
+    pub fn interrupt_token(&self) -> CancellationToken {
+        self.interrupt
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Cancels what is running now; batches started afterwards are unaffected.
+    pub fn interrupt(&self) {
+        let mut token = self.interrupt.lock().unwrap_or_else(|p| p.into_inner());
+        token.cancel();
+        *token = CancellationToken::new();
+    }
+
+    /// What this session knows of a file (after its own reads and writes).
+    pub fn file_state(&self, path: &Path) -> Option<FileStateEntry> {
+        self.state().file_state.get(path).cloned()
+    }
+
+    /// The shell's working directory, the workspace until a `cd` moves it.
+    pub fn shell_cwd(&self) -> PathBuf {
+        self.state()
+            .shell_cwd
+            .clone()
+            .unwrap_or_else(|| self.config.working_directory.clone())
+    }
+
+    /// Deferred tools this session has loaded.
+    pub fn loaded_tools(&self) -> BTreeSet<String> {
+        self.state().loaded_tools.clone()
+    }
+
+    pub fn todos(&self) -> Value {
+        self.state().todos.clone()
+    }
+
+    /// Applies one call's updates.
+    pub fn apply(&self, updates: &[ContextUpdate]) {
+        if updates.is_empty() {
+            return;
+        }
+        let mut state = self.state();
+        for update in updates {
+            match update {
+                ContextUpdate::FileState(entry) => {
+                    state.file_state.insert(entry.path.clone(), entry.clone());
+                }
+                ContextUpdate::ShellCwd { path } => state.shell_cwd = Some(path.clone()),
+                ContextUpdate::LoadTools { names } => {
+                    state.loaded_tools.extend(names.iter().cloned());
+                }
+                ContextUpdate::Todos { todos } => state.todos = todos.clone(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> SessionState {
+        SessionState::new(SessionConfig {
+            id: "s1".into(),
+            working_directory: PathBuf::from("/ws"),
+            permission_mode: PermissionLevel::WorkspaceWrite,
+            interactive: false,
+        })
+    }
+
+    #[test]
+    fn updates_are_applied() {
+        let session = session();
+        assert_eq!(session.shell_cwd(), PathBuf::from("/ws"));
+        let entry = FileStateEntry {
+            path: PathBuf::from("/ws/a"),
+            size: 3,
+            modified: None,
+            content_hash: "h".into(),
+            partial: false,
+        };
+        session.apply(&[
+            ContextUpdate::FileState(entry.clone()),
+            ContextUpdate::ShellCwd {
+                path: PathBuf::from("/ws/sub"),
+            },
+            ContextUpdate::LoadTools {
+                names: vec!["t".into()],
+            },
+            ContextUpdate::Todos {
+                todos: serde_json::json!([1]),
+            },
+        ]);
+        assert_eq!(session.file_state(Path::new("/ws/a")), Some(entry));
+        assert_eq!(session.shell_cwd(), PathBuf::from("/ws/sub"));
+        assert!(session.loaded_tools().contains("t"));
+        assert_eq!(session.todos(), serde_json::json!([1]));
+    }
+
+    #[test]
+    fn an_interrupt_fires_the_current_token_only() {
+        let session = session();
+        let before = session.interrupt_token();
+        session.interrupt();
+        assert!(before.is_cancelled());
+        assert!(!session.interrupt_token().is_cancelled());
+    }
+}

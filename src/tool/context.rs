@@ -1,0 +1,80 @@
+//! `ToolContext`: everything a tool may know about the call it is running, immutable per call.
+//!
+//! It carries the cancellation token the dispatcher fires on timeout, interrupt or sibling
+//! abort, and the progress sink whose updates reach subscribers immediately.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::SessionState;
+
+/// A progress report from a running call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressUpdate {
+    pub call_id: String,
+    pub tool: String,
+    pub data: Value,
+}
+
+/// Where a tool's progress goes. Reporting never blocks and never fails.
+#[derive(Clone)]
+pub struct ProgressSink {
+    call_id: String,
+    tool: String,
+    deliver: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
+}
+
+impl ProgressSink {
+    pub fn new(
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        deliver: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
+    ) -> ProgressSink {
+        ProgressSink {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            deliver,
+        }
+    }
+
+    /// A sink that drops every report (for running a tool outside a dispatcher).
+    pub fn discard() -> ProgressSink {
+        ProgressSink::new("", "", Arc::new(|_| {}))
+    }
+
+    pub fn report(&self, data: Value) {
+        (self.deliver)(ProgressUpdate {
+            call_id: self.call_id.clone(),
+            tool: self.tool.clone(),
+            data,
+        });
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressSink")
+            .field("call_id", &self.call_id)
+            .finish()
+    }
+}
+
+/// The per-call context handed to `validate_input` and `execute`.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub session_id: String,
+    pub call_id: String,
+    /// The session's workspace; relative paths resolve against it.
+    pub working_directory: PathBuf,
+    /// Whether a user can answer questions in this session.
+    pub interactive: bool,
+    /// Fired when the call must stop (timeout, interrupt, sibling abort, session close).
+    pub cancellation: CancellationToken,
+    pub progress: ProgressSink,
+    /// Read access to session state (file-state cache, shell cwd). Tools change it only by
+    /// returning [`crate::tool::ContextUpdate`]s.
+    pub session: Arc<SessionState>,
+}

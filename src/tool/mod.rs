@@ -1,0 +1,53 @@
+//! The tool contract: what every tool, built-in or external, declares and implements.
+//!
+//! A tool is data ([`ToolSpec`]: name, schema, fail-closed flags) plus behaviour (the [`Tool`]
+//! trait: semantic validation and execution). The dispatcher reads the spec to decide how a call
+//! is scheduled and authorised; it never asks a tool to judge its own safety outside the spec.
+//! This module knows nothing of transports, storage or sessions' persistence.
+
+mod call;
+mod context;
+mod error;
+mod output;
+mod spec;
+
+pub use call::{CallInput, OffloadedResult, ToolCall, ToolResult};
+pub use context::{ProgressSink, ProgressUpdate, ToolContext};
+pub use error::{ErrorKind, ToolError};
+pub use output::{ContextUpdate, FileStateEntry, ToolOutput};
+pub use spec::{
+    BuildError, ConcurrencyClass, InputFlag, InputPermission, InterruptBehavior, PreviewStyle,
+    ToolSpec, ToolSpecBuilder,
+};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::session::SessionState;
+
+/// A tool the dispatcher can run.
+///
+/// Implementations hold their [`ToolSpec`] and implement execution. Input-dependent flags
+/// (read-only, concurrency-safe, destructive, required permission) live in the spec so that
+/// every tool answers them the same fail-closed way.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// The tool's metadata, built once with [`ToolSpec::builder`].
+    fn spec(&self) -> &ToolSpec;
+
+    /// Whether the tool is offered in this session at all (e.g. a tool that needs a feature
+    /// the session lacks). Defaults to enabled.
+    fn is_enabled(&self, _session: &SessionState) -> bool {
+        true
+    }
+
+    /// Semantic validation, run after the input passed the JSON schema. Return
+    /// [`ToolError::Validation`] to refuse the call before it is authorised or executed.
+    async fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    /// Runs the call. Long-running work should watch `ctx.cancellation` and return what it
+    /// has so far when it fires; the dispatcher waits a short grace period for that output.
+    async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
