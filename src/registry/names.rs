@@ -10,6 +10,7 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 
 /// The candidate closest to `name` by edit distance (case-insensitive), if it is close
 /// enough to be a plausible typo: at most a third of the name's length, and at least 1.
+/// On a tie the earlier candidate wins, so callers list canonical names before aliases.
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let wanted = name.to_ascii_lowercase();
     let limit = (wanted.chars().count() / 3).max(1);
@@ -22,7 +23,7 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
             )
         })
         .filter(|(distance, _)| *distance <= limit)
-        .min()
+        .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
 }
 

@@ -1,0 +1,8 @@
+//! Dispatcher behaviour through the library's public API: scheduling, the pipeline's phases,
+//! and provider formats against golden files. One test binary keeps link time down.
+
+mod formats;
+mod harness;
+mod phases;
+mod scheduling;
+mod streaming;
