@@ -9,8 +9,10 @@
 //! (duplicate id, interrupted, aborted) still goes through the pipeline, so it is audited.
 
 use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use serde_json::json;
@@ -67,7 +69,7 @@ struct Group {
     abort: CancellationToken,
 }
 
-type Running = FuturesUnordered<BoxFuture<'static, (usize, CallOutcome)>>;
+type Running = FuturesUnordered<BoxFuture<'static, (usize, Box<CallOutcome>)>>;
 
 /// New batch ids sort by creation time.
 pub fn new_batch_id() -> String {
@@ -312,7 +314,7 @@ impl BatchRun<'_> {
             let data = json!({"input": call.input.to_record()});
             self.publish(self.call_event(EventType::ToolPre, index).data(data));
         }
-        let request = CallRequest {
+        let request = Box::new(CallRequest {
             index,
             batch_id: self.batch_id.clone(),
             ctx: ToolContext {
@@ -331,25 +333,36 @@ impl BatchRun<'_> {
                 interrupt: self.interrupt.clone(),
                 abort: group.abort.clone(),
             },
-        };
-        let handle = tokio::spawn(self.dispatcher.pipeline.clone().oneshot(request));
+        });
+        // Calls are polled here, inside the batch's task, not spawned: a no-op call then costs
+        // no cross-thread wake-up. Tools must not block the thread (blocking work belongs in
+        // `spawn_blocking`), which keeps their I/O parallel all the same.
+        let pipeline = self.dispatcher.pipeline.clone();
         let (id, name) = (
             self.entries[index].id.clone(),
             self.entries[index].name.clone(),
         );
         running.push(Box::pin(async move {
-            let outcome = match handle.await {
+            let outcome = match AssertUnwindSafe(pipeline.oneshot(request))
+                .catch_unwind()
+                .await
+            {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(never)) => match never {},
-                // The pipeline catches tool panics; this is a panic in toold itself.
-                Err(join_error) => lost_call(&id, &name, &join_error.to_string()),
+                // Tool panics are caught in the pipeline; this is a panic in toold itself.
+                Err(_) => lost_call(
+                    &id,
+                    &name,
+                    "the dispatcher panicked while running this call",
+                ),
             };
             (index, outcome)
         }));
     }
 
-    fn complete(&mut self, index: usize, outcome: CallOutcome) {
+    fn complete(&mut self, index: usize, outcome: Box<CallOutcome>) {
         self.session.apply(&outcome.context_updates);
+        let outcome = *outcome;
         let result = outcome.result;
         let event = if result.is_error {
             let data = json!({
@@ -403,9 +416,9 @@ impl BatchRun<'_> {
     }
 }
 
-fn lost_call(id: &str, name: &str, reason: &str) -> CallOutcome {
+fn lost_call(id: &str, name: &str, reason: &str) -> Box<CallOutcome> {
     let call = ToolCall::new(id, name, serde_json::Value::Null);
-    CallOutcome {
+    Box::new(CallOutcome {
         result: ToolResult::refused(
             &call,
             ErrorKind::Execution,
@@ -415,5 +428,5 @@ fn lost_call(id: &str, name: &str, reason: &str) -> CallOutcome {
         decision: None,
         final_input: None,
         context_updates: Vec::new(),
-    }
+    })
 }

@@ -18,7 +18,7 @@ impl Audit {
 }
 
 impl Phase for Audit {
-    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         let started_at = SystemTime::now();
         let clock = Instant::now();
         let session_id = request.ctx.session_id.clone();

@@ -43,23 +43,23 @@ enum Stop {
 
 type Finished = Result<Result<ToolOutput, ToolError>, String>;
 
-impl Service<CallRequest> for Execute {
-    type Response = CallOutcome;
+impl Service<Box<CallRequest>> for Execute {
+    type Response = Box<CallOutcome>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<CallOutcome, Infallible>>;
+    type Future = BoxFuture<'static, Result<Box<CallOutcome>, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: CallRequest) -> Self::Future {
+    fn call(&mut self, request: Box<CallRequest>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move { Ok(this.execute(request).await) })
     }
 }
 
 impl Execute {
-    async fn execute(self, request: CallRequest) -> CallOutcome {
+    async fn execute(self, request: Box<CallRequest>) -> Box<CallOutcome> {
         let Ok(tool) = request.tool.clone() else {
             // The lookup phase refuses unknown tools before they get here.
             return CallOutcome::refused(&request, ErrorKind::UnknownTool, "unknown tool");
@@ -128,7 +128,7 @@ fn finish(
     input: serde_json::Value,
     finished: Finished,
     stop: Option<Stop>,
-) -> CallOutcome {
+) -> Box<CallOutcome> {
     let mut result = ToolResult::refused(&request.call, ErrorKind::Execution, "");
     let mut context_updates = Vec::new();
     let name = request.call.name.as_str();
@@ -165,11 +165,11 @@ fn finish(
             result.output = kind.format_output(&message);
         }
     }
-    CallOutcome {
+    Box::new(CallOutcome {
         result,
         executed: true,
         decision: None,
         final_input: Some(input),
         context_updates,
-    }
+    })
 }

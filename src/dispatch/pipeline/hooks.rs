@@ -61,7 +61,11 @@ impl Hooks {
 }
 
 impl Phase for Hooks {
-    async fn run<S: Next>(self: Arc<Self>, mut request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(
+        self: Arc<Self>,
+        mut request: Box<CallRequest>,
+        next: S,
+    ) -> Box<CallOutcome> {
         let Ok(tool) = request.tool.clone() else {
             return run_next(next, request).await;
         };

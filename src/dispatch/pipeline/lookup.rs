@@ -9,7 +9,7 @@ use crate::tool::ErrorKind;
 pub struct Lookup;
 
 impl Phase for Lookup {
-    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         if let Some((kind, message)) = &request.refusal {
             return CallOutcome::refused(&request, *kind, message);
         }

@@ -43,7 +43,8 @@ pub struct CallSignals {
     pub abort: CancellationToken,
 }
 
-/// One call on its way through the pipeline.
+/// One call on its way through the pipeline. Requests and outcomes travel boxed, so each
+/// layer moves a pointer rather than a few hundred bytes.
 pub struct CallRequest {
     pub index: usize,
     pub batch_id: Arc<str>,
@@ -78,32 +79,34 @@ pub struct CallOutcome {
 
 impl CallOutcome {
     /// The error outcome of a phase that refuses the call.
-    pub fn refused(request: &CallRequest, kind: ErrorKind, message: &str) -> CallOutcome {
-        CallOutcome {
+    pub fn refused(request: &CallRequest, kind: ErrorKind, message: &str) -> Box<CallOutcome> {
+        Box::new(CallOutcome {
             result: ToolResult::refused(&request.call, kind, message),
             executed: false,
             decision: None,
             final_input: None,
             context_updates: Vec::new(),
-        }
+        })
     }
 }
 
 /// The inner part of the pipeline a phase hands the call to.
 pub trait Next:
-    Service<CallRequest, Response = CallOutcome, Error = Infallible, Future: Send> + Send + 'static
+    Service<Box<CallRequest>, Response = Box<CallOutcome>, Error = Infallible, Future: Send>
+    + Send
+    + 'static
 {
 }
 
 impl<S> Next for S where
-    S: Service<CallRequest, Response = CallOutcome, Error = Infallible, Future: Send>
+    S: Service<Box<CallRequest>, Response = Box<CallOutcome>, Error = Infallible, Future: Send>
         + Send
         + 'static
 {
 }
 
 /// Runs the rest of the pipeline.
-pub async fn run_next<S: Next>(next: S, request: CallRequest) -> CallOutcome {
+pub async fn run_next<S: Next>(next: S, request: Box<CallRequest>) -> Box<CallOutcome> {
     match next.oneshot(request).await {
         Ok(outcome) => outcome,
         Err(never) => match never {},
@@ -114,9 +117,9 @@ pub async fn run_next<S: Next>(next: S, request: CallRequest) -> CallOutcome {
 pub trait Phase: Send + Sync + 'static {
     fn run<S: Next>(
         self: Arc<Self>,
-        request: CallRequest,
+        request: Box<CallRequest>,
         next: S,
-    ) -> impl Future<Output = CallOutcome> + Send;
+    ) -> impl Future<Output = Box<CallOutcome>> + Send;
 }
 
 /// A [`Phase`] as a `tower::Layer`.
@@ -158,10 +161,10 @@ impl<P, S: Clone> Clone for PhaseService<P, S> {
     }
 }
 
-impl<P: Phase, S: Next + Clone> Service<CallRequest> for PhaseService<P, S> {
-    type Response = CallOutcome;
+impl<P: Phase, S: Next + Clone> Service<Box<CallRequest>> for PhaseService<P, S> {
+    type Response = Box<CallOutcome>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<CallOutcome, Infallible>>;
+    type Future = BoxFuture<'static, Result<Box<CallOutcome>, Infallible>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // Every phase and the execute service are always ready; back-pressure is the
@@ -169,7 +172,7 @@ impl<P: Phase, S: Next + Clone> Service<CallRequest> for PhaseService<P, S> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: CallRequest) -> Self::Future {
+    fn call(&mut self, request: Box<CallRequest>) -> Self::Future {
         let phase = self.phase.clone();
         let inner = self.inner.clone();
         Box::pin(async move { Ok(phase.run(request, inner).await) })
@@ -177,7 +180,7 @@ impl<P: Phase, S: Next + Clone> Service<CallRequest> for PhaseService<P, S> {
 }
 
 /// The assembled pipeline, cheap to clone per call.
-pub type Pipeline = BoxCloneSyncService<CallRequest, CallOutcome, Infallible>;
+pub type Pipeline = BoxCloneSyncService<Box<CallRequest>, Box<CallOutcome>, Infallible>;
 
 /// Builds the stack in the order of DESIGN §1 (outermost first).
 pub fn build(deps: &DispatchDeps, settings: &DispatchSettings) -> Pipeline {

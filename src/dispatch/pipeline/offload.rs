@@ -22,7 +22,7 @@ impl Offload {
 }
 
 impl Phase for Offload {
-    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         let limit = match &request.tool {
             Ok(tool) => tool.spec().max_result_size_chars,
             Err(_) => None,

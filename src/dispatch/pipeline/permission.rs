@@ -44,7 +44,7 @@ impl Permission {
 }
 
 impl Phase for Permission {
-    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         let Ok(tool) = request.tool.clone() else {
             return run_next(next, request).await;
         };

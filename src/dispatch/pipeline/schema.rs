@@ -12,7 +12,7 @@ const QUOTED_INPUT_CHARS: usize = 200;
 pub struct SchemaValidation;
 
 impl Phase for SchemaValidation {
-    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         let Ok(tool) = &request.tool else {
             return run_next(next, request).await;
         };

@@ -7,7 +7,7 @@ use super::{CallOutcome, CallRequest, Next, Phase, run_next};
 pub struct SemanticValidation;
 
 impl Phase for SemanticValidation {
-    async fn run<S: Next>(self: Arc<Self>, request: CallRequest, next: S) -> CallOutcome {
+    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         let Ok(tool) = request.tool.clone() else {
             return run_next(next, request).await;
         };
