@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -53,8 +54,8 @@ pub enum CallState {
 struct Entry {
     /// Taken when the call starts.
     call: Option<ToolCall>,
-    id: String,
-    name: String,
+    id: Arc<str>,
+    name: Arc<str>,
     tool: Result<Arc<RegisteredTool>, UnknownTool>,
     safe: bool,
     group: usize,
@@ -69,7 +70,8 @@ struct Group {
     abort: CancellationToken,
 }
 
-type Running = FuturesUnordered<BoxFuture<'static, (usize, Box<CallOutcome>)>>;
+/// A running call's index and its outcome, or `None` if toold itself panicked running it.
+type Running = FuturesUnordered<BoxFuture<'static, (usize, Option<Box<CallOutcome>>)>>;
 
 /// New batch ids sort by creation time.
 pub fn new_batch_id() -> String {
@@ -121,6 +123,7 @@ impl Dispatcher {
         let mut run = BatchRun {
             dispatcher: self,
             progress: progress_delivery(self, &session, &batch_id, &updates),
+            working_directory: Arc::from(session.working_directory()),
             session,
             pool,
             batch_id,
@@ -169,8 +172,8 @@ fn progress_delivery(
     updates: &mpsc::UnboundedSender<BatchUpdate>,
 ) -> Arc<dyn Fn(ProgressUpdate) + Send + Sync> {
     let events = dispatcher.events.clone();
-    let session_id = session.id().to_owned();
-    let batch_id = batch_id.to_string();
+    let session_id = session.shared_id();
+    let batch_id = batch_id.clone();
     let updates = updates.clone();
     Arc::new(move |update: ProgressUpdate| {
         events.publish(
@@ -191,6 +194,7 @@ struct BatchRun<'a> {
     interrupt: CancellationToken,
     updates: mpsc::UnboundedSender<BatchUpdate>,
     progress: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
+    working_directory: Arc<Path>,
     entries: Vec<Entry>,
     groups: Vec<Group>,
     ids: HashSet<String>,
@@ -203,12 +207,13 @@ impl BatchRun<'_> {
     fn publish(&self, draft: EventDraft) {
         self.dispatcher
             .events
-            .publish(draft.batch(self.batch_id.to_string()));
+            .publish(draft.batch(self.batch_id.clone()));
     }
 
     fn call_event(&self, event_type: EventType, index: usize) -> EventDraft {
         let entry = &self.entries[index];
-        EventDraft::new(event_type, self.session.id()).call(entry.id.clone(), entry.name.clone())
+        EventDraft::new(event_type, self.session.shared_id())
+            .call(entry.id.clone(), entry.name.clone())
     }
 
     /// Classifies an arriving call and queues it. Anything that cannot be classified (unknown
@@ -234,8 +239,8 @@ impl BatchRun<'_> {
         };
         let duplicate = !self.ids.insert(call.id.clone());
         self.entries.push(Entry {
-            id: call.id.clone(),
-            name: call.name.clone(),
+            id: Arc::from(call.id.as_str()),
+            name: Arc::from(call.name.as_str()),
             call: Some(call),
             tool,
             safe,
@@ -318,12 +323,16 @@ impl BatchRun<'_> {
             index,
             batch_id: self.batch_id.clone(),
             ctx: ToolContext {
-                session_id: self.session.id().to_owned(),
-                call_id: call.id.clone(),
-                working_directory: self.session.working_directory().to_path_buf(),
+                session_id: self.session.shared_id(),
+                call_id: self.entries[index].id.clone(),
+                working_directory: self.working_directory.clone(),
                 interactive: self.session.interactive(),
                 cancellation: CancellationToken::new(),
-                progress: ProgressSink::new(&call.id, &call.name, self.progress.clone()),
+                progress: ProgressSink::new(
+                    self.entries[index].id.clone(),
+                    self.entries[index].name.clone(),
+                    self.progress.clone(),
+                ),
                 session: self.session.clone(),
             },
             call,
@@ -338,31 +347,24 @@ impl BatchRun<'_> {
         // no cross-thread wake-up. Tools must not block the thread (blocking work belongs in
         // `spawn_blocking`), which keeps their I/O parallel all the same.
         let pipeline = self.dispatcher.pipeline.clone();
-        let (id, name) = (
-            self.entries[index].id.clone(),
-            self.entries[index].name.clone(),
-        );
         running.push(Box::pin(async move {
             let outcome = match AssertUnwindSafe(pipeline.oneshot(request))
                 .catch_unwind()
                 .await
             {
-                Ok(Ok(outcome)) => outcome,
+                Ok(Ok(outcome)) => Some(outcome),
                 Ok(Err(never)) => match never {},
                 // Tool panics are caught in the pipeline; this is a panic in toold itself.
-                Err(_) => lost_call(
-                    &id,
-                    &name,
-                    "the dispatcher panicked while running this call",
-                ),
+                Err(_) => None,
             };
             (index, outcome)
         }));
     }
 
-    fn complete(&mut self, index: usize, outcome: Box<CallOutcome>) {
+    fn complete(&mut self, index: usize, outcome: Option<Box<CallOutcome>>) {
+        let entry = &self.entries[index];
+        let outcome = *outcome.unwrap_or_else(|| lost_call(&entry.id, &entry.name));
         self.session.apply(&outcome.context_updates);
-        let outcome = *outcome;
         let result = outcome.result;
         let event = if result.is_error {
             let data = json!({
@@ -416,8 +418,9 @@ impl BatchRun<'_> {
     }
 }
 
-fn lost_call(id: &str, name: &str, reason: &str) -> Box<CallOutcome> {
+fn lost_call(id: &str, name: &str) -> Box<CallOutcome> {
     let call = ToolCall::new(id, name, serde_json::Value::Null);
+    let reason = "the dispatcher panicked while running this call";
     Box::new(CallOutcome {
         result: ToolResult::refused(
             &call,

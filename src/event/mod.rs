@@ -87,33 +87,57 @@ impl fmt::Display for EventType {
 pub struct Event {
     /// Monotonic per bus.
     pub seq: u64,
-    /// RFC 3339, UTC, millisecond precision.
-    pub ts: String,
+    /// Serialised as RFC 3339, UTC, millisecond precision. Kept as a time so publishing
+    /// does not pay for formatting that only some subscribers need.
+    #[serde(with = "rfc3339")]
+    pub ts: SystemTime,
     #[serde(rename = "type")]
     pub event_type: EventType,
-    pub session_id: String,
+    pub session_id: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_id: Option<String>,
+    pub batch_id: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
+    pub call_id: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
+    pub tool: Option<Arc<str>>,
     pub data: Value,
+}
+
+impl Event {
+    /// The timestamp as it is serialised.
+    pub fn ts_rfc3339(&self) -> String {
+        humantime::format_rfc3339_millis(self.ts).to_string()
+    }
+}
+
+mod rfc3339 {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(ts: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_rfc3339_millis(*ts))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SystemTime, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        humantime::parse_rfc3339_weak(&text).map_err(D::Error::custom)
+    }
 }
 
 /// An event before the bus numbers and stamps it.
 #[derive(Clone, Debug)]
 pub struct EventDraft {
     pub event_type: EventType,
-    pub session_id: String,
-    pub batch_id: Option<String>,
-    pub call_id: Option<String>,
-    pub tool: Option<String>,
+    pub session_id: Arc<str>,
+    pub batch_id: Option<Arc<str>>,
+    pub call_id: Option<Arc<str>>,
+    pub tool: Option<Arc<str>>,
     pub data: Value,
 }
 
 impl EventDraft {
-    pub fn new(event_type: EventType, session_id: impl Into<String>) -> EventDraft {
+    pub fn new(event_type: EventType, session_id: impl Into<Arc<str>>) -> EventDraft {
         EventDraft {
             event_type,
             session_id: session_id.into(),
@@ -124,12 +148,12 @@ impl EventDraft {
         }
     }
 
-    pub fn batch(mut self, batch_id: impl Into<String>) -> EventDraft {
+    pub fn batch(mut self, batch_id: impl Into<Arc<str>>) -> EventDraft {
         self.batch_id = Some(batch_id.into());
         self
     }
 
-    pub fn call(mut self, call_id: impl Into<String>, tool: impl Into<String>) -> EventDraft {
+    pub fn call(mut self, call_id: impl Into<Arc<str>>, tool: impl Into<Arc<str>>) -> EventDraft {
         self.call_id = Some(call_id.into());
         self.tool = Some(tool.into());
         self
@@ -162,7 +186,7 @@ impl EventBus {
     pub fn publish(&self, draft: EventDraft) -> Arc<Event> {
         let event = Arc::new(Event {
             seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
-            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            ts: SystemTime::now(),
             event_type: draft.event_type,
             session_id: draft.session_id,
             batch_id: draft.batch_id,
@@ -213,6 +237,9 @@ mod tests {
         let json = serde_json::to_value(&*first).unwrap();
         assert_eq!(json["type"], "batch:start");
         assert!(json["ts"].as_str().unwrap().ends_with('Z'));
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back.ts_rfc3339(), first.ts_rfc3339());
+        assert_eq!(back.batch_id.as_deref(), Some("b"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,8 @@ struct MutableState {
 #[derive(Debug)]
 pub struct SessionState {
     config: SessionConfig,
+    /// The id, shared into every event and context without copying.
+    id: Arc<str>,
     state: Mutex<MutableState>,
     /// Replaced after each interrupt so that later batches start uninterrupted.
     interrupt: Mutex<CancellationToken>,
@@ -44,6 +46,7 @@ pub struct SessionState {
 impl SessionState {
     pub fn new(config: SessionConfig) -> SessionState {
         SessionState {
+            id: Arc::from(config.id.as_str()),
             config,
             state: Mutex::new(MutableState::default()),
             interrupt: Mutex::new(CancellationToken::new()),
@@ -51,7 +54,11 @@ impl SessionState {
     }
 
     pub fn id(&self) -> &str {
-        &self.config.id
+        &self.id
+    }
+
+    pub fn shared_id(&self) -> Arc<str> {
+        self.id.clone()
     }
 
     pub fn working_directory(&self) -> &Path {

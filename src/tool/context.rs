@@ -3,7 +3,7 @@
 //! It carries the cancellation token the dispatcher fires on timeout, interrupt or sibling
 //! abort, and the progress sink whose updates reach subscribers immediately.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -14,23 +14,23 @@ use crate::session::SessionState;
 /// A progress report from a running call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgressUpdate {
-    pub call_id: String,
-    pub tool: String,
+    pub call_id: Arc<str>,
+    pub tool: Arc<str>,
     pub data: Value,
 }
 
 /// Where a tool's progress goes. Reporting never blocks and never fails.
 #[derive(Clone)]
 pub struct ProgressSink {
-    call_id: String,
-    tool: String,
+    call_id: Arc<str>,
+    tool: Arc<str>,
     deliver: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
 }
 
 impl ProgressSink {
     pub fn new(
-        call_id: impl Into<String>,
-        tool: impl Into<String>,
+        call_id: impl Into<Arc<str>>,
+        tool: impl Into<Arc<str>>,
         deliver: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
     ) -> ProgressSink {
         ProgressSink {
@@ -65,10 +65,10 @@ impl std::fmt::Debug for ProgressSink {
 /// The per-call context handed to `validate_input` and `execute`.
 #[derive(Clone, Debug)]
 pub struct ToolContext {
-    pub session_id: String,
-    pub call_id: String,
+    pub session_id: Arc<str>,
+    pub call_id: Arc<str>,
     /// The session's workspace; relative paths resolve against it.
-    pub working_directory: PathBuf,
+    pub working_directory: Arc<Path>,
     /// Whether a user can answer questions in this session.
     pub interactive: bool,
     /// Fired when the call must stop (timeout, interrupt, sibling abort, session close).

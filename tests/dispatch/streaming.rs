@@ -85,7 +85,7 @@ async fn a_call_starts_before_the_rest_of_its_batch_arrives() {
     // queued → executing (pre) → completed (post) for each call, framed by the batch events.
     let seen: Vec<(EventType, Option<String>)> = Harness::drain(&mut events)
         .iter()
-        .map(|e| (e.event_type, e.call_id.clone()))
+        .map(|e| (e.event_type, e.call_id.as_deref().map(str::to_owned)))
         .collect();
     let one = Some("1".to_owned());
     let two = Some("2".to_owned());
@@ -144,7 +144,7 @@ async fn progress_is_passed_on_before_the_call_finishes() {
     let BatchUpdate::Progress(progress) = update else {
         panic!("expected progress first, got {update:?}")
     };
-    assert_eq!(progress.call_id, "p");
+    assert_eq!(&*progress.call_id, "p");
     assert_eq!(progress.data, json!({"step": 1}));
     release.notify_one();
     batch.await.unwrap();

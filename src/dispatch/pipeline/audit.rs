@@ -21,11 +21,10 @@ impl Phase for Audit {
     async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
         let started_at = SystemTime::now();
         let clock = Instant::now();
-        let session_id = request.ctx.session_id.clone();
+        let session_id = request.ctx.session_id.to_string();
         let batch_id = request.batch_id.to_string();
         let index = request.index;
         let tool = request.tool.as_ref().ok().map(|t| t.name().to_owned());
-        let received_input = request.call.input.to_record();
 
         let mut outcome = run_next(next, request).await;
         outcome.result.duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
@@ -38,7 +37,7 @@ impl Phase for Audit {
             index,
             requested_name: result.name.clone(),
             tool,
-            input: outcome.final_input.clone().unwrap_or(received_input),
+            input: outcome.final_input.clone().unwrap_or_default(),
             decision: outcome.decision.clone(),
             is_error: result.is_error,
             error_kind: result.error_kind,

@@ -27,8 +27,8 @@ impl Hooks {
 
     fn event(request: &CallRequest, tool: &str, name: HookEventName) -> HookEvent {
         HookEvent {
-            session_id: request.ctx.session_id.clone(),
-            cwd: request.ctx.working_directory.clone(),
+            session_id: request.ctx.session_id.to_string(),
+            cwd: request.ctx.working_directory.to_path_buf(),
             permission_mode: request.ctx.session.permission_mode(),
             hook_event_name: name,
             tool_name: tool.to_owned(),

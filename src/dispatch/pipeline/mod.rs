@@ -72,7 +72,8 @@ pub struct CallOutcome {
     /// Whether the tool's execution was reached (offload and post hooks act only then).
     pub executed: bool,
     pub decision: Option<PermissionDecision>,
-    /// The input as finally executed (hooks may have changed it).
+    /// The input as finally executed (hooks may have changed it), or as received when a
+    /// phase refused the call. `None` only for a call toold lost to its own panic.
     pub final_input: Option<Value>,
     pub context_updates: Vec<ContextUpdate>,
 }
@@ -84,7 +85,7 @@ impl CallOutcome {
             result: ToolResult::refused(&request.call, kind, message),
             executed: false,
             decision: None,
-            final_input: None,
+            final_input: Some(request.call.input.to_record()),
             context_updates: Vec::new(),
         })
     }

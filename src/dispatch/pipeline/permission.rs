@@ -36,8 +36,8 @@ impl Permission {
             EventType::PermissionDecision,
             request.ctx.session_id.clone(),
         )
-        .batch(request.batch_id.to_string())
-        .call(request.call.id.clone(), tool)
+        .batch(request.batch_id.clone())
+        .call(request.ctx.call_id.clone(), tool)
         .data(json!(decision));
         self.events.publish(draft);
     }
