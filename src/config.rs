@@ -127,6 +127,15 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_settings_file_documents_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/toold.toml");
+        assert_eq!(
+            Settings::load(Some(&path), no_env).unwrap(),
+            Settings::default()
+        );
+    }
+
+    #[test]
     fn bad_values_are_clear_errors() {
         let env = |_: &str| Some("lots".to_owned());
         let err = Settings::load(None, env).unwrap_err().to_string();

@@ -49,7 +49,8 @@ mod tests {
 
     #[test]
     fn table() {
-        let cases: &[(&[bool], Vec<(bool, Range<usize>)>)] = &[
+        type Case = (&'static [bool], Vec<(bool, Range<usize>)>);
+        let cases: &[Case] = &[
             (&[], vec![]),
             (&[true], vec![(true, 0..1)]),
             (&[false, false], vec![(false, 0..1), (false, 1..2)]),

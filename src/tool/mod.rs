@@ -16,8 +16,8 @@ pub use context::{ProgressSink, ProgressUpdate, ToolContext};
 pub use error::{ErrorKind, ToolError};
 pub use output::{ContextUpdate, FileStateEntry, ToolOutput};
 pub use spec::{
-    BuildError, ConcurrencyClass, InputFlag, InputPermission, InterruptBehavior, PreviewStyle,
-    ToolSpec, ToolSpecBuilder,
+    BuildError, ConcurrencyClass, FlagFn, InputFlag, InputPermission, InterruptBehavior,
+    PermissionFn, PreviewStyle, ToolSpec, ToolSpecBuilder,
 };
 
 use async_trait::async_trait;

@@ -16,12 +16,18 @@ use serde_json::Value;
 
 use crate::permission::PermissionLevel;
 
+/// Classifies an input; `Err` means "cannot tell" and yields the safe answer.
+pub type FlagFn = Arc<dyn Fn(&Value) -> Result<bool, String> + Send + Sync>;
+
+/// Computes the permission an input needs; `Err` yields `danger_full_access`.
+pub type PermissionFn = Arc<dyn Fn(&Value) -> Result<PermissionLevel, String> + Send + Sync>;
+
 /// A boolean flag that may depend on the call's input.
 #[derive(Clone)]
 pub enum InputFlag {
     Fixed(bool),
     /// Evaluated at dispatch time on the parsed input. `Err` means "cannot tell".
-    Dynamic(Arc<dyn Fn(&Value) -> Result<bool, String> + Send + Sync>),
+    Dynamic(FlagFn),
 }
 
 impl InputFlag {
@@ -61,7 +67,7 @@ pub enum InputPermission {
     /// `floor` is the least any input can need; the pool's mode filter uses it.
     Dynamic {
         floor: PermissionLevel,
-        level: Arc<dyn Fn(&Value) -> Result<PermissionLevel, String> + Send + Sync>,
+        level: PermissionFn,
     },
 }
 

@@ -22,11 +22,13 @@ pub type Run = Arc<
     dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync,
 >;
 
+pub type Validate = Arc<dyn Fn(&Value) -> Result<(), ToolError> + Send + Sync>;
+
 /// A tool whose behaviour is a closure.
 pub struct FnTool {
     pub spec: ToolSpec,
     pub run: Run,
-    pub validate: Option<Arc<dyn Fn(&Value) -> Result<(), ToolError> + Send + Sync>>,
+    pub validate: Option<Validate>,
 }
 
 #[async_trait]
