@@ -136,7 +136,9 @@ impl Dispatcher {
             next_yield: 0,
             error_count: 0,
         };
-        run.publish(EventDraft::new(EventType::BatchStart, run.session.id()).data(json!({})));
+        run.publish(
+            EventDraft::new(EventType::BatchStart, run.session.shared_id()).data(json!({})),
+        );
         let mut running = Running::new();
         let mut input_open = true;
         let mut interrupt_seen = false;
@@ -154,11 +156,16 @@ impl Dispatcher {
                     Some(call) => run.admit(call, &mut running),
                     None => input_open = false,
                 },
-                () = interrupt.cancelled(), if !interrupt_seen => interrupt_seen = true,
+                () = interrupt.cancelled(), if !interrupt_seen && (input_open || !running.is_empty()) => {
+                    interrupt_seen = true;
+                }
+                // Nothing running, nothing arriving, yet results missing: the scheduling rule
+                // makes this impossible, but a stalled batch must still answer every call.
+                else => run.fail_unfinished(),
             }
         }
         run.publish(
-            EventDraft::new(EventType::BatchEnd, run.session.id())
+            EventDraft::new(EventType::BatchEnd, run.session.shared_id())
                 .data(json!({"calls": run.entries.len(), "errors": run.error_count})),
         );
     }
@@ -400,6 +407,20 @@ impl BatchRun<'_> {
         }
         entry.state = CallState::Completed;
         entry.result = Some(result);
+    }
+
+    /// Completes every call that has no result yet with an internal error.
+    fn fail_unfinished(&mut self) {
+        tracing::error!(batch_id = %self.batch_id, "dispatch stalled; failing unfinished calls");
+        for index in self.next_yield..self.entries.len() {
+            if matches!(
+                self.entries[index].state,
+                CallState::Queued | CallState::Executing
+            ) {
+                self.entries[index].call = None;
+                self.complete(index, None);
+            }
+        }
     }
 
     /// Hands out every completed result that is next in request order.
