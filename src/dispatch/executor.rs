@@ -230,7 +230,7 @@ impl BatchRun<'_> {
         let tool = self.pool.resolve(&call.name);
         let safe = match (&tool, call.input.as_json()) {
             (Ok(tool), Some(input)) => {
-                tool.is_valid_input(input) && tool.spec().is_concurrency_safe(input)
+                tool.is_valid_input(input) && tool.spec().is_concurrency_safe(input, &self.session)
             }
             _ => false,
         };

@@ -167,7 +167,7 @@ fn mode_deny_and_enabled_filter_the_pool() {
         .unwrap();
     registry
         .register(tool("bash", |b| {
-            b.permission_for(PermissionLevel::ReadOnly, |_| {
+            b.permission_for(PermissionLevel::ReadOnly, |_, _| {
                 Ok(PermissionLevel::DangerFullAccess)
             })
         }))

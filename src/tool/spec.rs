@@ -15,12 +15,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::permission::PermissionLevel;
+use crate::session::SessionState;
 
-/// Classifies an input; `Err` means "cannot tell" and yields the safe answer.
-pub type FlagFn = Arc<dyn Fn(&Value) -> Result<bool, String> + Send + Sync>;
+/// Classifies an input in a session (whose workspace decides, say, whether a path is inside);
+/// `Err` means "cannot tell" and yields the safe answer.
+pub type FlagFn = Arc<dyn Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync>;
 
-/// Computes the permission an input needs; `Err` yields `danger_full_access`.
-pub type PermissionFn = Arc<dyn Fn(&Value) -> Result<PermissionLevel, String> + Send + Sync>;
+/// Computes the permission an input needs in a session; `Err` yields `danger_full_access`.
+pub type PermissionFn =
+    Arc<dyn Fn(&Value, &SessionState) -> Result<PermissionLevel, String> + Send + Sync>;
 
 /// A boolean flag that may depend on the call's input.
 #[derive(Clone)]
@@ -32,10 +35,10 @@ pub enum InputFlag {
 
 impl InputFlag {
     /// Evaluates the flag; an error or a panic yields `safe`.
-    pub fn evaluate(&self, input: &Value, safe: bool) -> bool {
+    pub fn evaluate(&self, input: &Value, session: &SessionState, safe: bool) -> bool {
         match self {
             InputFlag::Fixed(value) => *value,
-            InputFlag::Dynamic(f) => match catch_unwind(AssertUnwindSafe(|| f(input))) {
+            InputFlag::Dynamic(f) => match catch_unwind(AssertUnwindSafe(|| f(input, session))) {
                 Ok(Ok(value)) => value,
                 Ok(Err(_)) | Err(_) => safe,
             },
@@ -73,11 +76,11 @@ pub enum InputPermission {
 
 impl InputPermission {
     /// Evaluates the permission; an error or a panic yields `danger_full_access`.
-    pub fn evaluate(&self, input: &Value) -> PermissionLevel {
+    pub fn evaluate(&self, input: &Value, session: &SessionState) -> PermissionLevel {
         match self {
             InputPermission::Fixed(level) => *level,
             InputPermission::Dynamic { floor, level } => {
-                match catch_unwind(AssertUnwindSafe(|| level(input))) {
+                match catch_unwind(AssertUnwindSafe(|| level(input, session))) {
                     // A classifier may not claim less than the declared floor.
                     Ok(Ok(needed)) => needed.max(*floor),
                     Ok(Err(_)) | Err(_) => PermissionLevel::DangerFullAccess,
@@ -169,23 +172,23 @@ impl ToolSpec {
     }
 
     /// `is_read_only(input)`; an error or panic counts as `false`.
-    pub fn is_read_only(&self, input: &Value) -> bool {
-        self.read_only.evaluate(input, false)
+    pub fn is_read_only(&self, input: &Value, session: &SessionState) -> bool {
+        self.read_only.evaluate(input, session, false)
     }
 
     /// `is_concurrency_safe(input)`; an error or panic counts as `false`.
-    pub fn is_concurrency_safe(&self, input: &Value) -> bool {
-        self.concurrency_safe.evaluate(input, false)
+    pub fn is_concurrency_safe(&self, input: &Value, session: &SessionState) -> bool {
+        self.concurrency_safe.evaluate(input, session, false)
     }
 
     /// `is_destructive(input)`; an error or panic counts as `true`.
-    pub fn is_destructive(&self, input: &Value) -> bool {
-        self.destructive.evaluate(input, true)
+    pub fn is_destructive(&self, input: &Value, session: &SessionState) -> bool {
+        self.destructive.evaluate(input, session, true)
     }
 
     /// `required_permission(input)`; an error or panic counts as `danger_full_access`.
-    pub fn required_permission(&self, input: &Value) -> PermissionLevel {
-        self.required_permission.evaluate(input)
+    pub fn required_permission(&self, input: &Value, session: &SessionState) -> PermissionLevel {
+        self.required_permission.evaluate(input, session)
     }
 }
 
@@ -265,7 +268,7 @@ impl ToolSpecBuilder {
 
     pub fn read_only_if(
         mut self,
-        f: impl Fn(&Value) -> Result<bool, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.read_only = InputFlag::Dynamic(Arc::new(f));
         self
@@ -278,7 +281,7 @@ impl ToolSpecBuilder {
 
     pub fn concurrency_safe_if(
         mut self,
-        f: impl Fn(&Value) -> Result<bool, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.concurrency_safe = InputFlag::Dynamic(Arc::new(f));
         self
@@ -291,7 +294,7 @@ impl ToolSpecBuilder {
 
     pub fn destructive_if(
         mut self,
-        f: impl Fn(&Value) -> Result<bool, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.destructive = InputFlag::Dynamic(Arc::new(f));
         self
@@ -306,7 +309,7 @@ impl ToolSpecBuilder {
     pub fn permission_for(
         mut self,
         floor: PermissionLevel,
-        f: impl Fn(&Value) -> Result<PermissionLevel, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &SessionState) -> Result<PermissionLevel, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.required_permission = InputPermission::Dynamic {
             floor,

@@ -3,6 +3,16 @@
 use serde_json::json;
 
 use super::*;
+use crate::session::SessionConfig;
+
+fn session() -> SessionState {
+    SessionState::new(SessionConfig {
+        id: "s".into(),
+        working_directory: std::path::PathBuf::from("/ws"),
+        permission_mode: PermissionLevel::ReadOnly,
+        interactive: false,
+    })
+}
 
 fn minimal() -> ToolSpec {
     ToolSpec::builder("noop")
@@ -17,19 +27,19 @@ fn every_omitted_flag_takes_its_fail_closed_value() {
     let spec = minimal();
     let input = json!({});
     assert!(
-        !spec.is_read_only(&input),
+        !spec.is_read_only(&input, &session()),
         "read-only must default to false"
     );
     assert!(
-        !spec.is_concurrency_safe(&input),
+        !spec.is_concurrency_safe(&input, &session()),
         "concurrency-safe must default to false"
     );
     assert!(
-        spec.is_destructive(&input),
+        spec.is_destructive(&input, &session()),
         "destructive must default to true"
     );
     assert_eq!(
-        spec.required_permission(&input),
+        spec.required_permission(&input, &session()),
         PermissionLevel::DangerFullAccess
     );
     assert_eq!(spec.concurrency_class, ConcurrencyClass::Unsafe);
@@ -80,10 +90,11 @@ fn dynamic_flags_are_functions_of_input() {
     let spec = ToolSpec::builder("x")
         .description("d")
         .max_result_size_chars(None)
-        .read_only_if(|input| Ok(input["mode"] == "read"))
-        .concurrency_safe_if(|input| Ok(input["mode"] == "read"))
-        .destructive_if(|input| Ok(input["mode"] == "delete"))
-        .permission_for(PermissionLevel::ReadOnly, |input| {
+        .read_only_if(|input, _| Ok(input["mode"] == "read"))
+        .concurrency_safe_if(|input, _| Ok(input["mode"] == "read"))
+        .destructive_if(|input, _| Ok(input["mode"] == "delete"))
+        .permission_for(PermissionLevel::ReadOnly, |input, session| {
+            assert_eq!(session.working_directory(), std::path::Path::new("/ws"));
             Ok(if input["mode"] == "read" {
                 PermissionLevel::ReadOnly
             } else {
@@ -94,13 +105,18 @@ fn dynamic_flags_are_functions_of_input() {
         .unwrap();
     let read = json!({"mode": "read"});
     let delete = json!({"mode": "delete"});
-    assert!(spec.is_read_only(&read) && spec.is_concurrency_safe(&read));
-    assert!(!spec.is_destructive(&read));
-    assert!(!spec.is_read_only(&delete) && !spec.is_concurrency_safe(&delete));
-    assert!(spec.is_destructive(&delete));
-    assert_eq!(spec.required_permission(&read), PermissionLevel::ReadOnly);
+    assert!(spec.is_read_only(&read, &session()) && spec.is_concurrency_safe(&read, &session()));
+    assert!(!spec.is_destructive(&read, &session()));
+    assert!(
+        !spec.is_read_only(&delete, &session()) && !spec.is_concurrency_safe(&delete, &session())
+    );
+    assert!(spec.is_destructive(&delete, &session()));
     assert_eq!(
-        spec.required_permission(&delete),
+        spec.required_permission(&read, &session()),
+        PermissionLevel::ReadOnly
+    );
+    assert_eq!(
+        spec.required_permission(&delete, &session()),
         PermissionLevel::WorkspaceWrite
     );
 }
@@ -110,28 +126,28 @@ fn a_classifier_error_or_panic_yields_the_safe_answer() {
     let erroring = ToolSpec::builder("x")
         .description("d")
         .max_result_size_chars(None)
-        .read_only_if(|_| Err("cannot parse".into()))
-        .concurrency_safe_if(|_| Err("cannot parse".into()))
-        .destructive_if(|_| Err("cannot parse".into()))
-        .permission_for(PermissionLevel::ReadOnly, |_| Err("cannot parse".into()))
+        .read_only_if(|_, _| Err("cannot parse".into()))
+        .concurrency_safe_if(|_, _| Err("cannot parse".into()))
+        .destructive_if(|_, _| Err("cannot parse".into()))
+        .permission_for(PermissionLevel::ReadOnly, |_, _| Err("cannot parse".into()))
         .build()
         .unwrap();
     let panicking = ToolSpec::builder("y")
         .description("d")
         .max_result_size_chars(None)
-        .read_only_if(|_| panic!("classifier bug"))
-        .concurrency_safe_if(|_| panic!("classifier bug"))
-        .destructive_if(|_| panic!("classifier bug"))
-        .permission_for(PermissionLevel::ReadOnly, |_| panic!("classifier bug"))
+        .read_only_if(|_, _| panic!("classifier bug"))
+        .concurrency_safe_if(|_, _| panic!("classifier bug"))
+        .destructive_if(|_, _| panic!("classifier bug"))
+        .permission_for(PermissionLevel::ReadOnly, |_, _| panic!("classifier bug"))
         .build()
         .unwrap();
     for spec in [&erroring, &panicking] {
         let input = json!({});
-        assert!(!spec.is_read_only(&input));
-        assert!(!spec.is_concurrency_safe(&input));
-        assert!(spec.is_destructive(&input));
+        assert!(!spec.is_read_only(&input, &session()));
+        assert!(!spec.is_concurrency_safe(&input, &session()));
+        assert!(spec.is_destructive(&input, &session()));
         assert_eq!(
-            spec.required_permission(&input),
+            spec.required_permission(&input, &session()),
             PermissionLevel::DangerFullAccess
         );
     }
@@ -142,13 +158,13 @@ fn a_dynamic_permission_never_goes_below_its_floor() {
     let spec = ToolSpec::builder("x")
         .description("d")
         .max_result_size_chars(None)
-        .permission_for(PermissionLevel::WorkspaceWrite, |_| {
+        .permission_for(PermissionLevel::WorkspaceWrite, |_, _| {
             Ok(PermissionLevel::ReadOnly)
         })
         .build()
         .unwrap();
     assert_eq!(
-        spec.required_permission(&json!({})),
+        spec.required_permission(&json!({}), &session()),
         PermissionLevel::WorkspaceWrite
     );
 }

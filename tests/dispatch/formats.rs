@@ -75,8 +75,8 @@ fn golden_harness() -> Harness {
     let shout = unsafe_spec("shout")
         .description("Repeats text loudly.")
         .input_schema(json!({"type": "object", "properties": {"text": {"type": "string"}}}))
-        .read_only_if(|input| Ok(input["text"] != "rm"))
-        .concurrency_safe_if(|_| Ok(true));
+        .read_only_if(|input, _| Ok(input["text"] != "rm"))
+        .concurrency_safe_if(|_, _| Ok(true));
     Harness::builder()
         .tool(tool(lookup, |input, _| async move {
             match input["key"].as_str() {

@@ -73,7 +73,7 @@ fn harness(mode: PermissionLevel) -> Harness {
     let echo = safe_spec("echo")
         .alias("Echo")
         .input_schema(echo_schema())
-        .permission_for(PermissionLevel::ReadOnly, |input| {
+        .permission_for(PermissionLevel::ReadOnly, |input, _| {
             Ok(if input["privileged"] == true {
                 PermissionLevel::DangerFullAccess
             } else {

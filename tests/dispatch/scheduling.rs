@@ -159,7 +159,7 @@ async fn unclassifiable_calls_run_serially() {
     let picky = safe_spec("picky")
         .input_schema(json!({"type": "object", "properties": {
             "label": {"type": "string"}, "ms": {"type": "integer"}, "mode": {"type": "string"}}}))
-        .concurrency_safe_if(|input| match input["mode"].as_str() {
+        .concurrency_safe_if(|input, _| match input["mode"].as_str() {
             Some("panic") => panic!("classifier bug"),
             Some("error") => Err("cannot classify".into()),
             _ => Ok(true),

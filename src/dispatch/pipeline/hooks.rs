@@ -51,7 +51,9 @@ impl Hooks {
                 call_id: &request.call.id,
                 tool: tool.name(),
                 input: request.input(),
-                required: tool.spec().required_permission(request.input()),
+                required: tool
+                    .spec()
+                    .required_permission(request.input(), &request.ctx.session),
                 mode: request.ctx.session.permission_mode(),
                 interactive: request.ctx.interactive,
                 hook_asked: asked_by,

@@ -64,7 +64,7 @@ impl Phase for Permission {
                 call_id: &request.call.id,
                 tool: &spec.name,
                 input: request.input(),
-                required: spec.required_permission(request.input()),
+                required: spec.required_permission(request.input(), session),
                 mode: session.permission_mode(),
                 interactive: request.ctx.interactive,
                 hook_asked: None,
