@@ -71,12 +71,10 @@ fn setup() -> (
     registry
         .register(Arc::new(Noop { spec }))
         .expect("registers");
-    let session = Arc::new(SessionState::new(SessionConfig {
-        id: "bench".into(),
-        working_directory: PathBuf::from("/tmp"),
-        permission_mode: PermissionLevel::ReadOnly,
-        interactive: false,
-    }));
+    let session = Arc::new(SessionState::new(
+        SessionConfig::new("bench", PathBuf::from("/tmp"))
+            .permission_mode(PermissionLevel::ReadOnly),
+    ));
     let pool = Arc::new(ToolPool::assemble(
         &registry,
         &[],

@@ -341,6 +341,7 @@ impl BatchRun<'_> {
                     self.progress.clone(),
                 ),
                 session: self.session.clone(),
+                pool: self.pool.clone(),
             },
             call,
             tool,

@@ -51,12 +51,7 @@ fn external(name: &str, alias: Option<&str>) -> Arc<RegisteredTool> {
 }
 
 fn session(mode: PermissionLevel) -> SessionState {
-    SessionState::new(SessionConfig {
-        id: "s".into(),
-        working_directory: PathBuf::from("/ws"),
-        permission_mode: mode,
-        interactive: false,
-    })
+    SessionState::new(SessionConfig::new("s", PathBuf::from("/ws")).permission_mode(mode))
 }
 
 fn names(pool: &ToolPool) -> Vec<&str> {

@@ -21,6 +21,31 @@ pub struct SessionConfig {
     pub working_directory: PathBuf,
     pub permission_mode: PermissionLevel,
     pub interactive: bool,
+    /// The schema `structured_output` validates against, when the session supplies one.
+    pub output_schema: Option<Value>,
+}
+
+impl SessionConfig {
+    /// A non-interactive `workspace_write` session without an output schema.
+    pub fn new(id: impl Into<String>, working_directory: impl Into<PathBuf>) -> SessionConfig {
+        SessionConfig {
+            id: id.into(),
+            working_directory: working_directory.into(),
+            permission_mode: PermissionLevel::WorkspaceWrite,
+            interactive: false,
+            output_schema: None,
+        }
+    }
+
+    pub fn permission_mode(mut self, mode: PermissionLevel) -> SessionConfig {
+        self.permission_mode = mode;
+        self
+    }
+
+    pub fn interactive(mut self, interactive: bool) -> SessionConfig {
+        self.interactive = interactive;
+        self
+    }
 }
 
 /// The state that calls read and change.
@@ -30,6 +55,8 @@ struct MutableState {
     shell_cwd: Option<PathBuf>,
     loaded_tools: BTreeSet<String>,
     todos: Value,
+    /// Settings the `config` tool reads and changes (e.g. the default shell timeout).
+    runtime_settings: BTreeMap<String, Value>,
 }
 
 /// A live session.
@@ -118,6 +145,19 @@ impl SessionState {
         self.state().todos.clone()
     }
 
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.config.output_schema.as_ref()
+    }
+
+    /// A runtime setting, if the session has set it.
+    pub fn runtime_setting(&self, key: &str) -> Option<Value> {
+        self.state().runtime_settings.get(key).cloned()
+    }
+
+    pub fn runtime_settings(&self) -> BTreeMap<String, Value> {
+        self.state().runtime_settings.clone()
+    }
+
     /// Applies one call's updates.
     pub fn apply(&self, updates: &[ContextUpdate]) {
         if updates.is_empty() {
@@ -134,6 +174,9 @@ impl SessionState {
                     state.loaded_tools.extend(names.iter().cloned());
                 }
                 ContextUpdate::Todos { todos } => state.todos = todos.clone(),
+                ContextUpdate::RuntimeSetting { key, value } => {
+                    state.runtime_settings.insert(key.clone(), value.clone());
+                }
             }
         }
     }
@@ -144,12 +187,7 @@ mod tests {
     use super::*;
 
     fn session() -> SessionState {
-        SessionState::new(SessionConfig {
-            id: "s1".into(),
-            working_directory: PathBuf::from("/ws"),
-            permission_mode: PermissionLevel::WorkspaceWrite,
-            interactive: false,
-        })
+        SessionState::new(SessionConfig::new("s1", "/ws"))
     }
 
     #[test]
@@ -174,7 +212,12 @@ mod tests {
             ContextUpdate::Todos {
                 todos: serde_json::json!([1]),
             },
+            ContextUpdate::RuntimeSetting {
+                key: "k".into(),
+                value: serde_json::json!(5),
+            },
         ]);
+        assert_eq!(session.runtime_setting("k"), Some(serde_json::json!(5)));
         assert_eq!(session.file_state(Path::new("/ws/a")), Some(entry));
         assert_eq!(session.shell_cwd(), PathBuf::from("/ws/sub"));
         assert!(session.loaded_tools().contains("t"));

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::registry::ToolPool;
 use crate::session::SessionState;
 
 /// A progress report from a running call.
@@ -77,4 +78,6 @@ pub struct ToolContext {
     /// Read access to session state (file-state cache, shell cwd). Tools change it only by
     /// returning [`crate::tool::ContextUpdate`]s.
     pub session: Arc<SessionState>,
+    /// The batch's frozen tool pool (what `tool_search` searches and loads from).
+    pub pool: Arc<ToolPool>,
 }

@@ -32,6 +32,8 @@ pub enum ContextUpdate {
     LoadTools { names: Vec<String> },
     /// The session's task list, replaced whole.
     Todos { todos: Value },
+    /// A session runtime setting (the `config` tool).
+    RuntimeSetting { key: String, value: Value },
 }
 
 /// The successful (or tool-judged failed) output of a call.

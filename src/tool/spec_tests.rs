@@ -6,12 +6,7 @@ use super::*;
 use crate::session::SessionConfig;
 
 fn session() -> SessionState {
-    SessionState::new(SessionConfig {
-        id: "s".into(),
-        working_directory: std::path::PathBuf::from("/ws"),
-        permission_mode: PermissionLevel::ReadOnly,
-        interactive: false,
-    })
+    SessionState::new(SessionConfig::new("s", "/ws").permission_mode(PermissionLevel::ReadOnly))
 }
 
 fn minimal() -> ToolSpec {

@@ -184,12 +184,11 @@ impl HarnessBuilder {
             audit: Arc::new(audit.clone()),
             events: events.clone(),
         };
-        let session = Arc::new(SessionState::new(SessionConfig {
-            id: "sess_test".into(),
-            working_directory: PathBuf::from("/tmp"),
-            permission_mode: self.mode,
-            interactive: self.interactive,
-        }));
+        let session = Arc::new(SessionState::new(
+            SessionConfig::new("sess_test", PathBuf::from("/tmp"))
+                .permission_mode(self.mode)
+                .interactive(self.interactive),
+        ));
         Harness {
             registry,
             external: Vec::new(),
