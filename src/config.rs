@@ -8,12 +8,15 @@ use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
+use crate::tools::{SkillSettings, WebFetchSettings};
 
 /// Every setting of the daemon.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub dispatch: DispatchSettings,
+    pub web_fetch: WebFetchSettings,
+    pub skills: SkillSettings,
 }
 
 /// Environment variables and the setting each overrides.

@@ -10,6 +10,7 @@
 //! - [`dispatch`]: a batch of calls becomes one result per call, in order. Calls stream in,
 //!   are partitioned into parallel and serial groups, and pass through a `tower` pipeline of
 //!   phases (validation, permission, hooks, execution, offload, audit).
+//! - [`tools`]: the built-in tools and the path rules they share.
 //! - [`permission`], [`hooks`]: the decisions the pipeline asks for.
 //! - [`session`]: state calls read and leave behind.
 //! - [`event`]: lifecycle events, fanned out without ever blocking dispatch.
@@ -27,3 +28,4 @@ pub mod permission;
 pub mod registry;
 pub mod session;
 pub mod tool;
+pub mod tools;

@@ -22,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::Dispatcher;
+use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
 use crate::event::{EventDraft, EventType};
+use crate::permission::PermissionLevel;
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
 use crate::session::SessionState;
 use crate::tool::{ErrorKind, ProgressSink, ProgressUpdate, ToolCall, ToolContext, ToolResult};
@@ -79,7 +81,9 @@ pub fn new_batch_id() -> String {
 }
 
 impl Dispatcher {
-    /// Runs a whole batch; results come back in request order, one per call.
+    /// Runs a whole batch; results come back in request order, one per call. The batch runs
+    /// in its own task, so dropping this future (a client that went away) does not drop the
+    /// calls: they finish and are audited all the same.
     pub async fn execute_batch(
         &self,
         session: Arc<SessionState>,
@@ -88,26 +92,54 @@ impl Dispatcher {
     ) -> BatchOutcome {
         let batch_id = new_batch_id();
         let (updates, mut received) = mpsc::unbounded_channel();
-        let count = calls.len();
-        self.run_batch(
-            session,
-            pool,
-            batch_id.clone(),
-            futures::stream::iter(calls),
-            updates,
-        )
-        .await;
-        let mut results = Vec::with_capacity(count);
+        let ids: Vec<(String, String)> = calls
+            .iter()
+            .map(|c| (c.id.clone(), c.name.clone()))
+            .collect();
+        let stream = futures::stream::iter(calls);
+        let joined = self
+            .spawn_batch(session, pool, batch_id.clone(), stream, updates)
+            .await;
+        if let Err(err) = joined {
+            tracing::error!(%batch_id, error = %err, "batch task failed");
+        }
+        let mut results = Vec::with_capacity(ids.len());
         while let Ok(update) = received.try_recv() {
             if let BatchUpdate::Result { result, .. } = update {
                 results.push(result);
             }
         }
+        // Only a panic in the batch task itself leaves calls unanswered; answer them anyway.
+        for (id, name) in ids.iter().skip(results.len()) {
+            results.push(lost_call(id, name).result);
+        }
         BatchOutcome { batch_id, results }
     }
 
+    /// [`Dispatcher::run_batch`] in a task of its own, so the batch outlives whoever started
+    /// it: the doors use this, and a client that disconnects loses its stream, not its calls.
+    pub fn spawn_batch<C>(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        batch_id: String,
+        calls: C,
+        updates: mpsc::UnboundedSender<BatchUpdate>,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        C: Stream<Item = ToolCall> + Send + Unpin + 'static,
+    {
+        let dispatcher = self.clone();
+        tokio::spawn(async move {
+            dispatcher
+                .run_batch(session, pool, batch_id, calls, updates)
+                .await;
+        })
+    }
+
     /// Runs a batch whose calls arrive on `calls` (ending when the stream ends) and reports
-    /// on `updates`. The pool is fixed for the whole batch.
+    /// on `updates`. The pool is fixed for the whole batch. Dropping this future drops the
+    /// batch's running calls; use [`Dispatcher::spawn_batch`] unless the caller owns that.
     pub async fn run_batch<C>(
         &self,
         session: Arc<SessionState>,
@@ -235,7 +267,7 @@ impl BatchRun<'_> {
             _ => false,
         };
         let group = match self.entries.last() {
-            Some(last) if safe && last.safe => last.group,
+            Some(last) if joins_previous_group(Some(last.safe), safe) => last.group,
             _ => {
                 self.groups.push(Group {
                     safe,
@@ -341,11 +373,13 @@ impl BatchRun<'_> {
                     self.progress.clone(),
                 ),
                 session: self.session.clone(),
-                pool: self.pool.clone(),
+                tools: self.pool.clone(),
+                authorized: PermissionLevel::ReadOnly,
             },
             call,
             tool,
             refusal,
+            admitted_safe: self.entries[index].safe,
             signals: CallSignals {
                 interrupt: self.interrupt.clone(),
                 abort: group.abort.clone(),
@@ -384,7 +418,7 @@ impl BatchRun<'_> {
         } else {
             let data = json!({
                 "duration_ms": result.duration_ms,
-                "output_chars": result.output.len(),
+                "output_chars": result.output.chars().count(),
                 "offloaded": result.offloaded,
             });
             self.call_event(EventType::ToolPost, index).data(data)
@@ -453,5 +487,6 @@ fn lost_call(id: &str, name: &str) -> Box<CallOutcome> {
         decision: None,
         final_input: None,
         context_updates: Vec::new(),
+        additional_context: Vec::new(),
     })
 }

@@ -1,7 +1,7 @@
 //! Partition-then-gather: consecutive concurrency-safe calls form one parallel group; every
 //! other call is a group of its own. Safe groups on either side of an unsafe call are never
-//! merged. The streaming executor applies the same rule as calls arrive; this pure form is
-//! what it is tested against.
+//! merged. The streaming executor applies the same rule ([`joins_previous_group`]) as calls
+//! arrive; this pure form states it over a whole batch.
 
 use std::ops::Range;
 
@@ -12,12 +12,21 @@ pub struct CallGroup {
     pub calls: Range<usize>,
 }
 
+/// The one grouping rule, shared with the streaming executor: a call joins the group before
+/// it only when both are concurrency-safe.
+pub fn joins_previous_group(previous_safe: Option<bool>, safe: bool) -> bool {
+    safe && previous_safe == Some(true)
+}
+
 /// Groups calls by their concurrency-safety, in request order.
 pub fn partition(safe: &[bool]) -> Vec<CallGroup> {
     let mut groups: Vec<CallGroup> = Vec::new();
     for (index, &is_safe) in safe.iter().enumerate() {
+        let previous_safe = groups.last().map(|group| group.safe);
         match groups.last_mut() {
-            Some(group) if is_safe && group.safe => group.calls.end = index + 1,
+            Some(group) if joins_previous_group(previous_safe, is_safe) => {
+                group.calls.end = index + 1
+            }
             _ => groups.push(CallGroup {
                 safe: is_safe,
                 calls: index..index + 1,

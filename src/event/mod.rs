@@ -5,8 +5,7 @@
 //! slowing dispatch. Persisting events for replay is the store's job: it subscribes like anyone.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -169,7 +168,10 @@ impl EventDraft {
 #[derive(Clone)]
 pub struct EventBus {
     sender: broadcast::Sender<Arc<Event>>,
-    next_seq: Arc<AtomicU64>,
+    /// The next seq. Numbering and sending happen under this lock so subscribers see seqs in
+    /// increasing order even when several tasks publish at once (resume-by-seq relies on it).
+    /// It is held for a counter bump and a non-blocking send, never across an await.
+    next_seq: Arc<Mutex<u64>>,
 }
 
 impl EventBus {
@@ -178,14 +180,15 @@ impl EventBus {
         let (sender, _) = broadcast::channel(capacity.max(1));
         EventBus {
             sender,
-            next_seq: Arc::new(AtomicU64::new(1)),
+            next_seq: Arc::new(Mutex::new(1)),
         }
     }
 
     /// Numbers, stamps and sends an event; returns it. Never blocks.
     pub fn publish(&self, draft: EventDraft) -> Arc<Event> {
+        let mut next_seq = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
         let event = Arc::new(Event {
-            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            seq: *next_seq,
             ts: SystemTime::now(),
             event_type: draft.event_type,
             session_id: draft.session_id,
@@ -194,8 +197,10 @@ impl EventBus {
             tool: draft.tool,
             data: draft.data,
         });
+        *next_seq += 1;
         // An error only means nobody is subscribed right now, which is fine.
         let _ = self.sender.send(event.clone());
+        drop(next_seq);
         event
     }
 

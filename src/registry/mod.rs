@@ -104,18 +104,27 @@ impl RegisteredTool {
     }
 
     /// Validates `input` against the schema; the error names each failing field and why.
+    /// Each problem is cut to a few hundred characters, since the validator quotes the
+    /// offending value and a refusal is never offloaded.
     pub fn validate_input(&self, input: &Value) -> Result<(), String> {
         const SHOWN: usize = 5;
+        const PROBLEM_CHARS: usize = 300;
         let problems: Vec<String> = self
             .validator
             .iter_errors(input)
             .take(SHOWN)
             .map(|err| {
                 let path = err.instance_path().to_string();
-                if path.is_empty() {
+                let problem = if path.is_empty() {
                     err.to_string()
                 } else {
                     format!("at {path}: {err}")
+                };
+                if problem.chars().count() > PROBLEM_CHARS {
+                    let cut: String = problem.chars().take(PROBLEM_CHARS).collect();
+                    format!("{cut}…")
+                } else {
+                    problem
                 }
             })
             .collect();

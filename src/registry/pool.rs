@@ -13,6 +13,7 @@ use std::sync::Arc;
 use super::{RegisteredTool, ToolRegistry, closest};
 use crate::permission::PermissionLevel;
 use crate::session::SessionState;
+use crate::tool::{DeferredTool, ToolCatalog};
 
 /// The one tool that is never deferred: it is how deferred tools get loaded.
 pub const TOOL_SEARCH: &str = "tool_search";
@@ -62,6 +63,19 @@ impl fmt::Display for UnknownTool {
             write!(f, "; did you mean \"{suggestion}\"?")?;
         }
         Ok(())
+    }
+}
+
+impl ToolCatalog for ToolPool {
+    fn deferred_tools(&self) -> Vec<DeferredTool> {
+        self.deferred
+            .iter()
+            .map(|tool| DeferredTool {
+                name: tool.name().to_owned(),
+                description: tool.spec().description.clone(),
+                input_schema: tool.flattened_schema.clone(),
+            })
+            .collect()
     }
 }
 

@@ -9,8 +9,24 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::ToolPool;
+use crate::permission::PermissionLevel;
 use crate::session::SessionState;
+
+/// A deferred tool as `tool_search` sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeferredTool {
+    pub name: String,
+    pub description: String,
+    /// Provider-ready (references inlined).
+    pub input_schema: Value,
+}
+
+/// What a tool may know of the pool its batch runs with. A narrow view, so the contract does
+/// not depend on the registry.
+pub trait ToolCatalog: std::fmt::Debug + Send + Sync + 'static {
+    /// Deferred tools not loaded yet, by name.
+    fn deferred_tools(&self) -> Vec<DeferredTool>;
+}
 
 /// A progress report from a running call.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +94,11 @@ pub struct ToolContext {
     /// Read access to session state (file-state cache, shell cwd). Tools change it only by
     /// returning [`crate::tool::ContextUpdate`]s.
     pub session: Arc<SessionState>,
-    /// The batch's frozen tool pool (what `tool_search` searches and loads from).
-    pub pool: Arc<ToolPool>,
+    /// The batch's frozen tool pool, seen through what tools may ask of it (`tool_search`
+    /// searches its deferred tools).
+    pub tools: Arc<dyn ToolCatalog>,
+    /// The permission level this call was authorised at (set by the permission phase; the
+    /// lowest level until then). A tool that re-resolves a path at execution refuses one that
+    /// now needs more than this.
+    pub authorized: PermissionLevel,
 }

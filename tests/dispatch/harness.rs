@@ -13,7 +13,7 @@ use toold::dispatch::{
 };
 use toold::event::{Event, EventBus};
 use toold::hooks::{HookChain, ToolHook};
-use toold::permission::{ModePolicy, PermissionLevel};
+use toold::permission::{ModePolicy, PermissionLevel, PermissionPolicy};
 use toold::registry::{PoolOptions, RegisteredTool, ToolPool, ToolRegistry};
 use toold::session::{SessionConfig, SessionState};
 use toold::tool::{Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec, ToolSpecBuilder};
@@ -136,6 +136,7 @@ pub struct Harness {
 }
 
 pub struct HarnessBuilder {
+    permission: Arc<dyn PermissionPolicy>,
     tools: Vec<Arc<dyn Tool>>,
     settings: DispatchSettings,
     hooks: Vec<Arc<dyn ToolHook>>,
@@ -151,6 +152,11 @@ impl HarnessBuilder {
 
     pub fn max_concurrency(mut self, max: usize) -> Self {
         self.settings.max_concurrency = max;
+        self
+    }
+
+    pub fn permission(mut self, policy: Arc<dyn PermissionPolicy>) -> Self {
+        self.permission = policy;
         self
     }
 
@@ -178,7 +184,7 @@ impl HarnessBuilder {
         let audit = InMemoryAuditLog::default();
         let results = InMemoryResultStore::default();
         let deps = DispatchDeps {
-            permission: Arc::new(ModePolicy),
+            permission: self.permission,
             hooks: HookChain::new(self.hooks),
             results: Arc::new(results.clone()),
             audit: Arc::new(audit.clone()),
@@ -205,6 +211,7 @@ impl HarnessBuilder {
 impl Harness {
     pub fn builder() -> HarnessBuilder {
         HarnessBuilder {
+            permission: Arc::new(ModePolicy),
             tools: Vec::new(),
             settings: DispatchSettings {
                 call_timeout: Duration::from_secs(20),

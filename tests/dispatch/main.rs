@@ -4,5 +4,6 @@
 mod formats;
 mod harness;
 mod phases;
+mod robustness;
 mod scheduling;
 mod streaming;

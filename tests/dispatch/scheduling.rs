@@ -134,21 +134,37 @@ async fn ten_unsafe_calls_never_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn results_come_in_request_order_when_later_calls_finish_first() {
-    let tracker = Arc::new(Tracker::default());
+    // Call i may finish only after calls i+1.. have: completion order is forced to be the
+    // reverse of request order, with no timing involved.
+    let finished = Arc::new(std::sync::Mutex::new(0usize));
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let (f, c) = (finished.clone(), changed.clone());
     let h = Harness::builder()
-        .tool(tracked(safe_spec("read"), tracker.clone()))
+        .tool(tool(safe_spec("gated"), move |input, _| {
+            let (finished, changed) = (f.clone(), c.clone());
+            async move {
+                let turn = 4 - input["i"].as_u64().unwrap() as usize;
+                loop {
+                    let notified = changed.notified();
+                    if *finished.lock().unwrap() == turn {
+                        break;
+                    }
+                    notified.await;
+                }
+                *finished.lock().unwrap() += 1;
+                changed.notify_waiters();
+                Ok(ToolOutput::text(format!("done {turn}")))
+            }
+        }))
         .build();
     let calls = (0..5)
-        .map(|i| labelled(&format!("c{i}"), "read", 100 - 20 * i))
+        .map(|i| call(&format!("c{i}"), "gated", json!({"i": i})))
         .collect();
     let outcome = h.run(calls).await;
     let ids: Vec<_> = outcome.results.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["c0", "c1", "c2", "c3", "c4"]);
-    let log = tracker.log();
-    assert!(
-        position(&log, "end c4") < position(&log, "end c0"),
-        "{log:?}"
-    );
+    assert_eq!(outcome.results[0].output, "done 4", "c0 finished last");
+    assert_eq!(outcome.results[4].output, "done 0", "c4 finished first");
 }
 
 /// A classifier that panics or errors, and input that fails the schema, are all unsafe: the
@@ -201,8 +217,10 @@ async fn a_failing_shell_call_aborts_its_running_siblings() {
     let waiter = safe_spec("wait");
     let h = Harness::builder()
         .tool(tool(shell, |input, _| async move {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // The succeeding call finishes on its first poll; the failing one a little later,
+            // so `ok` has completed before the abort fires whatever the scheduling.
             if input["fail"] == true {
+                tokio::time::sleep(Duration::from_millis(20)).await;
                 Ok(ToolOutput::failure("exit code 1"))
             } else {
                 Ok(ToolOutput::text("fine"))
@@ -249,6 +267,51 @@ async fn a_failing_shell_call_aborts_its_running_siblings() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn siblings_not_started_yet_are_aborted_too() {
+    let h = Harness::builder()
+        .max_concurrency(2)
+        .tool(tool(
+            safe_spec("bash").aborts_siblings_on_failure(true),
+            |_, _| async { Ok(ToolOutput::failure("exit code 2")) },
+        ))
+        .tool(tool(safe_spec("wait"), |_, ctx| async move {
+            ctx.cancellation.cancelled().await;
+            Ok(ToolOutput::text(""))
+        }))
+        .build();
+    let outcome = h
+        .run(vec![
+            call("w", "wait", json!({})),
+            call("boom", "bash", json!({})),
+            call("queued1", "wait", json!({})),
+            call("queued2", "wait", json!({})),
+        ])
+        .await;
+    let kinds: Vec<_> = outcome.results.iter().map(|r| r.error_kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Some(ErrorKind::Aborted),
+            Some(ErrorKind::Execution),
+            Some(ErrorKind::Aborted),
+            Some(ErrorKind::Aborted)
+        ]
+    );
+    assert!(
+        outcome.results[2]
+            .output
+            .contains("before this call started"),
+        "{}",
+        outcome.results[2].output
+    );
+    assert_eq!(
+        h.audit.records().len(),
+        4,
+        "calls aborted before they started are audited"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failing_tool_without_the_flag_aborts_nothing() {
     let h = Harness::builder()
         .tool(tool(safe_spec("flaky"), |input, _| async move {
@@ -288,11 +351,14 @@ async fn an_interrupt_cancels_cancel_calls_and_lets_block_calls_finish() {
         ))
         .tool(tool(
             safe_spec("blocking").interrupt_behavior(InterruptBehavior::Block),
-            move |_, _| {
+            move |_, ctx| {
                 let started = s2.clone();
                 async move {
+                    // The batch's interrupt token, as it was when this call started.
+                    let interrupt = ctx.session.interrupt_token();
                     started.add_permits(1);
-                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    // Finishes only after the interrupt fired: it must survive it.
+                    interrupt.cancelled().await;
                     Ok(ToolOutput::text("finished"))
                 }
             },

@@ -14,7 +14,7 @@ use toold::tool::ToolOutput;
 use crate::harness::*;
 
 /// A minimal receiver-to-stream adapter so the test needs no extra crate.
-mod tokio_stream_shim {
+pub mod tokio_stream_shim {
     use std::pin::Pin;
     use std::task::{Context, Poll};
 

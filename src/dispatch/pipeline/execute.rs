@@ -70,12 +70,25 @@ impl Execute {
         let input = request.input().clone();
         let ctx = request.ctx.clone();
         let signals = request.signals.clone();
+        // A stop that came while the call was still in permission or hooks: never start it.
+        let stopped_already = if signals.abort.is_cancelled() {
+            Some(Stop::Aborted)
+        } else if cancel_on_interrupt && signals.interrupt.is_cancelled() {
+            Some(Stop::Cancelled)
+        } else {
+            None
+        };
+        if let Some(stop) = stopped_already {
+            return finish(&request, input, Err(String::new()), Some(stop));
+        }
 
         let running = AssertUnwindSafe(tool.tool.execute(input.clone(), &ctx))
             .catch_unwind()
             .map(|finished| finished.map_err(panic_message));
         tokio::pin!(running);
         let stop = tokio::select! {
+            // A call that finished wins over a stop that fired in the same poll.
+            biased;
             finished = &mut running => {
                 return finish(&request, input, finished, None);
             }
@@ -171,5 +184,6 @@ fn finish(
         decision: None,
         final_input: Some(input),
         context_updates,
+        additional_context: Vec::new(),
     })
 }

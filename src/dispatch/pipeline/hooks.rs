@@ -1,15 +1,19 @@
 //! Hook phase: pre-tool hooks before execution, post-tool hooks after it.
 //!
 //! A hook's deny, or its ask that no approver grants, blocks the call (kind `hook_blocked`).
-//! An updated input must pass the schema again and is re-checked by the permission policy, so
-//! a hook can narrow what a call may do but never widen it. Additional context from either
-//! side is appended to the output the model sees.
+//! An updated input must pass the schema and the tool's own validation again, must not turn a
+//! call admitted to a parallel group into one that is unsafe there, and is re-checked by the
+//! permission policy, so a hook can narrow what a call may do but never widen it. Additional
+//! context from either side travels in the outcome; the offload phase appends it after the
+//! preview is made, so the model always sees it.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::permission::publish_decision;
 use super::{CallOutcome, CallRequest, Next, Phase, run_next};
+use crate::event::EventBus;
 use crate::hooks::{HookChain, HookEvent, HookEventName, PreChainOutcome};
 use crate::permission::{PermissionDecision, PermissionPolicy, PermissionRequest};
 use crate::registry::RegisteredTool;
@@ -18,11 +22,23 @@ use crate::tool::{CallInput, ErrorKind};
 pub struct Hooks {
     chain: HookChain,
     policy: Arc<dyn PermissionPolicy>,
+    events: EventBus,
+}
+
+/// What the pre-tool hooks leave for the rest of the call.
+struct Proceed {
+    additional_context: Vec<String>,
+    /// The permission decision taken again after a hook changed the input or asked.
+    decision: Option<PermissionDecision>,
 }
 
 impl Hooks {
-    pub fn new(chain: HookChain, policy: Arc<dyn PermissionPolicy>) -> Hooks {
-        Hooks { chain, policy }
+    pub fn new(chain: HookChain, policy: Arc<dyn PermissionPolicy>, events: EventBus) -> Hooks {
+        Hooks {
+            chain,
+            policy,
+            events,
+        }
     }
 
     fn event(request: &CallRequest, tool: &str, name: HookEventName) -> HookEvent {
@@ -38,27 +54,122 @@ impl Hooks {
         }
     }
 
-    /// Asks the policy about the call as the hooks left it.
-    async fn recheck(
+    /// Runs the pre-tool chain and everything an updated input must pass again.
+    async fn pre(
+        &self,
+        request: &mut CallRequest,
+        tool: &RegisteredTool,
+    ) -> Result<Proceed, Box<CallOutcome>> {
+        let event = Self::event(request, tool.name(), HookEventName::PreToolUse);
+        let validate = |input: &Value| tool.validate_input(input);
+        let (input, input_updated, additional_context, asked_by) =
+            match self.chain.run_pre(event, &validate).await {
+                PreChainOutcome::Blocked { hook, reason } => {
+                    let message = format!("hook \"{hook}\" blocked the call: {reason}");
+                    return Err(CallOutcome::refused(
+                        request,
+                        ErrorKind::HookBlocked,
+                        &message,
+                    ));
+                }
+                PreChainOutcome::Proceed {
+                    input,
+                    input_updated,
+                    additional_context,
+                    asked_by,
+                } => (input, input_updated, additional_context, asked_by),
+            };
+        if input_updated {
+            self.check_updated_input(request, tool, &input).await?;
+            request.call.input = CallInput::Json(input);
+        }
+        let mut decision = None;
+        if input_updated || asked_by.is_some() {
+            let rechecked = self.recheck(request, tool, asked_by.as_deref()).await;
+            if let PermissionDecision::Deny { reason, .. } = &rechecked {
+                let kind = match asked_by {
+                    Some(_) => ErrorKind::HookBlocked,
+                    None => ErrorKind::PermissionDenied,
+                };
+                let mut outcome = CallOutcome::refused(request, kind, reason);
+                outcome.decision = Some(rechecked);
+                return Err(outcome);
+            }
+            decision = Some(rechecked);
+        }
+        Ok(Proceed {
+            additional_context,
+            decision,
+        })
+    }
+
+    /// The tool's own validation, and the parallel group's safety, for a hook's new input.
+    async fn check_updated_input(
         &self,
         request: &CallRequest,
         tool: &RegisteredTool,
+        input: &Value,
+    ) -> Result<(), Box<CallOutcome>> {
+        if let Err(err) = tool.tool.validate_input(input, &request.ctx).await {
+            let message = format!("a hook's updated input is refused: {}", err.message());
+            return Err(CallOutcome::refused(
+                request,
+                ErrorKind::HookBlocked,
+                &message,
+            ));
+        }
+        if request.admitted_safe && !tool.spec().is_concurrency_safe(input, &request.ctx.session) {
+            let message = "a hook's updated input is not safe to run in parallel, and the call was admitted to a parallel group";
+            return Err(CallOutcome::refused(
+                request,
+                ErrorKind::HookBlocked,
+                message,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Asks the policy about the call as the hooks left it; on allow, the call is authorised
+    /// at what the updated input requires.
+    async fn recheck(
+        &self,
+        request: &mut CallRequest,
+        tool: &RegisteredTool,
         asked_by: Option<&str>,
     ) -> PermissionDecision {
-        self.policy
+        let required = tool
+            .spec()
+            .required_permission(request.input(), &request.ctx.session);
+        let decision = self
+            .policy
             .decide(&PermissionRequest {
                 session_id: &request.ctx.session_id,
                 call_id: &request.call.id,
                 tool: tool.name(),
                 input: request.input(),
-                required: tool
-                    .spec()
-                    .required_permission(request.input(), &request.ctx.session),
+                required,
                 mode: request.ctx.session.permission_mode(),
                 interactive: request.ctx.interactive,
                 hook_asked: asked_by,
             })
-            .await
+            .await;
+        publish_decision(&self.events, request, tool.name(), &decision);
+        if decision.is_allow() {
+            request.ctx.authorized = required;
+        }
+        decision
+    }
+
+    /// Runs the post-tool chain on an executed call's result.
+    async fn post(&self, mut event: HookEvent, outcome: &CallOutcome) -> Vec<String> {
+        if outcome.result.is_error {
+            event.hook_event_name = HookEventName::PostToolUseFailure;
+        }
+        event.tool_response = Some(json!({
+            "output": outcome.result.output,
+            "is_error": outcome.result.is_error,
+        }));
+        self.chain.run_post(event).await
     }
 }
 
@@ -74,51 +185,19 @@ impl Phase for Hooks {
         if self.chain.is_empty() {
             return run_next(next, request).await;
         }
-        let event = Self::event(&request, tool.name(), HookEventName::PreToolUse);
-        let validate = |input: &Value| tool.validate_input(input);
-        let (input, input_updated, mut context, asked_by) =
-            match self.chain.run_pre(event, &validate).await {
-                PreChainOutcome::Blocked { hook, reason } => {
-                    let message = format!("hook \"{hook}\" blocked the call: {reason}");
-                    return CallOutcome::refused(&request, ErrorKind::HookBlocked, &message);
-                }
-                PreChainOutcome::Proceed {
-                    input,
-                    input_updated,
-                    additional_context,
-                    asked_by,
-                } => (input, input_updated, additional_context, asked_by),
-            };
-        request.call.input = CallInput::Json(input);
-        if input_updated || asked_by.is_some() {
-            let decision = self.recheck(&request, &tool, asked_by.as_deref()).await;
-            if let PermissionDecision::Deny { reason, .. } = &decision {
-                let kind = if asked_by.is_some() {
-                    ErrorKind::HookBlocked
-                } else {
-                    ErrorKind::PermissionDenied
-                };
-                let mut outcome = CallOutcome::refused(&request, kind, reason);
-                outcome.decision = Some(decision);
-                return outcome;
-            }
-        }
-
-        let mut post_event = Self::event(&request, tool.name(), HookEventName::PostToolUse);
+        let proceed = match self.pre(&mut request, &tool).await {
+            Ok(proceed) => proceed,
+            Err(refused) => return refused,
+        };
+        let post_event = Self::event(&request, tool.name(), HookEventName::PostToolUse);
         let mut outcome = run_next(next, request).await;
+        outcome.additional_context = proceed.additional_context;
         if outcome.executed {
-            if outcome.result.is_error {
-                post_event.hook_event_name = HookEventName::PostToolUseFailure;
-            }
-            post_event.tool_response = Some(json!({
-                "output": outcome.result.output,
-                "is_error": outcome.result.is_error,
-            }));
-            context.extend(self.chain.run_post(post_event).await);
+            let post_context = self.post(post_event, &outcome).await;
+            outcome.additional_context.extend(post_context);
         }
-        for extra in context {
-            outcome.result.output.push_str("\n\n");
-            outcome.result.output.push_str(&extra);
+        if proceed.decision.is_some() {
+            outcome.decision = proceed.decision;
         }
         outcome
     }

@@ -53,6 +53,8 @@ pub struct CallRequest {
     /// Set when the executor refused the call before it could start (duplicate id,
     /// interrupted, aborted); the lookup phase turns it into the call's result.
     pub refusal: Option<(ErrorKind, String)>,
+    /// Whether the executor admitted the call to a parallel group.
+    pub admitted_safe: bool,
     pub ctx: ToolContext,
     pub signals: CallSignals,
 }
@@ -76,6 +78,8 @@ pub struct CallOutcome {
     /// phase refused the call. `None` only for a call toold lost to its own panic.
     pub final_input: Option<Value>,
     pub context_updates: Vec<ContextUpdate>,
+    /// Hooks' additional context, appended to the output after offload made its preview.
+    pub additional_context: Vec<String>,
 }
 
 impl CallOutcome {
@@ -87,6 +91,7 @@ impl CallOutcome {
             decision: None,
             final_input: Some(request.call.input.to_record()),
             context_updates: Vec::new(),
+            additional_context: Vec::new(),
         })
     }
 }
@@ -198,6 +203,7 @@ pub fn build(deps: &DispatchDeps, settings: &DispatchSettings) -> Pipeline {
         .layer(PhaseLayer::new(hooks::Hooks::new(
             deps.hooks.clone(),
             deps.permission.clone(),
+            deps.events.clone(),
         )))
         .service(execute::Execute::new(settings));
     BoxCloneSyncService::new(stack)

@@ -1,6 +1,7 @@
 //! Offload phase: an executed call's output longer than the tool's `max_result_size_chars` is
 //! stored whole, and the model gets a preview (head, or head and tail for shell output), the
-//! total size and a `result_id` that `read_result` pages through.
+//! total size and a `result_id` that `read_result` pages through. Hooks' additional context is
+//! appended here, after the preview is made, so it is never cut off or hidden in the store.
 
 use std::sync::Arc;
 
@@ -33,20 +34,39 @@ impl Phase for Offload {
         };
         let session_id = request.ctx.session_id.clone();
         let mut outcome = run_next(next, request).await;
-        let Some(limit) = limit else { return outcome };
+        if let Some(limit) = limit.filter(|_| outcome.executed) {
+            self.offload_if_needed(&session_id, &mut outcome, limit, style)
+                .await;
+        }
+        for extra in std::mem::take(&mut outcome.additional_context) {
+            outcome.result.output.push_str("\n\n");
+            outcome.result.output.push_str(&extra);
+        }
+        outcome
+    }
+}
+
+impl Offload {
+    async fn offload_if_needed(
+        &self,
+        session_id: &str,
+        outcome: &mut CallOutcome,
+        limit: usize,
+        style: PreviewStyle,
+    ) {
         let output = &outcome.result.output;
         // Byte length bounds char count from above: most outputs skip the count entirely.
-        if !outcome.executed || output.len() <= limit {
-            return outcome;
+        if output.len() <= limit {
+            return;
         }
         let total_chars = output.chars().count();
         if total_chars <= limit {
-            return outcome;
+            return;
         }
         let preview_chars = limit.min(MAX_PREVIEW_CHARS);
         let stored = self
             .store
-            .offload(&session_id, &outcome.result.id, output)
+            .offload(session_id, &outcome.result.id, output)
             .await;
         outcome.result.output = match stored {
             Ok(stored) => {
@@ -62,7 +82,6 @@ impl Phase for Offload {
                 )
             }
         };
-        outcome
     }
 }
 

@@ -19,32 +19,41 @@ impl Permission {
     pub fn new(policy: Arc<dyn PermissionPolicy>, events: EventBus) -> Permission {
         Permission { policy, events }
     }
+}
 
-    /// Decisions other than a plain mode allow are worth an event; mode allows are in the
-    /// audit row and would only double the event volume.
-    fn publish(&self, request: &CallRequest, tool: &str, decision: &PermissionDecision) {
-        let by_mode_allow = matches!(
-            decision,
-            PermissionDecision::Allow {
-                decided_by: DecidedBy::Mode { .. }
-            }
-        );
-        if by_mode_allow {
-            return;
+/// Publishes `permission:decision`. Decisions other than a plain mode allow are worth an event;
+/// mode allows are in the audit row and would only double the event volume.
+pub(super) fn publish_decision(
+    events: &EventBus,
+    request: &CallRequest,
+    tool: &str,
+    decision: &PermissionDecision,
+) {
+    let by_mode_allow = matches!(
+        decision,
+        PermissionDecision::Allow {
+            decided_by: DecidedBy::Mode { .. }
         }
-        let draft = EventDraft::new(
-            EventType::PermissionDecision,
-            request.ctx.session_id.clone(),
-        )
-        .batch(request.batch_id.clone())
-        .call(request.ctx.call_id.clone(), tool)
-        .data(json!(decision));
-        self.events.publish(draft);
+    );
+    if by_mode_allow {
+        return;
     }
+    let draft = EventDraft::new(
+        EventType::PermissionDecision,
+        request.ctx.session_id.clone(),
+    )
+    .batch(request.batch_id.clone())
+    .call(request.ctx.call_id.clone(), tool)
+    .data(json!(decision));
+    events.publish(draft);
 }
 
 impl Phase for Permission {
-    async fn run<S: Next>(self: Arc<Self>, request: Box<CallRequest>, next: S) -> Box<CallOutcome> {
+    async fn run<S: Next>(
+        self: Arc<Self>,
+        mut request: Box<CallRequest>,
+        next: S,
+    ) -> Box<CallOutcome> {
         let Ok(tool) = request.tool.clone() else {
             return run_next(next, request).await;
         };
@@ -57,6 +66,7 @@ impl Phase for Permission {
             return CallOutcome::refused(&request, ErrorKind::RequiresInteraction, &message);
         }
         let session = &request.ctx.session;
+        let required = spec.required_permission(request.input(), session);
         let decision = self
             .policy
             .decide(&PermissionRequest {
@@ -64,15 +74,16 @@ impl Phase for Permission {
                 call_id: &request.call.id,
                 tool: &spec.name,
                 input: request.input(),
-                required: spec.required_permission(request.input(), session),
+                required,
                 mode: session.permission_mode(),
                 interactive: request.ctx.interactive,
                 hook_asked: None,
             })
             .await;
-        self.publish(&request, &spec.name, &decision);
+        publish_decision(&self.events, &request, &spec.name, &decision);
         match decision {
             PermissionDecision::Allow { .. } => {
+                request.ctx.authorized = required;
                 let mut outcome = run_next(next, request).await;
                 outcome.decision.get_or_insert(decision);
                 outcome
