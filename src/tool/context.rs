@@ -28,6 +28,16 @@ pub trait ToolCatalog: std::fmt::Debug + Send + Sync + 'static {
     fn deferred_tools(&self) -> Vec<DeferredTool>;
 }
 
+/// A catalog with no deferred tools (for running a tool outside a dispatcher).
+#[derive(Debug, Default)]
+pub struct EmptyCatalog;
+
+impl ToolCatalog for EmptyCatalog {
+    fn deferred_tools(&self) -> Vec<DeferredTool> {
+        Vec::new()
+    }
+}
+
 /// A progress report from a running call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgressUpdate {
@@ -101,4 +111,22 @@ pub struct ToolContext {
     /// lowest level until then). A tool that re-resolves a path at execution refuses one that
     /// now needs more than this.
     pub authorized: PermissionLevel,
+}
+
+impl ToolContext {
+    /// A context for running a tool outside a dispatcher (tests, benchmarks, embedding): a
+    /// fresh call id, progress discarded, no deferred tools, authorised at the session's mode.
+    pub fn detached(session: Arc<SessionState>) -> ToolContext {
+        ToolContext {
+            session_id: session.shared_id(),
+            call_id: Arc::from(format!("call_{}", uuid::Uuid::now_v7().simple())),
+            working_directory: Arc::from(session.working_directory()),
+            interactive: session.interactive(),
+            cancellation: CancellationToken::new(),
+            progress: ProgressSink::discard(),
+            tools: Arc::new(EmptyCatalog),
+            authorized: session.permission_mode(),
+            session,
+        }
+    }
 }

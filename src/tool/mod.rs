@@ -12,7 +12,9 @@ mod output;
 mod spec;
 
 pub use call::{CallInput, OffloadedResult, ToolCall, ToolResult};
-pub use context::{DeferredTool, ProgressSink, ProgressUpdate, ToolCatalog, ToolContext};
+pub use context::{
+    DeferredTool, EmptyCatalog, ProgressSink, ProgressUpdate, ToolCatalog, ToolContext,
+};
 pub use error::{ErrorKind, ToolError};
 pub use output::{ContextUpdate, FileStateEntry, ToolOutput};
 pub use spec::{
