@@ -9,6 +9,7 @@
 //! [`ToolSpec`]: crate::tool::ToolSpec
 //! [`Tool`]: crate::tool::Tool
 
+mod misc;
 pub mod paths;
 pub mod settings;
 
@@ -16,6 +17,10 @@ use std::sync::Arc;
 
 use crate::dispatch::ResultStore;
 use crate::registry::{RegistryError, ToolRegistry};
+pub use misc::{
+    AddressPolicy, BlockedAddress, RUNTIME_SETTINGS, RuntimeSettingSpec, WebFetchTool,
+    runtime_setting_u64, web_fetch_host,
+};
 pub use settings::{SkillSettings, WebFetchSettings};
 
 /// What the built-in tools need from the rest of the daemon.
@@ -29,7 +34,7 @@ pub struct ToolDeps {
 
 /// A registry with every built-in tool.
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
-    let registry = ToolRegistry::new();
-    let _ = deps;
+    let mut registry = ToolRegistry::new();
+    misc::register(&mut registry, deps)?;
     Ok(registry)
 }
