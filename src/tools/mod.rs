@@ -11,12 +11,14 @@
 
 pub mod paths;
 pub mod settings;
+mod shell;
 
 use std::sync::Arc;
 
 use crate::dispatch::ResultStore;
 use crate::registry::{RegistryError, ToolRegistry};
 pub use settings::{SkillSettings, WebFetchSettings};
+pub use shell::BackgroundShells;
 
 /// What the built-in tools need from the rest of the daemon.
 #[derive(Clone)]
@@ -29,7 +31,8 @@ pub struct ToolDeps {
 
 /// A registry with every built-in tool.
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
-    let registry = ToolRegistry::new();
+    let mut registry = ToolRegistry::new();
     let _ = deps;
+    shell::register(&mut registry, deps)?;
     Ok(registry)
 }
