@@ -135,6 +135,10 @@ fn classify_input(input: &Value) -> Result<Classification, String> {
         .get("command")
         .and_then(Value::as_str)
         .ok_or_else(|| "command must be a string".to_owned())?;
+    if command.len() > MAX_COMMAND_BYTES {
+        // Refused at validation anyway; do not spend a parse on it first.
+        return Err(format!("command is longer than {MAX_COMMAND_BYTES} bytes"));
+    }
     classify(command)
 }
 

@@ -18,8 +18,9 @@ mod git;
 mod text;
 
 use std::cell::RefCell;
+use std::time::{Duration, Instant};
 
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
 
 /// What a command line may do, as far as the classifier can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +81,8 @@ impl Classification {
 const MAX_NESTING: usize = 4;
 /// Tree depth past which the walk gives up (and says destructive) instead of recursing on.
 const MAX_DEPTH: usize = 200;
+/// The longest a parse may take before the classifier gives up (and the call fails closed).
+const PARSE_BUDGET: Duration = Duration::from_millis(100);
 /// Verdicts remembered per thread.
 const CACHE_ENTRIES: usize = 16;
 
@@ -132,7 +135,9 @@ fn classify_nested(source: &str, nesting: usize) -> Result<Classification, Strin
 }
 
 /// Parses with this thread's parser. The borrow ends before the tree is walked, so a nested
-/// script can be parsed while its parent's tree is alive.
+/// script can be parsed while its parent's tree is alive. A parse that takes longer than
+/// [`PARSE_BUDGET`] (a pathological line; the grammar is slow on long pipelines) is abandoned
+/// and reported as an error, so the caller fails closed instead of holding its thread.
 fn parse(source: &str) -> Result<Tree, String> {
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -144,9 +149,22 @@ fn parse(source: &str) -> Result<Tree, String> {
             *slot = Some(parser);
         }
         let parser = slot.as_mut().ok_or_else(|| "no bash parser".to_owned())?;
-        parser
-            .parse(source, None)
-            .ok_or_else(|| "the bash parser returned no tree".to_owned())
+        let bytes = source.as_bytes();
+        let deadline = Instant::now() + PARSE_BUDGET;
+        let mut over_budget = |_: &ParseState| Instant::now() > deadline;
+        let tree = parser.parse_with_options(
+            &mut |offset, _| bytes.get(offset..).unwrap_or_default(),
+            None,
+            Some(ParseOptions::new().progress_callback(&mut over_budget)),
+        );
+        tree.ok_or_else(|| {
+            // An abandoned parse leaves state behind that the next parse must not resume.
+            parser.reset();
+            format!(
+                "the command could not be parsed within {} ms",
+                PARSE_BUDGET.as_millis()
+            )
+        })
     })
 }
 

@@ -278,6 +278,19 @@ fn deep_nesting_fails_closed() {
 }
 
 #[test]
+fn a_parse_over_budget_is_an_error_and_the_parser_recovers() {
+    // A pipeline of thousands of stages takes the grammar far longer than the budget (in a
+    // debug build certainly; the assertion accepts either outcome in an optimised one).
+    let slow = format!("{}cat", "cat | ".repeat(15_000));
+    match classify(&slow) {
+        Err(message) => assert!(message.contains("could not be parsed within"), "{message}"),
+        Ok(verdict) => assert!(verdict.read_only),
+    }
+    assert_eq!(classify("git status").unwrap(), R);
+    assert_eq!(classify("rm -rf x").unwrap(), D);
+}
+
+#[test]
 fn sed_scripts_are_read_carefully() {
     let cases = [
         ("p", true),
@@ -300,5 +313,33 @@ fn sed_scripts_are_read_carefully() {
             read_only,
             "{script:?}"
         );
+    }
+}
+
+/// Prints the cost of a classification (parse and walk) and of a cached answer. Run with
+/// `cargo test --release --lib classification_speed -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn classification_speed() {
+    let commands = [
+        "git status",
+        "ls -la src | grep rs | wc -l",
+        "find . -name '*.rs' -exec grep -l foo {} + 2>/dev/null | head",
+        "cd sub && cargo build --release 2>&1 | tail -20; echo \"done $(date)\"",
+    ];
+    let rounds = 2_000;
+    for command in commands {
+        let start = std::time::Instant::now();
+        for round in 0..rounds {
+            // A distinct comment defeats the cache without changing the verdict.
+            classify(&format!("{command} # {round}")).unwrap();
+        }
+        let parsed = start.elapsed() / rounds;
+        let start = std::time::Instant::now();
+        for _ in 0..rounds {
+            classify(command).unwrap();
+        }
+        let cached = start.elapsed() / rounds;
+        println!("{command:?}: {parsed:?} parsed, {cached:?} cached");
     }
 }
