@@ -109,6 +109,13 @@ const CASES: &[Case] = &[
         contains: &[],
         exit_code: Some(0),
     },
+    // SIGPIPE is back to its default in the child: `yes` dies quietly when `head` is done.
+    Case {
+        command: "yes | head -n 2",
+        output: Some("y\ny\n"),
+        contains: &[],
+        exit_code: Some(0),
+    },
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
