@@ -12,6 +12,7 @@
 mod misc;
 pub mod paths;
 pub mod settings;
+mod shell;
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ pub use misc::{
     runtime_setting_u64, web_fetch_host,
 };
 pub use settings::{SkillSettings, WebFetchSettings};
+pub use shell::BackgroundShells;
 
 /// What the built-in tools need from the rest of the daemon.
 #[derive(Clone)]
@@ -30,11 +32,15 @@ pub struct ToolDeps {
     pub results: Arc<dyn ResultStore>,
     pub web_fetch: WebFetchSettings,
     pub skills: SkillSettings,
+    /// Background shell tasks; whoever closes sessions keeps this to stop a session's tasks
+    /// (`BackgroundShells::kill_session`).
+    pub shells: Arc<BackgroundShells>,
 }
 
 /// A registry with every built-in tool.
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
     let mut registry = ToolRegistry::new();
     misc::register(&mut registry, deps)?;
+    shell::register(&mut registry, &deps.shells)?;
     Ok(registry)
 }

@@ -49,6 +49,7 @@ impl Env {
             skills: SkillSettings {
                 directories: options.skill_dirs,
             },
+            shells: Default::default(),
         };
         let mut registry = builtin_registry(&deps).expect("the built-in registry builds");
         for tool in options.extra {

@@ -1,0 +1,311 @@
+//! `BackgroundShells`: commands started with `run_in_background`, per session, shared by
+//! `bash`, `bash_output` and `kill_shell`.
+//!
+//! Each task is a [`ShellProcess`] watched by a supervisor task that records how it ended.
+//! Tasks are keyed by session id and task id: another session's task id is an unknown task.
+//! A task stays listed after it exits, so its last output and status can still be read, until
+//! `kill_shell` removes it, the session closes ([`BackgroundShells::kill_session`]) or room is
+//! needed for a new one (the oldest finished task goes first). When a session's state is
+//! dropped without `kill_session`, its tasks are stopped within [`SESSION_CHECK`] anyway.
+//! Background tasks have no timeout and do not move the session's working directory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
+use super::process::{SharedOutput, ShellProcess};
+use crate::session::SessionState;
+use crate::tool::ToolError;
+
+/// Tasks a session may hold at once (running or finished and unread).
+pub const MAX_TASKS_PER_SESSION: usize = 32;
+/// How often a supervisor checks that its session still exists.
+const SESSION_CHECK: Duration = Duration::from_secs(2);
+
+/// Where a background task stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskStatus {
+    Running,
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Stopped by `kill_shell` or because its session closed.
+    Killed,
+}
+
+impl TaskStatus {
+    pub(crate) fn describe(self) -> String {
+        match self {
+            TaskStatus::Running => "running".to_owned(),
+            TaskStatus::Exited {
+                code: Some(code), ..
+            } => format!("exited with code {code}"),
+            TaskStatus::Exited {
+                signal: Some(signal),
+                ..
+            } => format!("killed by signal {signal}"),
+            TaskStatus::Exited { .. } => "exited".to_owned(),
+            TaskStatus::Killed => "killed".to_owned(),
+        }
+    }
+
+    pub(crate) fn exit_code(self) -> Option<i32> {
+        match self {
+            TaskStatus::Exited { code, .. } => code,
+            _ => None,
+        }
+    }
+}
+
+struct BackgroundTask {
+    command: String,
+    pid: u32,
+    output: SharedOutput,
+    status: watch::Receiver<TaskStatus>,
+    kill: CancellationToken,
+}
+
+impl BackgroundTask {
+    fn status(&self) -> TaskStatus {
+        *self.status.borrow()
+    }
+
+    /// Stops the task (if running) and waits until its process group is gone.
+    async fn stop(&self) {
+        self.kill.cancel();
+        let mut status = self.status.clone();
+        // An error means the supervisor is gone, which only happens after it recorded an end.
+        let _ = status.wait_for(|s| *s != TaskStatus::Running).await;
+    }
+}
+
+/// What a read or a kill hands back.
+#[derive(Debug)]
+pub(crate) struct TaskReport {
+    pub task_id: String,
+    pub command: String,
+    pub status: TaskStatus,
+    pub output: TakenOutput,
+}
+
+/// Background shell tasks of every session. Create one per daemon (per registry) and hand it
+/// to the tools with [`BackgroundShells::tools`].
+#[derive(Default)]
+pub struct BackgroundShells {
+    sessions: Mutex<HashMap<String, BTreeMap<u64, Arc<BackgroundTask>>>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for BackgroundShells {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackgroundShells")
+            .field("sessions", &self.lock().len())
+            .finish()
+    }
+}
+
+pub(crate) fn task_name(id: u64) -> String {
+    format!("bash_{id}")
+}
+
+impl BackgroundShells {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, BTreeMap<u64, Arc<BackgroundTask>>>> {
+        // Every change under this lock is a single insert or remove; a panic cannot leave it
+        // half-done.
+        self.sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Stops every background task of a session and forgets them; returns how many there
+    /// were. The session-close path calls this; it returns once every process group is gone.
+    pub async fn kill_session(&self, session_id: &str) -> usize {
+        let tasks = self.lock().remove(session_id).unwrap_or_default();
+        let count = tasks.len();
+        futures::future::join_all(tasks.values().map(|task| task.stop())).await;
+        count
+    }
+
+    /// How many tasks a session holds (running or finished).
+    pub fn task_count(&self, session_id: &str) -> usize {
+        self.lock().get(session_id).map_or(0, BTreeMap::len)
+    }
+
+    /// Starts `command` in `cwd` for `session`; returns the task id and the shell's pid.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        session: &Arc<SessionState>,
+        command: &str,
+        cwd: &Path,
+    ) -> Result<(String, u32), ToolError> {
+        self.make_room(session.id())?;
+        let output = SharedOutput::new(BACKGROUND_CAP_BYTES);
+        let process = ShellProcess::spawn(command, cwd, output.clone(), false).map_err(|err| {
+            ToolError::Execution(format!(
+                "could not start bash in \"{}\": {err}",
+                cwd.display()
+            ))
+        })?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let pid = process.pid();
+        let (status_tx, status_rx) = watch::channel(TaskStatus::Running);
+        let kill = CancellationToken::new();
+        let task = Arc::new(BackgroundTask {
+            command: command.to_owned(),
+            pid,
+            output,
+            status: status_rx,
+            kill: kill.clone(),
+        });
+        self.lock()
+            .entry(session.id().to_owned())
+            .or_default()
+            .insert(id, task);
+        tokio::spawn(supervise(
+            process,
+            status_tx,
+            kill,
+            Arc::downgrade(session),
+            Arc::downgrade(self),
+            session.id().to_owned(),
+        ));
+        Ok((task_name(id), pid))
+    }
+
+    /// Drops the oldest finished task when the session is at its limit.
+    fn make_room(&self, session_id: &str) -> Result<(), ToolError> {
+        let mut sessions = self.lock();
+        let Some(tasks) = sessions.get_mut(session_id) else {
+            return Ok(());
+        };
+        if tasks.len() < MAX_TASKS_PER_SESSION {
+            return Ok(());
+        }
+        let finished = tasks
+            .iter()
+            .find(|(_, task)| task.status() != TaskStatus::Running)
+            .map(|(id, _)| *id);
+        match finished {
+            Some(id) => {
+                tasks.remove(&id);
+                Ok(())
+            }
+            None => Err(ToolError::Execution(format!(
+                "this session already runs {MAX_TASKS_PER_SESSION} background tasks; stop one with kill_shell first"
+            ))),
+        }
+    }
+
+    fn find(
+        &self,
+        session_id: &str,
+        task_id: &str,
+    ) -> Result<(u64, Arc<BackgroundTask>), ToolError> {
+        let sessions = self.lock();
+        let tasks = sessions.get(session_id);
+        let found = task_id
+            .strip_prefix("bash_")
+            .and_then(|n| n.parse::<u64>().ok())
+            .and_then(|id| {
+                tasks
+                    .and_then(|t| t.get(&id))
+                    .map(|task| (id, task.clone()))
+            });
+        found.ok_or_else(|| {
+            let known: Vec<String> = tasks
+                .map(|t| t.keys().map(|id| task_name(*id)).collect())
+                .unwrap_or_default();
+            let listing = if known.is_empty() {
+                "this session has no background tasks".to_owned()
+            } else {
+                format!("this session's tasks: {}", known.join(", "))
+            };
+            ToolError::Validation(format!("unknown task \"{task_id}\"; {listing}"))
+        })
+    }
+
+    /// The output since the last read, and the status.
+    pub(crate) fn read(&self, session_id: &str, task_id: &str) -> Result<TaskReport, ToolError> {
+        let (id, task) = self.find(session_id, task_id)?;
+        // Status first: once it says ended, all output is already in the buffer.
+        let status = task.status();
+        let output = task.output.lock().take(status == TaskStatus::Running);
+        Ok(TaskReport {
+            task_id: task_name(id),
+            command: task.command.clone(),
+            status,
+            output,
+        })
+    }
+
+    /// Stops a task, removes it, and hands back its unread output and how it ended.
+    pub(crate) async fn kill(
+        &self,
+        session_id: &str,
+        task_id: &str,
+    ) -> Result<TaskReport, ToolError> {
+        let (id, task) = self.find(session_id, task_id)?;
+        task.stop().await;
+        if let Some(tasks) = self.lock().get_mut(session_id) {
+            tasks.remove(&id);
+        }
+        let output = task.output.lock().take(false);
+        Ok(TaskReport {
+            task_id: task_name(id),
+            command: task.command.clone(),
+            status: task.status(),
+            output,
+        })
+    }
+
+    /// The pid of a task's shell (the process group id), for tests and diagnostics.
+    pub fn task_pid(&self, session_id: &str, task_id: &str) -> Option<u32> {
+        self.find(session_id, task_id)
+            .ok()
+            .map(|(_, task)| task.pid)
+    }
+}
+
+/// Waits for the task to exit, be killed, or lose its session, and records the end.
+async fn supervise(
+    process: ShellProcess,
+    status: watch::Sender<TaskStatus>,
+    kill: CancellationToken,
+    session: Weak<SessionState>,
+    shells: Weak<BackgroundShells>,
+    session_id: String,
+) {
+    let session_gone = async {
+        while session.strong_count() > 0 {
+            tokio::time::sleep(SESSION_CHECK).await;
+        }
+    };
+    let stop = async {
+        tokio::select! {
+            () = kill.cancelled() => false,
+            () = session_gone => true,
+        }
+    };
+    let (reason, ended) = process.wait_or_stop(stop).await;
+    let end = match reason {
+        None => TaskStatus::Exited {
+            code: ended.status.and_then(|s| s.code()),
+            signal: ended.status.and_then(|s| s.signal()),
+        },
+        Some(_) => TaskStatus::Killed,
+    };
+    status.send_replace(end);
+    if reason == Some(true)
+        && let Some(shells) = shells.upgrade()
+    {
+        shells.lock().remove(&session_id);
+    }
+}

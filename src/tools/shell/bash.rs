@@ -1,0 +1,361 @@
+//! `bash` (alias `Bash`): runs a command line in the session's shell directory.
+//!
+//! Owns input checking, the timeout, turning the process's end into the result text and
+//! metadata, and the `cd` that persists ([`ContextUpdate::ShellCwd`]). Running the process is
+//! [`super::process`], judging the command is [`super::classify`], background tasks are
+//! [`super::background`]. The result's text is the output as written (stdout and stderr
+//! interleaved), then one line for anything but a clean exit: `exit code: N`,
+//! `killed by signal N`, or the timeout or cancellation; the same facts are in the metadata.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::background::BackgroundShells;
+use super::classify::{Classification, classify};
+use super::output::{FOREGROUND_CAP_BYTES, TakenOutput};
+use super::process::{Ended, SharedOutput, ShellProcess};
+use crate::permission::PermissionLevel;
+use crate::session::SessionState;
+use crate::tool::{
+    ConcurrencyClass, ContextUpdate, InterruptBehavior, PreviewStyle, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
+};
+
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+pub(crate) const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Commands travel as one argument to bash; Linux caps one argument at 128 KiB.
+pub(crate) const MAX_COMMAND_BYTES: usize = 100_000;
+/// Output longer than this is offloaded with a head-and-tail preview.
+pub(crate) const MAX_RESULT_CHARS: usize = 30_000;
+/// The dispatcher's limit for a call: the shell's own longest timeout plus room to stop the
+/// process group and return the partial output, so the shell's timeout always fires first.
+const CALL_TIMEOUT: Duration = Duration::from_millis(MAX_TIMEOUT_MS + 30_000);
+
+const DESCRIPTION: &str = "Runs a command line in bash and returns its output: stdout and stderr \
+interleaved as they were written, then `exit code: N` when the exit code is not 0.
+
+- The working directory persists between calls: after `cd sub`, the next call starts in `sub`. \
+Other shell state (variables, functions, `set` options) does not persist. It starts in the \
+session's workspace.
+- stdin is /dev/null: nothing can answer a prompt, so pass non-interactive flags (`--yes`, \
+`--no-edit`, `git --no-pager`).
+- `timeout` is in milliseconds: default 120000 (2 minutes), at most 600000 (10 minutes). On \
+timeout the command and every process it started are killed and the output so far is returned.
+- Processes the command leaves running when it ends are stopped. For servers, watchers and \
+other long-running commands set `run_in_background: true`: you get a task id at once, read new \
+output with `bash_output` and stop the task with `kill_shell`.
+- Output over 30000 characters is stored; you see its start and its end and a `result_id` to \
+page through the rest with `read_result`.
+- For files prefer the dedicated tools (`read_file`, `write_file`, `edit_file`, \
+`glob_search`, `grep_search`): they are faster and track what you have read.
+- Quote paths that contain spaces. Chain dependent steps with `&&`; for independent commands \
+make several calls in the same turn and they may run in parallel.
+- Read-only commands (ls, cat, grep, find, git status/log/diff, …) need only read permission \
+and run in parallel with other read-only calls; any other command needs full access.";
+
+/// A checked `bash` input.
+#[derive(Debug)]
+pub(crate) struct BashInput {
+    pub command: String,
+    pub timeout_ms: u64,
+    pub run_in_background: bool,
+    /// For people watching (progress events); never run.
+    pub description: Option<String>,
+}
+
+/// Checks what the schema cannot: an empty or NUL-bearing command, its size, the timeout's
+/// range (also whole-number floats like `1000.0`, which some clients send).
+pub(crate) fn parse_input(input: &Value) -> Result<BashInput, ToolError> {
+    let command = input
+        .get("command")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::Validation("command must be a string".into()))?;
+    if command.trim().is_empty() {
+        return Err(ToolError::Validation(
+            "command is empty; give a shell command to run".into(),
+        ));
+    }
+    if command.contains('\0') {
+        return Err(ToolError::Validation("command contains a NUL byte".into()));
+    }
+    if command.len() > MAX_COMMAND_BYTES {
+        return Err(ToolError::Validation(format!(
+            "command is {} bytes long; the limit is {MAX_COMMAND_BYTES} bytes (write a long script to a file and run the file)",
+            command.len()
+        )));
+    }
+    let timeout_ms = match input.get("timeout") {
+        None | Some(Value::Null) => DEFAULT_TIMEOUT_MS,
+        Some(value) => whole_number(value)
+            .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
+            .ok_or_else(|| {
+                ToolError::Validation(format!(
+                    "timeout {value} is out of range; give 1 to {MAX_TIMEOUT_MS} milliseconds"
+                ))
+            })?,
+    };
+    let run_in_background = match input.get("run_in_background") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(other) => {
+            return Err(ToolError::Validation(format!(
+                "run_in_background must be true or false, not {other}"
+            )));
+        }
+    };
+    let description = input
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(BashInput {
+        command: command.to_owned(),
+        timeout_ms,
+        run_in_background,
+        description,
+    })
+}
+
+fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64)
+    })
+}
+
+/// The classifier's verdict on an input's command; `Err` (fail closed) when there is none.
+fn classify_input(input: &Value) -> Result<Classification, String> {
+    let command = input
+        .get("command")
+        .and_then(Value::as_str)
+        .ok_or_else(|| "command must be a string".to_owned())?;
+    if command.len() > MAX_COMMAND_BYTES {
+        // Refused at validation anyway; do not spend a parse on it first.
+        return Err(format!("command is longer than {MAX_COMMAND_BYTES} bytes"));
+    }
+    classify(command)
+}
+
+pub(crate) struct BashTool {
+    spec: ToolSpec,
+    shells: Arc<BackgroundShells>,
+}
+
+impl BashTool {
+    pub(crate) fn new(shells: Arc<BackgroundShells>) -> Result<BashTool, crate::tool::BuildError> {
+        let spec = ToolSpec::builder("bash")
+            .alias("Bash")
+            .description(DESCRIPTION)
+            .input_schema(json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The command line to run with `bash -c`."
+                    },
+                    "timeout": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_TIMEOUT_MS,
+                        "description": "Milliseconds before the command and its processes are killed (default 120000, at most 600000). Ignored with run_in_background."
+                    },
+                    "description": {
+                        "type": "string",
+                        "description": "What the command does, in 5 to 10 words (shown to people watching, not run)."
+                    },
+                    "run_in_background": {
+                        "type": "boolean",
+                        "description": "Start the command and return a task id at once; read its output with bash_output and stop it with kill_shell."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }))
+            .read_only_if(|input, _| Ok(classify_input(input)?.read_only))
+            .concurrency_safe_if(|input, _| Ok(classify_input(input)?.concurrency_safe))
+            .destructive_if(|input, _| Ok(classify_input(input)?.destructive))
+            // No sandbox confines the shell yet: anything that is not read-only needs full
+            // access (the sandbox issue lowers this to workspace_write inside the sandbox).
+            .permission_for(PermissionLevel::ReadOnly, |input, _| {
+                Ok(if classify_input(input)?.read_only {
+                    PermissionLevel::ReadOnly
+                } else {
+                    PermissionLevel::DangerFullAccess
+                })
+            })
+            .concurrency_class(ConcurrencyClass::Unsafe)
+            .interrupt_behavior(InterruptBehavior::Cancel)
+            .aborts_siblings_on_failure(true)
+            .max_result_size_chars(Some(MAX_RESULT_CHARS))
+            .preview_style(PreviewStyle::HeadAndTail)
+            .timeout(CALL_TIMEOUT)
+            .idempotent(false)
+            .open_world(true)
+            .build()?;
+        Ok(BashTool { spec, shells })
+    }
+}
+
+/// Why a running command was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Timeout,
+    Cancelled,
+}
+
+#[async_trait]
+impl Tool for BashTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolError> {
+        parse_input(input).map(|_| ())
+    }
+
+    async fn execute(&self, raw: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let mut input = parse_input(&raw)?;
+        if raw.get("timeout").is_none_or(Value::is_null) {
+            // The session's default, as set with the `config` tool.
+            input.timeout_ms =
+                crate::tools::runtime_setting_u64(&ctx.session, "bash_default_timeout_ms")
+                    .unwrap_or(DEFAULT_TIMEOUT_MS);
+        }
+        let (cwd, note) = starting_directory(ctx).await;
+        if input.run_in_background {
+            let (task_id, pid) = self.shells.start(&ctx.session, &input.command, &cwd)?;
+            return Ok(background_started(&task_id, pid, note));
+        }
+        let output = SharedOutput::new(FOREGROUND_CAP_BYTES);
+        let process =
+            ShellProcess::spawn(&input.command, &cwd, output.clone(), true).map_err(|err| {
+                ToolError::Execution(format!(
+                    "could not start bash in \"{}\": {err}",
+                    cwd.display()
+                ))
+            })?;
+        ctx.progress
+            .report(json!({"pid": process.pid(), "description": input.description}));
+        let timeout = Duration::from_millis(input.timeout_ms);
+        let stop = async {
+            tokio::select! {
+                () = tokio::time::sleep(timeout) => Stop::Timeout,
+                () = ctx.cancellation.cancelled() => Stop::Cancelled,
+            }
+        };
+        let (stopped, ended) = process.wait_or_stop(stop).await;
+        let (taken, total_bytes) = {
+            let mut buffer = output.lock();
+            (buffer.take(false), buffer.total_bytes())
+        };
+        let finished = Finished {
+            taken,
+            total_bytes,
+            ended,
+            stopped,
+            timeout_ms: input.timeout_ms,
+            note,
+            cwd,
+        };
+        Ok(finished.into_output(&ctx.session))
+    }
+}
+
+/// The directory a call starts in: the session's shell directory, or the workspace (with a
+/// note) when that directory is gone.
+async fn starting_directory(ctx: &ToolContext) -> (PathBuf, Option<String>) {
+    let stored = ctx.session.shell_cwd();
+    match tokio::fs::metadata(&stored).await {
+        Ok(metadata) if metadata.is_dir() => (stored, None),
+        _ => {
+            let workspace = ctx.working_directory.to_path_buf();
+            let note = format!(
+                "note: the shell's working directory \"{}\" no longer exists; this command ran in the workspace \"{}\"",
+                stored.display(),
+                workspace.display()
+            );
+            (workspace, Some(note))
+        }
+    }
+}
+
+fn background_started(task_id: &str, pid: u32, note: Option<String>) -> ToolOutput {
+    let mut text = note.map(|n| n + "\n").unwrap_or_default();
+    text.push_str(&format!(
+        "started background task {task_id} (pid {pid}). Read its output with bash_output {{\"task_id\": \"{task_id}\"}}; stop it with kill_shell {{\"task_id\": \"{task_id}\"}}."
+    ));
+    ToolOutput::text(text)
+        .with_metadata("task_id", json!(task_id))
+        .with_metadata("pid", json!(pid))
+}
+
+/// Everything known once a foreground command is over.
+struct Finished {
+    taken: TakenOutput,
+    total_bytes: u64,
+    ended: Ended,
+    stopped: Option<Stop>,
+    timeout_ms: u64,
+    note: Option<String>,
+    /// Where it started.
+    cwd: PathBuf,
+}
+
+impl Finished {
+    fn into_output(self, session: &SessionState) -> ToolOutput {
+        let code = self.ended.status.and_then(|s| s.code());
+        let signal = self.ended.status.and_then(|s| s.signal());
+        let last_line = match (self.stopped, code, signal) {
+            (Some(Stop::Timeout), _, _) => Some(format!(
+                "command timed out after {} ms; it and every process it started were killed",
+                self.timeout_ms
+            )),
+            (Some(Stop::Cancelled), _, _) => {
+                Some("command was cancelled; it and every process it started were killed".into())
+            }
+            (None, Some(0), _) => None,
+            (None, Some(code), _) => Some(format!("exit code: {code}")),
+            (None, None, Some(signal)) => Some(format!("killed by signal {signal}")),
+            (None, None, None) => Some("the exit status could not be read".into()),
+        };
+        let mut text = self.note.map(|n| n + "\n").unwrap_or_default();
+        text.push_str(&self.taken.text);
+        if let Some(line) = &last_line {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(line);
+        }
+        if text.is_empty() {
+            text.push_str("(no output)");
+        }
+        let final_cwd = self.ended.cwd.clone().unwrap_or(self.cwd);
+        let mut output = if last_line.is_some() {
+            ToolOutput::failure(text)
+        } else {
+            ToolOutput::text(text)
+        };
+        output = output
+            .with_metadata("exit_code", json!(code))
+            .with_metadata("signal", json!(signal))
+            .with_metadata("timed_out", json!(self.stopped == Some(Stop::Timeout)))
+            .with_metadata("cancelled", json!(self.stopped == Some(Stop::Cancelled)))
+            .with_metadata("output_bytes", json!(self.total_bytes))
+            .with_metadata("omitted_bytes", json!(self.taken.omitted_bytes))
+            .with_metadata("cwd", json!(final_cwd.to_string_lossy()));
+        if final_cwd != session.shell_cwd() {
+            output = output.with_update(ContextUpdate::ShellCwd { path: final_cwd });
+        }
+        output
+    }
+}
+
+#[cfg(test)]
+#[path = "bash_tests.rs"]
+mod tests;

@@ -1,0 +1,60 @@
+//! The shell tools: `bash` (alias `Bash`), `bash_output` (`BashOutput`) and `kill_shell`
+//! (`KillShell`), and the command classifier they share.
+//!
+//! Layout: [`bash`] checks input and words results; [`process`] runs `bash -c` in its own
+//! process group and stops the whole group; [`output`] keeps output under a memory cap;
+//! [`background`] holds `run_in_background` tasks per session; [`tasks`] is the two tools that
+//! read and stop them; [`classify`] parses a command line with tree-sitter-bash and says
+//! whether it is read-only, concurrency-safe and destructive.
+//!
+//! Deliberately absent: sandboxing (a later issue wraps the process; until then every command
+//! that is not read-only needs `danger_full_access`), streaming huge outputs to the store
+//! (output is capped in memory; the offload phase stores what the model does not see), and
+//! persistence of shell state other than the working directory.
+
+mod background;
+mod bash;
+mod classify;
+mod output;
+mod process;
+mod tasks;
+
+use std::sync::Arc;
+
+pub use background::BackgroundShells;
+
+use crate::registry::{RegistryError, ToolRegistry};
+use crate::tool::{BuildError, Tool};
+
+impl BackgroundShells {
+    /// The three shell tools, sharing this set of background tasks. Whoever closes sessions
+    /// keeps the same `Arc` to call [`BackgroundShells::kill_session`].
+    pub fn tools(self: &Arc<Self>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
+        Ok(vec![
+            Arc::new(bash::BashTool::new(self.clone())?),
+            Arc::new(tasks::BashOutputTool::new(self.clone())?),
+            Arc::new(tasks::KillShellTool::new(self.clone())?),
+        ])
+    }
+}
+
+/// Registers the shell tools with a fresh set of background tasks.
+///
+/// The session-close path needs that set to stop a closed session's tasks; until the daemon
+/// wires one in (building it with [`BackgroundShells::tools`] and keeping the `Arc`), tasks of
+/// a session are stopped when its `SessionState` is dropped.
+pub fn register(
+    registry: &mut ToolRegistry,
+    shells: &Arc<BackgroundShells>,
+) -> Result<(), RegistryError> {
+    // A spec that does not build is a programming error in this module; it surfaces as a
+    // registration error rather than a panic.
+    let tools = shells.tools().map_err(|err| RegistryError::InvalidSchema {
+        tool: "bash".into(),
+        problem: err.to_string(),
+    })?;
+    for tool in tools {
+        registry.register(tool)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! `ShellProcess`: one `bash -c` child in a process group of its own, its output captured, and
+//! the whole group stopped when it must stop.
+//!
+//! The child gets a new session (`setsid`, so also a new process group whose id is its pid),
+//! stdin from `/dev/null`, and stdout and stderr on one pipe, so the output is interleaved
+//! exactly as the command wrote it, as a terminal would show it. A reader task moves the
+//! output into an [`OutputBuffer`] as it arrives, so a chatty command never blocks on a full
+//! pipe and a background task needs nobody polling it.
+//!
+//! A foreground command runs inside a small wrapper that `eval`s it and then prints the
+//! shell's final directory (`pwd -P`) on descriptor 3, which is closed while the command runs,
+//! so nothing the command prints can be mistaken for it; that is how a `cd` persists. A
+//! command that ends the shell itself (`exit`, `set -e` tripping, `exec`) reports no
+//! directory and the previous one stays.
+//!
+//! Stopping means the process group, never just the child: SIGTERM, up to [`KILL_GRACE`] for
+//! it to go, then SIGKILL, so grandchildren (`sleep 300 &`) go too. When the shell exits on
+//! its own, whatever it left running in its group is stopped the same way: a foreground call
+//! leaves nothing behind (`run_in_background` is for processes that should outlive a call).
+//! Processes that left the group themselves (`setsid`, daemons) are out of reach. The daemon's
+//! own environment variables named `TOOLD_*` (auth tokens, database URLs) are not passed on.
+
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use super::output::OutputBuffer;
+
+/// How long a stopped process group gets between SIGTERM and SIGKILL.
+pub(crate) const KILL_GRACE: Duration = Duration::from_millis(500);
+/// How long to wait for the last output (and the cwd report) once the shell is gone.
+const DRAIN_WAIT: Duration = Duration::from_millis(200);
+/// How often a stopping group is checked.
+const POLL: Duration = Duration::from_millis(10);
+/// The descriptor the wrapper reports the final directory on.
+const REPORT_FD: RawFd = 3;
+
+/// Runs the command (`$1`) with descriptor 3 closed, then reports the directory on 3 and
+/// exits with the command's status. `set --` hides the command text from `$1`.
+const WRAPPER: &str = "__toold_command=$1\nset --\neval \"$__toold_command\" 3>&-\n__toold_status=$?\nbuiltin pwd -P 2>/dev/null >&3\nexit \"$__toold_status\"\n";
+
+/// A shared, capped output buffer. The lock is held only to copy bytes in or out.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedOutput(Arc<Mutex<OutputBuffer>>);
+
+impl SharedOutput {
+    pub(crate) fn new(cap_bytes: usize) -> SharedOutput {
+        SharedOutput(Arc::new(Mutex::new(OutputBuffer::new(cap_bytes))))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, OutputBuffer> {
+        // A panic while copying bytes leaves the buffer usable (each push is self-contained).
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// How the shell ended.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// `None` only if waiting for the child failed.
+    pub status: Option<ExitStatus>,
+    /// The directory the command left the shell in, when it was reported.
+    pub cwd: Option<PathBuf>,
+}
+
+pub(crate) struct ShellProcess {
+    child: Child,
+    pid: u32,
+    pgid: libc::pid_t,
+    reader: JoinHandle<()>,
+    cwd_report: Option<pipe::Receiver>,
+    guard: GroupGuard,
+}
+
+impl ShellProcess {
+    /// Starts `bash -c` on `command` in `cwd`. With `report_cwd` the command runs in the
+    /// wrapper that reports its final directory.
+    pub(crate) fn spawn(
+        command: &str,
+        cwd: &Path,
+        output: SharedOutput,
+        report_cwd: bool,
+    ) -> io::Result<ShellProcess> {
+        let (out_read, out_write) = io::pipe()?;
+        let err_write = out_write.try_clone()?;
+        let report = if report_cwd { Some(io::pipe()?) } else { None };
+        let report_fd = report.as_ref().map(|(_, write)| write.as_raw_fd());
+
+        let mut shell = Command::new("bash");
+        if report_cwd {
+            shell.arg("-c").arg(WRAPPER).arg("bash").arg(command);
+        } else {
+            shell.arg("-c").arg(command);
+        }
+        shell
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(out_write)
+            .stderr(err_write)
+            .kill_on_drop(false);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("TOOLD_") {
+                shell.env_remove(key);
+            }
+        }
+        // SAFETY: `child_setup` runs between fork and exec and only makes async-signal-safe
+        // calls (setsid, dup2, fcntl); it allocates nothing and takes no locks.
+        unsafe {
+            shell.pre_exec(move || child_setup(report_fd));
+        }
+        let child = shell.spawn()?;
+        // The parent's copies of the write ends must close, or the reads never see EOF.
+        drop(shell);
+        let cwd_report = match report {
+            Some((read, write)) => {
+                drop(write);
+                Some(pipe::Receiver::from_owned_fd(OwnedFd::from(read))?)
+            }
+            None => None,
+        };
+        let pid = child
+            .id()
+            .ok_or_else(|| io::Error::other("the shell exited before its pid was known"))?;
+        let pgid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
+        let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(out_read))?;
+        let reader = tokio::spawn(pump(receiver, output));
+        Ok(ShellProcess {
+            child,
+            pid,
+            pgid,
+            reader,
+            cwd_report,
+            guard: GroupGuard { pgid, armed: true },
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits until the shell exits or `stop` completes, whichever is first; either way the
+    /// process group is gone afterwards and the output drained. Returns `stop`'s value if it
+    /// was the reason.
+    pub(crate) async fn wait_or_stop<R>(
+        mut self,
+        stop: impl Future<Output = R>,
+    ) -> (Option<R>, Ended) {
+        let reason = tokio::select! {
+            _ = self.child.wait() => None,
+            reason = stop => Some(reason),
+        };
+        terminate_group(self.pgid, &mut self.child).await;
+        let status = self.child.wait().await.ok();
+        self.guard.armed = false;
+        if tokio::time::timeout(DRAIN_WAIT, &mut self.reader)
+            .await
+            .is_err()
+        {
+            // A process that escaped the group still holds the pipe; stop listening to it.
+            self.reader.abort();
+        }
+        let cwd = match (&reason, self.cwd_report.take()) {
+            (None, Some(report)) => read_report(report).await,
+            _ => None,
+        };
+        (reason, Ended { status, cwd })
+    }
+}
+
+/// Kills the group if the future driving a process is dropped before it finished (the
+/// dispatcher gave up on the call).
+struct GroupGuard {
+    pgid: libc::pid_t,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// In the child, between fork and exec: a new session (and process group), and the report
+/// pipe on descriptor 3 without close-on-exec.
+fn child_setup(report_fd: Option<RawFd>) -> io::Result<()> {
+    // SAFETY: plain syscalls on integers; async-signal-safe.
+    unsafe {
+        if libc::setsid() == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if let Some(fd) = report_fd {
+            let result = if fd == REPORT_FD {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, REPORT_FD)
+            };
+            if result == -1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies the pipe into the buffer until EOF.
+async fn pump(mut receiver: pipe::Receiver, output: SharedOutput) {
+    let mut chunk = vec![0_u8; 64 * 1024];
+    loop {
+        match receiver.read(&mut chunk).await {
+            Ok(0) => break,
+            Ok(read) => output.lock().push(&chunk[..read]),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// The directory the wrapper reported: `pwd -P` output ending in a newline.
+async fn read_report(mut report: pipe::Receiver) -> Option<PathBuf> {
+    let mut bytes = Vec::new();
+    tokio::time::timeout(DRAIN_WAIT, report.read_to_end(&mut bytes))
+        .await
+        .ok()?
+        .ok()?;
+    let path = bytes.strip_suffix(b"\n")?;
+    if path.first() != Some(&b'/') {
+        return None;
+    }
+    Some(PathBuf::from(std::ffi::OsString::from_vec(path.to_vec())))
+}
+
+fn signal_group(pgid: libc::pid_t, signal: libc::c_int) -> bool {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
+    unsafe { libc::kill(-pgid, signal) == 0 }
+}
+
+/// Whether any process (a zombie included) is still in the group.
+fn group_exists(pgid: libc::pid_t) -> bool {
+    signal_group(pgid, 0)
+}
+
+/// SIGTERM to the group, up to [`KILL_GRACE`] for the shell to be reaped and the group to
+/// empty, then SIGKILL. Returns at once when the group is already empty.
+///
+/// The shell is the group's leader and its pid is the group id; the kernel does not reuse the
+/// id while any member lives (a zombie included), so the signals reach this group. (Only if
+/// the last member went in the instant between the last check and SIGKILL and the pid space
+/// wrapped around in that instant could the SIGKILL reach another group.)
+pub(crate) async fn terminate_group(pgid: libc::pid_t, child: &mut Child) {
+    if !group_exists(pgid) {
+        return;
+    }
+    signal_group(pgid, libc::SIGTERM);
+    let deadline = tokio::time::Instant::now() + KILL_GRACE;
+    while tokio::time::Instant::now() < deadline {
+        let leader_gone = !matches!(child.try_wait(), Ok(None));
+        if leader_gone && !group_exists(pgid) {
+            return;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    signal_group(pgid, libc::SIGKILL);
+}
