@@ -153,20 +153,3 @@ fn the_pool_sees_the_classifier() {
     assert!(!bash.spec().is_concurrency_safe(&write, &shell.session));
     assert!(bash.spec().is_destructive(&write, &shell.session));
 }
-
-/// Prints what a trivial command costs end to end through the dispatcher. Run with
-/// `cargo test --test shell call_overhead -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement, not a check"]
-async fn call_overhead() {
-    let shell = Shell::new();
-    let rounds = 100;
-    let start = std::time::Instant::now();
-    for _ in 0..rounds {
-        assert!(!shell.bash("true").await.is_error);
-    }
-    println!(
-        "bash `true` through the dispatcher: {:?} per call",
-        start.elapsed() / rounds
-    );
-}

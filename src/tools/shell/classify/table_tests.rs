@@ -315,31 +315,3 @@ fn sed_scripts_are_read_carefully() {
         );
     }
 }
-
-/// Prints the cost of a classification (parse and walk) and of a cached answer. Run with
-/// `cargo test --release --lib classification_speed -- --ignored --nocapture`.
-#[test]
-#[ignore = "a measurement, not a check"]
-fn classification_speed() {
-    let commands = [
-        "git status",
-        "ls -la src | grep rs | wc -l",
-        "find . -name '*.rs' -exec grep -l foo {} + 2>/dev/null | head",
-        "cd sub && cargo build --release 2>&1 | tail -20; echo \"done $(date)\"",
-    ];
-    let rounds = 2_000;
-    for command in commands {
-        let start = std::time::Instant::now();
-        for round in 0..rounds {
-            // A distinct comment defeats the cache without changing the verdict.
-            classify(&format!("{command} # {round}")).unwrap();
-        }
-        let parsed = start.elapsed() / rounds;
-        let start = std::time::Instant::now();
-        for _ in 0..rounds {
-            classify(command).unwrap();
-        }
-        let cached = start.elapsed() / rounds;
-        println!("{command:?}: {parsed:?} parsed, {cached:?} cached");
-    }
-}
