@@ -10,12 +10,14 @@
 //! [`Tool`]: crate::tool::Tool
 
 pub mod paths;
+mod search;
 pub mod settings;
 
 use std::sync::Arc;
 
 use crate::dispatch::ResultStore;
 use crate::registry::{RegistryError, ToolRegistry};
+pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};
 
 /// What the built-in tools need from the rest of the daemon.
@@ -29,7 +31,8 @@ pub struct ToolDeps {
 
 /// A registry with every built-in tool.
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
-    let registry = ToolRegistry::new();
+    let mut registry = ToolRegistry::new();
     let _ = deps;
+    search::register(&mut registry, deps)?;
     Ok(registry)
 }
