@@ -11,6 +11,7 @@
 
 mod misc;
 pub mod paths;
+mod search;
 pub mod settings;
 mod shell;
 
@@ -22,6 +23,7 @@ pub use misc::{
     AddressPolicy, BlockedAddress, RUNTIME_SETTINGS, RuntimeSettingSpec, WebFetchTool,
     runtime_setting_u64, web_fetch_host,
 };
+pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};
 pub use shell::BackgroundShells;
 
@@ -41,6 +43,7 @@ pub struct ToolDeps {
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
     let mut registry = ToolRegistry::new();
     misc::register(&mut registry, deps)?;
+    search::register(&mut registry)?;
     shell::register(&mut registry, &deps.shells)?;
     Ok(registry)
 }
