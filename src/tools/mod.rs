@@ -9,6 +9,7 @@
 //! [`ToolSpec`]: crate::tool::ToolSpec
 //! [`Tool`]: crate::tool::Tool
 
+mod files;
 pub mod paths;
 pub mod settings;
 
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use crate::dispatch::ResultStore;
 use crate::registry::{RegistryError, ToolRegistry};
+pub use files::{EditFile, NotebookEdit, ReadFile, TextEditor, WriteFile};
 pub use settings::{SkillSettings, WebFetchSettings};
 
 /// What the built-in tools need from the rest of the daemon.
@@ -29,7 +31,8 @@ pub struct ToolDeps {
 
 /// A registry with every built-in tool.
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
-    let registry = ToolRegistry::new();
+    let mut registry = ToolRegistry::new();
     let _ = deps;
+    files::register(&mut registry)?;
     Ok(registry)
 }
