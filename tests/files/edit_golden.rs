@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toold::tool::ErrorKind;
 
-use crate::harness::Env;
+use crate::harness::{Env, failed, ok};
 
 #[derive(Debug, Deserialize)]
 struct Case {
@@ -240,4 +240,104 @@ async fn every_case_is_meaningful_for_both_adapters() {
             assert!(own.is_some() || same_single_match, "{}", case.name);
         }
     }
+}
+
+#[tokio::test]
+async fn edit_file_returns_a_short_diff() {
+    let env = Env::new();
+    let path = env.put("src/lib.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
+    ok(&env
+        .call("read_file", json!({"file_path": "src/lib.rs"}))
+        .await);
+    let result = env
+        .call(
+            "Edit",
+            json!({"file_path": "src/lib.rs", "old_string": "fn b() {}", "new_string": "fn b() -> u8 { 1 }"}),
+        )
+        .await;
+    let label = path.display().to_string();
+    let label = label.trim_start_matches('/');
+    assert_eq!(
+        ok(&result),
+        format!(
+            "Edited \"{}\" (1 replacement):\n--- a/{label}\n+++ b/{label}\n@@ -1,3 +1,3 @@\n fn a() {{}}\n-fn b() {{}}\n+fn b() -> u8 {{ 1 }}\n fn c() {{}}\n",
+            path.display()
+        )
+    );
+    assert_eq!(result.metadata["replacements"], json!(1));
+}
+
+#[tokio::test]
+async fn edit_file_bad_input() {
+    let env = Env::new();
+    env.put("f.txt", "x\n");
+    ok(&env.call("read_file", json!({"file_path": "f.txt"})).await);
+    let cases: Vec<(&str, Value, ErrorKind, &str)> = vec![
+        (
+            "missing old_string",
+            json!({"file_path": "f.txt", "new_string": "y"}),
+            ErrorKind::InputValidation,
+            "old_string",
+        ),
+        (
+            "missing new_string",
+            json!({"file_path": "f.txt", "old_string": "x"}),
+            ErrorKind::InputValidation,
+            "new_string",
+        ),
+        (
+            "missing path",
+            json!({"old_string": "x", "new_string": "y"}),
+            ErrorKind::InputValidation,
+            "file_path",
+        ),
+        (
+            "old_string a number",
+            json!({"file_path": "f.txt", "old_string": 1, "new_string": "y"}),
+            ErrorKind::InputValidation,
+            "string",
+        ),
+        (
+            "replace_all a string",
+            json!({"file_path": "f.txt", "old_string": "x", "new_string": "y", "replace_all": "yes"}),
+            ErrorKind::InputValidation,
+            "boolean",
+        ),
+        (
+            "unknown field",
+            json!({"file_path": "f.txt", "old_string": "x", "new_string": "y", "regex": true}),
+            ErrorKind::InputValidation,
+            "regex",
+        ),
+        (
+            "input not an object",
+            json!(["f.txt", "x", "y"]),
+            ErrorKind::InputValidation,
+            "object",
+        ),
+        (
+            "empty path",
+            json!({"file_path": "", "old_string": "x", "new_string": "y"}),
+            ErrorKind::Validation,
+            "empty",
+        ),
+        (
+            "a directory",
+            json!({"file_path": ".", "old_string": "x", "new_string": "y"}),
+            ErrorKind::Validation,
+            "is a directory",
+        ),
+        (
+            "same strings",
+            json!({"file_path": "f.txt", "old_string": "", "new_string": ""}),
+            ErrorKind::Validation,
+            "are the same",
+        ),
+    ];
+    for (name, input, kind, needle) in cases {
+        let result = env.call("edit_file", input).await;
+        let message = failed(&result, kind);
+        assert!(message.contains(needle), "{name}: {message}");
+    }
+    assert_eq!(env.text("f.txt"), "x\n");
 }

@@ -151,39 +151,34 @@ fn edit_notebook(
     let index = cell_id.map(|id| notebook.find(id, path)).transpose()?;
     let source = string_field(input, "new_source");
     let cell_type = input.get("cell_type").and_then(Value::as_str);
-    let (after, summary) = match (edit_mode(input), index) {
+    let shown_id = cell_id.unwrap_or_default();
+    let edited = match (edit_mode(input), index) {
         ("insert", at) => {
             let cell_type = cell_type.unwrap_or("code");
-            let (after, id) = notebook.insert(at.map_or(0, |i| i + 1), cell_type, source);
-            let after = Ok(after);
+            let (text, id) = notebook.insert(at.map_or(0, |i| i + 1), cell_type, source);
             let place = match cell_id {
                 Some(after_id) => format!("after cell \"{after_id}\""),
                 None => "at the top".to_owned(),
             };
-            (
-                after,
+            Ok((
+                text,
                 format!("Inserted a {cell_type} cell \"{id}\" {place}"),
-            )
+            ))
         }
-        ("delete", Some(index)) => (
-            notebook.delete(index),
-            format!("Deleted cell \"{}\"", cell_id.unwrap_or_default()),
-        ),
-        (_, Some(index)) => (
-            notebook.replace(index, source, cell_type),
-            format!(
-                "Replaced the source of cell \"{}\"",
-                cell_id.unwrap_or_default()
-            ),
-        ),
+        ("delete", Some(index)) => notebook
+            .delete(index)
+            .map(|text| (text, format!("Deleted cell \"{shown_id}\""))),
+        (_, Some(index)) => notebook
+            .replace(index, source, cell_type)
+            .map(|text| (text, format!("Replaced the source of cell \"{shown_id}\""))),
         (mode, None) => {
             return Err(ToolError::Validation(format!(
                 "cell_id is required to {mode} a cell"
             )));
         }
     };
-    let after =
-        after.map_err(|err| ToolError::Execution(format!("cannot edit the notebook: {err}")))?;
+    let (after, summary) =
+        edited.map_err(|err| ToolError::Validation(format!("cannot edit the notebook: {err}")))?;
     let update = state::commit(location, after.as_bytes(), Some(&previous))?;
     Ok(
         ToolOutput::text(format!("{summary} in \"{}\"", path.display()))
@@ -292,6 +287,9 @@ impl<'a> Notebook<'a> {
             .and_then(Value::as_str)
             .unwrap_or("code");
         let new_type = cell_type.unwrap_or(current_type);
+        if cell.get("source").is_none() {
+            return Err("the cell has no source".into());
+        }
         let source_value = source_value(source, cell.get("source").is_some_and(Value::is_string));
         if new_type != current_type {
             let rebuilt = new_cell(
@@ -313,9 +311,6 @@ impl<'a> Notebook<'a> {
                 _ => continue,
             };
             edits.push((member.value, value));
-        }
-        if cell.get("source").is_none() {
-            return Err("the cell has no source".into());
         }
         let mut out = self.text.to_owned();
         edits.sort_by_key(|(range, _)| std::cmp::Reverse(range.start));

@@ -4,7 +4,9 @@
 //! notes that tell the model what it did not see, and recording the read in the session's
 //! file-state cache (a partial read counts). The numbering itself is [`super::text`]'s; the
 //! editor's `view` shares [`open_for_reading`] and [`number_file`]. Binary files are refused;
-//! files over [`MAX_UNRANGED_BYTES`] must be read in ranges.
+//! files over [`MAX_UNRANGED_BYTES`] must be read in ranges. A small file already in the page
+//! cache is read and numbered on the calling thread (`preadv2(RWF_NOWAIT)` never waits for
+//! storage); every other read happens on the blocking pool.
 
 use std::fmt::Write as _;
 use std::fs::{File, Metadata};
