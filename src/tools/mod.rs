@@ -9,6 +9,7 @@
 //! [`ToolSpec`]: crate::tool::ToolSpec
 //! [`Tool`]: crate::tool::Tool
 
+mod files;
 mod misc;
 pub mod paths;
 mod search;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 
 use crate::dispatch::ResultStore;
 use crate::registry::{RegistryError, ToolRegistry};
+pub use files::{EditFile, NotebookEdit, ReadFile, TextEditor, WriteFile};
 pub use misc::{
     AddressPolicy, BlockedAddress, RUNTIME_SETTINGS, RuntimeSettingSpec, WebFetchTool,
     runtime_setting_u64, web_fetch_host,
@@ -42,6 +44,7 @@ pub struct ToolDeps {
 /// A registry with every built-in tool.
 pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> {
     let mut registry = ToolRegistry::new();
+    files::register(&mut registry)?;
     misc::register(&mut registry, deps)?;
     search::register(&mut registry)?;
     shell::register(&mut registry, &deps.shells)?;

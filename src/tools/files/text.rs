@@ -1,0 +1,421 @@
+//! Text as the file tools see it: binary detection, UTF-8, line endings, and `cat -n`
+//! numbering of a window of lines, streamed so that a large file is never held whole.
+//!
+//! A file is binary when its first 8 KiB hold a NUL byte (git's and ripgrep's rule). Lines are
+//! split on `\n`; a `\r` before it is a CRLF ending and is not shown. A line over
+//! [`MAX_LINE_CHARS`] characters is cut with a marker, and the numbered output stops before it
+//! would pass [`MAX_OUTPUT_BYTES`], so what a model gets back is bounded by construction.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::io::{self, Read};
+use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::tool::ToolError;
+
+/// Characters of one line shown before it is cut.
+pub const MAX_LINE_CHARS: usize = 2_000;
+/// Bytes of numbered output at most (about 25 000 tokens).
+pub const MAX_OUTPUT_BYTES: usize = 100_000;
+/// The prefix of a file inspected for NUL bytes.
+const BINARY_PROBE_BYTES: usize = 8_192;
+/// Bytes read at a time while streaming.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Whether `bytes` (the start of a file) look binary.
+pub fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
+}
+
+/// `bytes` as text a tool may change: not binary, valid UTF-8.
+pub fn as_text<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a str, ToolError> {
+    if looks_binary(bytes) {
+        return Err(ToolError::Validation(format!(
+            "\"{}\" is a binary file; only text files can be changed with this tool",
+            path.display()
+        )));
+    }
+    std::str::from_utf8(bytes).map_err(|err| {
+        ToolError::Validation(format!(
+            "\"{}\" is not valid UTF-8 (the first invalid byte is at offset {}); only UTF-8 text can be changed with this tool",
+            path.display(),
+            err.valid_up_to()
+        ))
+    })
+}
+
+/// A file's line-ending convention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineEnding {
+    Lf,
+    CrLf,
+}
+
+impl LineEnding {
+    /// The dominant ending of `text`, or `None` when it has no line break.
+    pub fn detect(text: &str) -> Option<LineEnding> {
+        let all = text.bytes().filter(|&b| b == b'\n').count();
+        if all == 0 {
+            return None;
+        }
+        let crlf = text.matches("\r\n").count();
+        Some(if crlf * 2 > all {
+            LineEnding::CrLf
+        } else {
+            LineEnding::Lf
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineEnding::Lf => "\n",
+            LineEnding::CrLf => "\r\n",
+        }
+    }
+
+    /// `text` with every line break (`\n` or `\r\n`) written in this convention.
+    pub fn apply(self, text: &str) -> Cow<'_, str> {
+        match self {
+            LineEnding::Lf if text.contains("\r\n") => Cow::Owned(text.replace("\r\n", "\n")),
+            LineEnding::CrLf if text.contains('\n') => {
+                Cow::Owned(text.replace("\r\n", "\n").replace('\n', "\r\n"))
+            }
+            _ => Cow::Borrowed(text),
+        }
+    }
+}
+
+/// Which lines to number: from `first` (1-based), at most `max_lines` of them.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub first: usize,
+    pub max_lines: Option<usize>,
+}
+
+impl Window {
+    fn contains(&self, line: usize) -> bool {
+        line >= self.first && self.max_lines.is_none_or(|max| line - self.first < max)
+    }
+}
+
+/// A numbered window of a file, with what is needed to record the read.
+#[derive(Debug, Default)]
+pub struct Numbered {
+    /// `cat -n` lines, each ending in `\n`.
+    pub text: String,
+    /// First and last line shown (both 0 when none was).
+    pub first_shown: usize,
+    pub last_shown: usize,
+    pub total_lines: usize,
+    /// Lines cut at [`MAX_LINE_CHARS`].
+    pub lines_cut: usize,
+    /// The output stopped at [`MAX_OUTPUT_BYTES`] before the window ended.
+    pub output_capped: bool,
+    /// Some shown bytes were not UTF-8 and show as U+FFFD.
+    pub lossy: bool,
+    pub size: u64,
+    pub content_hash: String,
+}
+
+impl Numbered {
+    /// Whether the model saw less than the whole file.
+    pub fn partial(&self) -> bool {
+        self.first_shown > 1 || self.last_shown < self.total_lines || self.lines_cut > 0
+    }
+}
+
+/// Why a file could not be numbered.
+#[derive(Debug)]
+pub enum NumberError {
+    Binary,
+    Cancelled,
+    Io(io::Error),
+}
+
+/// Reads `reader` to the end, hashing all of it and numbering the lines in `window`.
+/// `size_hint` (the file's size) only sizes the read buffer.
+pub fn number_lines(
+    mut reader: impl Read,
+    size_hint: u64,
+    window: Window,
+    cancel: &CancellationToken,
+) -> Result<Numbered, NumberError> {
+    // One byte more than the file, so a small file takes one read and one end-of-file read.
+    let buffer_bytes = usize::try_from(size_hint.saturating_add(1))
+        .unwrap_or(CHUNK_BYTES)
+        .clamp(512, CHUNK_BYTES);
+    let mut buffer = vec![0u8; buffer_bytes];
+    let mut numberer = Numberer::new(window);
+    // Room for the numbered copy of a small file (each line gains a 7-byte prefix).
+    let expected = buffer_bytes + buffer_bytes / 4;
+    numberer.out.text.reserve(expected.min(MAX_OUTPUT_BYTES));
+    let mut hasher = Xxh3::new();
+    let mut probed = 0usize;
+    loop {
+        let read = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(NumberError::Io(err)),
+        };
+        let chunk = &buffer[..read];
+        if probed < BINARY_PROBE_BYTES {
+            let probe = &chunk[..chunk.len().min(BINARY_PROBE_BYTES - probed)];
+            if probe.contains(&0) {
+                return Err(NumberError::Binary);
+            }
+            probed += probe.len();
+        }
+        hasher.update(chunk);
+        numberer.out.size += read as u64;
+        numberer.feed_chunk(chunk);
+        if cancel.is_cancelled() {
+            return Err(NumberError::Cancelled);
+        }
+    }
+    numberer.finish_pending();
+    let mut numbered = numberer.out;
+    numbered.content_hash = super::state::hash_hex(hasher.digest128());
+    Ok(numbered)
+}
+
+/// Streaming line assembly for [`number_lines`].
+struct Numberer {
+    window: Window,
+    out: Numbered,
+    /// The current line's number (1-based).
+    line: usize,
+    /// The start of the current line, kept only while it is in the window.
+    kept: Vec<u8>,
+    /// Bytes and characters (UTF-8 lead bytes) of the current line so far.
+    line_bytes: usize,
+    chars: usize,
+    last_byte: Option<u8>,
+    /// Set once the output cap is reached: later lines are counted, not shown.
+    stopped: bool,
+}
+
+/// Bytes of a line kept: enough for [`MAX_LINE_CHARS`] characters of any width, plus `\r`.
+const KEPT_BYTES: usize = MAX_LINE_CHARS * 4 + 1;
+
+impl Numberer {
+    fn new(window: Window) -> Numberer {
+        Numberer {
+            window,
+            out: Numbered::default(),
+            line: 1,
+            kept: Vec::new(),
+            line_bytes: 0,
+            chars: 0,
+            last_byte: None,
+            stopped: false,
+        }
+    }
+
+    fn feed_chunk(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() {
+            match find_newline(chunk) {
+                Some(end) => {
+                    self.feed(&chunk[..end]);
+                    self.end_line();
+                    chunk = &chunk[end + 1..];
+                }
+                None => {
+                    self.feed(chunk);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn showing(&self) -> bool {
+        !self.stopped && self.window.contains(self.line)
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let Some(&last) = bytes.last() else {
+            return;
+        };
+        self.line_bytes += bytes.len();
+        self.last_byte = Some(last);
+        if !self.showing() {
+            return;
+        }
+        let room = KEPT_BYTES.saturating_sub(self.kept.len());
+        self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.chars += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+    }
+
+    fn finish_pending(&mut self) {
+        if self.line_bytes > 0 {
+            self.end_line();
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.showing() {
+            self.show_line();
+        }
+        self.out.total_lines = self.line;
+        self.line += 1;
+        self.kept.clear();
+        self.line_bytes = 0;
+        self.chars = 0;
+        self.last_byte = None;
+    }
+
+    fn show_line(&mut self) {
+        let whole = self.kept.len() == self.line_bytes;
+        let mut kept: &[u8] = &self.kept;
+        let mut chars = self.chars;
+        if self.last_byte == Some(b'\r') {
+            chars -= 1;
+            if whole {
+                kept = &kept[..kept.len() - 1];
+            }
+        }
+        let decoded = match std::str::from_utf8(kept) {
+            Ok(valid) => Cow::Borrowed(valid),
+            Err(err) => {
+                // A cut line may end inside a character; only a bad sequence before that is
+                // lossy.
+                self.out.lossy |= whole || err.error_len().is_some();
+                String::from_utf8_lossy(kept)
+            }
+        };
+        let cut = chars > MAX_LINE_CHARS;
+        let shown: Cow<'_, str> = if cut {
+            Cow::Owned(decoded.chars().take(MAX_LINE_CHARS).collect())
+        } else {
+            decoded
+        };
+        let text = &mut self.out.text;
+        let before = text.len();
+        push_line_number(text, self.line);
+        text.push_str(&shown);
+        if cut {
+            let _ = write!(
+                text,
+                "… [line cut: {chars} characters, {MAX_LINE_CHARS} shown]"
+            );
+        }
+        text.push('\n');
+        if self.out.last_shown > 0 && text.len() > MAX_OUTPUT_BYTES {
+            text.truncate(before);
+            self.stopped = true;
+            self.out.output_capped = true;
+            return;
+        }
+        self.out.lines_cut += usize::from(cut);
+        if self.out.first_shown == 0 {
+            self.out.first_shown = self.line;
+        }
+        self.out.last_shown = self.line;
+    }
+}
+
+/// The index of the first `\n` in `bytes`, eight bytes at a time (the classic "has a zero
+/// byte" word trick on `word ^ "\n\n\n\n\n\n\n\n"`): numbering spends most of its time here.
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut words = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let zeroed = u64::from_le_bytes(word) ^ NEWLINES;
+        // The lowest set high bit marks the first zero byte exactly (higher ones may be
+        // false positives, which the lowest one makes irrelevant).
+        let found = zeroed.wrapping_sub(ONES) & !zeroed & HIGHS;
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|at| offset + at)
+}
+
+/// Appends `number` right-aligned in six columns and a tab, as `cat -n` does (`{:>6}\t`
+/// without the formatting machinery: this runs once per line shown).
+fn push_line_number(text: &mut String, mut number: usize) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        // A decimal digit: always ASCII.
+        digits[start] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    let width = digits.len() - start;
+    for _ in width..6 {
+        text.push(' ');
+    }
+    for &digit in &digits[start..] {
+        text.push(char::from(digit));
+    }
+    text.push('\t');
+}
+
+/// `cat -n` lines `first..=last` (1-based, clamped) of `text`, for showing an edit in place.
+pub fn snippet(text: &str, first: usize, last: usize) -> String {
+    let mut out = String::new();
+    let last = last.min(line_count(text));
+    for (index, line) in text.split('\n').enumerate() {
+        let number = index + 1;
+        if number < first {
+            continue;
+        }
+        if number > last {
+            break;
+        }
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let shown: Cow<'_, str> = if line.chars().count() > MAX_LINE_CHARS {
+            Cow::Owned(format!(
+                "{}… [line cut]",
+                line.chars().take(MAX_LINE_CHARS).collect::<String>()
+            ))
+        } else {
+            Cow::Borrowed(line)
+        };
+        let _ = writeln!(out, "{number:>6}\t{shown}");
+    }
+    out
+}
+
+/// The 1-based line of byte offset `at` in `text`.
+pub fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The number of lines of `text` as `cat -n` shows them (a final `\n` ends the last line).
+pub fn line_count(text: &str) -> usize {
+    if text.is_empty() {
+        return 0;
+    }
+    let breaks = text.bytes().filter(|&b| b == b'\n').count();
+    if text.ends_with('\n') {
+        breaks
+    } else {
+        breaks + 1
+    }
+}
+
+#[cfg(test)]
+#[path = "text_tests.rs"]
+mod tests;
