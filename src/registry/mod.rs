@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::tool::{Tool, ToolSpec};
+use crate::tool::{BuildError, Tool, ToolSpec};
 
 /// Where a tool comes from; decides alias resolution and de-duplication.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +40,17 @@ pub enum RegistryError {
     Duplicate(String),
     #[error("tool \"{tool}\": {problem}")]
     InvalidSchema { tool: String, problem: String },
+}
+
+/// A spec that does not build is a mistake in a tool's code; registering surfaces it as a
+/// registry error naming the tool rather than a panic.
+impl From<BuildError> for RegistryError {
+    fn from(err: BuildError) -> RegistryError {
+        RegistryError::InvalidSchema {
+            tool: err.tool().to_owned(),
+            problem: err.to_string(),
+        }
+    }
 }
 
 /// A tool ready for dispatch: its compiled validator and its provider-ready schema.

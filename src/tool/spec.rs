@@ -205,6 +205,17 @@ pub enum BuildError {
     SchemaNotObject { name: String },
 }
 
+impl BuildError {
+    /// The tool whose spec did not build.
+    pub fn tool(&self) -> &str {
+        match self {
+            BuildError::MissingMaxResultSize { name }
+            | BuildError::MissingDescription { name }
+            | BuildError::SchemaNotObject { name } => name,
+        }
+    }
+}
+
 /// Builds a [`ToolSpec`], leaving every unset flag on its fail-closed value.
 #[must_use]
 pub struct ToolSpecBuilder {

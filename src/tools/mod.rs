@@ -10,6 +10,7 @@
 //! [`Tool`]: crate::tool::Tool
 
 mod files;
+pub mod input;
 mod misc;
 pub mod paths;
 mod search;

@@ -55,10 +55,7 @@ pub fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError> {
 
 /// Builds a spec, reporting a missing piece of metadata as a registration error.
 fn build(builder: ToolSpecBuilder) -> Result<ToolSpec, RegistryError> {
-    builder.build().map_err(|err| RegistryError::InvalidSchema {
-        tool: "file tools".into(),
-        problem: err.to_string(),
-    })
+    Ok(builder.build()?)
 }
 
 /// The permission `input[field]` needs: `inside` in the workspace, else
@@ -82,13 +79,7 @@ fn optional_count(input: &Value, field: &str) -> Result<Option<usize>, ToolError
     let Some(value) = input.get(field).filter(|v| !v.is_null()) else {
         return Ok(None);
     };
-    let whole = value.as_u64().or_else(|| {
-        value
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-            .map(|f| f as u64)
-    });
-    whole
+    crate::tools::input::whole_number(value)
         .map(|n| Some(usize::try_from(n).unwrap_or(usize::MAX)))
         .ok_or_else(|| {
             ToolError::Validation(format!(

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::str_field;
+use super::string_field;
 use crate::permission::PermissionLevel;
 use crate::session::SessionState;
 use crate::tool::{
@@ -142,7 +142,7 @@ fn is_read(input: &Value) -> bool {
 
 /// The known setting named in the input.
 fn named_setting(input: &Value) -> Result<&'static RuntimeSettingSpec, ToolError> {
-    let key = str_field(input, "setting")?;
+    let key = string_field(input, "setting")?;
     setting(key).ok_or_else(|| {
         ToolError::Validation(format!(
             "unknown setting \"{key}\"; known settings: {}",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{optional_u64, runtime_setting_u64, str_field};
+use super::{optional_whole_number, runtime_setting_u64, string_field};
 use crate::dispatch::ResultStore;
 use crate::permission::PermissionLevel;
 use crate::tool::{
@@ -83,7 +83,7 @@ impl Tool for ReadResultTool {
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let result_id = str_field(&input, "result_id")?;
+        let result_id = string_field(&input, "result_id")?;
         // Ids are opaque tokens; refusing anything else keeps a store that names files by
         // id safe from paths smuggled in as ids.
         let is_token = !result_id.is_empty()
@@ -96,8 +96,8 @@ impl Tool for ReadResultTool {
                 "\"{result_id}\" is not a result id (letters, digits, '_' and '-' only)"
             )));
         }
-        let offset = optional_u64(&input, "offset")?.unwrap_or(0);
-        let limit = match optional_u64(&input, "limit")? {
+        let offset = optional_whole_number(&input, "offset")?.unwrap_or(0);
+        let limit = match optional_whole_number(&input, "limit")? {
             Some(0) => return Err(ToolError::Validation("\"limit\" must be at least 1".into())),
             Some(n) if n > MAX_PAGE_CHARS => {
                 return Err(ToolError::Validation(format!(

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::str_field;
+use super::string_field;
 use crate::permission::PermissionLevel;
 use crate::tool::{
     BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
@@ -62,7 +62,7 @@ impl SendUserMessageTool {
 }
 
 fn message(input: &Value) -> Result<&str, ToolError> {
-    let message = str_field(input, "message")?;
+    let message = string_field(input, "message")?;
     if message.trim().is_empty() {
         return Err(ToolError::Validation("\"message\" is blank".into()));
     }

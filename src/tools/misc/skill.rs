@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::str_field;
+use super::string_field;
 use crate::permission::PermissionLevel;
 use crate::session::SessionState;
 use crate::tool::{
@@ -257,7 +257,7 @@ fn load(directories: &[PathBuf], name: &str) -> Result<(PathBuf, String), ToolEr
 }
 
 fn skill_name(input: &Value) -> Result<&str, ToolError> {
-    let name = str_field(input, "skill")?;
+    let name = string_field(input, "skill")?;
     if is_valid_skill_name(name) {
         Ok(name)
     } else {

@@ -60,12 +60,14 @@ impl SleepTool {
 
 fn duration_ms(input: &Value) -> Result<u64, ToolError> {
     let value = input.get("duration_ms");
-    let ms = value.and_then(Value::as_u64).ok_or_else(|| {
-        ToolError::Validation(format!(
-            "\"duration_ms\" must be a non-negative integer, got {}",
-            value.map_or_else(|| "nothing".to_owned(), Value::to_string)
-        ))
-    })?;
+    let ms = value
+        .and_then(crate::tools::input::whole_number)
+        .ok_or_else(|| {
+            ToolError::Validation(format!(
+                "\"duration_ms\" must be a non-negative integer, got {}",
+                value.map_or_else(|| "nothing".to_owned(), Value::to_string)
+            ))
+        })?;
     if ms > MAX_DURATION_MS {
         return Err(ToolError::Validation(format!(
             "\"duration_ms\" is at most {MAX_DURATION_MS}, got {ms}"

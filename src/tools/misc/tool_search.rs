@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{optional_u64, runtime_setting_u64, str_field};
+use super::{optional_whole_number, runtime_setting_u64, string_field};
 use crate::permission::PermissionLevel;
 use crate::tool::{
     BuildError, ConcurrencyClass, ContextUpdate, DeferredTool, InterruptBehavior, Tool,
@@ -247,7 +247,7 @@ impl Tool for ToolSearchTool {
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let query = str_field(&input, "query")?.trim();
+        let query = string_field(&input, "query")?.trim();
         if query.is_empty() {
             return Err(ToolError::Validation("\"query\" is blank".into()));
         }
@@ -255,7 +255,7 @@ impl Tool for ToolSearchTool {
         if let Some(names) = select_names(&input) {
             return select(names, &deferred);
         }
-        let max_results = match optional_u64(&input, "max_results")? {
+        let max_results = match optional_whole_number(&input, "max_results")? {
             Some(0) => {
                 return Err(ToolError::Validation(
                     "\"max_results\" must be at least 1".into(),

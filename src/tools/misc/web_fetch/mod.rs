@@ -23,7 +23,7 @@ use address::CheckedResolver;
 pub use address::{AddressPolicy, BlockedAddress};
 use content::ContentKind;
 
-use super::{cut_chars, optional_u64, str_field};
+use super::{cut_chars, optional_whole_number, string_field};
 use crate::permission::PermissionLevel;
 use crate::tool::{
     BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
@@ -265,7 +265,7 @@ fn spec(settings: &WebFetchSettings) -> Result<ToolSpec, BuildError> {
 
 /// Parses and checks the URL the model gave.
 fn input_url(input: &Value, policy: &AddressPolicy) -> Result<Url, ToolError> {
-    let raw = str_field(input, "url")?;
+    let raw = string_field(input, "url")?;
     let url = Url::parse(raw.trim())
         .map_err(|err| ToolError::Validation(format!("\"{raw}\" is not a valid URL: {err}")))?;
     check_url(&url, policy).map_err(ToolError::Validation)?;
@@ -413,7 +413,7 @@ impl Tool for WebFetchTool {
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let url = input_url(&input, &self.policy)?;
-        let max_chars = match optional_u64(&input, "max_chars")? {
+        let max_chars = match optional_whole_number(&input, "max_chars")? {
             Some(0) => {
                 return Err(ToolError::Validation(
                     "\"max_chars\" must be at least 1".into(),
