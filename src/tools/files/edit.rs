@@ -51,7 +51,7 @@ impl EditFile {
                     "properties": {
                         "file_path": {
                             "type": "string",
-                            "description": "The file to edit, absolute or relative to the working directory"
+                            "description": "The file to edit, absolute or relative to the workspace root (a bash `cd` does not change it)"
                         },
                         "old_string": {
                             "type": "string",

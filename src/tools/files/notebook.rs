@@ -48,7 +48,7 @@ impl NotebookEdit {
                     "properties": {
                         "notebook_path": {
                             "type": "string",
-                            "description": "The .ipynb file, absolute or relative to the working directory"
+                            "description": "The .ipynb file, absolute or relative to the workspace root (a bash `cd` does not change it)"
                         },
                         "cell_id": {
                             "type": "string",

@@ -37,7 +37,7 @@ const INLINE_READ_BYTES: u64 = 32 * 1024;
 
 const DESCRIPTION: &str = "Reads a text file and returns its lines numbered like `cat -n` \
 (the line number right-aligned, a tab, then the line). `file_path` is absolute or relative to \
-the session's working directory. By default up to 2000 lines are returned from the start; \
+the workspace root (a bash `cd` does not change it). By default up to 2000 lines are returned from the start; \
 `offset` (1-based line number) and `limit` (number of lines) read another part, and are \
 required for files over 256 KiB. Lines longer than 2000 characters are cut with a marker, and \
 a note at the end says when more lines remain and which offset continues. Binary files are \
@@ -60,7 +60,7 @@ impl ReadFile {
                     "properties": {
                         "file_path": {
                             "type": "string",
-                            "description": "The file to read, absolute or relative to the working directory"
+                            "description": "The file to read, absolute or relative to the workspace root (a bash `cd` does not change it)"
                         },
                         "offset": {
                             "type": "integer",

@@ -48,8 +48,8 @@ it unique.\n\
 * `insert`: inserts `new_str` (or `insert_text`) as whole lines after line `insert_line` (0 \
 inserts at the top).\n\
 Changing a file requires that you viewed it (or read it) in this session and that it has not \
-changed since; your own edits keep it current. Paths are absolute or relative to the working \
-directory. Line endings follow the file's.";
+changed since; your own edits keep it current. Paths are absolute or relative to the workspace root \
+(a bash `cd` does not change it). Line endings follow the file's.";
 
 /// The `str_replace_based_edit_tool` tool.
 pub struct TextEditor {
@@ -105,7 +105,7 @@ fn schema() -> Value {
             },
             "path": {
                 "type": "string",
-                "description": "The file or directory, absolute or relative to the working directory"
+                "description": "The file or directory, absolute or relative to the workspace root (a bash `cd` does not change it)"
             },
             "view_range": {
                 "type": "array",

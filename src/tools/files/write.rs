@@ -26,8 +26,8 @@ use crate::tools::paths;
 const MAX_DIFFED_BYTES: usize = 1024 * 1024;
 
 const DESCRIPTION: &str = "Writes a file, creating it (and any missing parent directories) \
-or replacing its whole content. `file_path` is absolute or relative to the session's working \
-directory; `content` is written exactly as given. To overwrite an existing file you must have \
+or replacing its whole content. `file_path` is absolute or relative to the workspace root (a bash `cd` \
+does not change it); `content` is written exactly as given. To overwrite an existing file you must have \
 read it in this session (read_file) and it must not have changed since; otherwise the call is \
 refused and you should read it again. Prefer edit_file for changing part of an existing file: \
 it sends only the change. The write is atomic and keeps the file's permissions. Returns a short \
@@ -49,7 +49,7 @@ impl WriteFile {
                     "properties": {
                         "file_path": {
                             "type": "string",
-                            "description": "The file to write, absolute or relative to the working directory"
+                            "description": "The file to write, absolute or relative to the workspace root (a bash `cd` does not change it)"
                         },
                         "content": {
                             "type": "string",
