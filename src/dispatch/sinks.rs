@@ -64,8 +64,19 @@ pub trait ResultStore: Send + Sync + 'static {
         content: &str,
     ) -> Result<OffloadedResult, SinkError>;
 
+    /// A page of a result, whoever stored it (the doors check the caller's token first).
     async fn read(&self, result_id: &str, offset: u64, limit: u64)
     -> Result<ResultPage, SinkError>;
+
+    /// A page of a result stored by `session_id`'s calls; another session's result is
+    /// unknown to it (`read_result` pages only through its own session's outputs).
+    async fn read_for_session(
+        &self,
+        session_id: &str,
+        result_id: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<ResultPage, SinkError>;
 }
 
 /// An audit log kept in memory.
@@ -94,17 +105,42 @@ impl AuditSink for InMemoryAuditLog {
     }
 }
 
-/// Offloaded outputs kept in memory.
+/// Offloaded outputs kept in memory, with the session that stored each.
 #[derive(Clone, Default)]
 pub struct InMemoryResultStore {
-    results: Arc<Mutex<HashMap<String, Arc<str>>>>,
+    results: Arc<Mutex<HashMap<String, (String, Arc<str>)>>>,
+}
+
+impl InMemoryResultStore {
+    fn stored(&self, result_id: &str) -> Result<(String, Arc<str>), SinkError> {
+        self.results
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(result_id)
+            .cloned()
+            .ok_or_else(|| SinkError(format!("unknown result \"{result_id}\"")))
+    }
+}
+
+/// Characters `offset..offset + limit` of `content`.
+fn page(result_id: &str, content: &str, offset: u64, limit: u64) -> ResultPage {
+    ResultPage {
+        result_id: result_id.to_owned(),
+        total_chars: content.chars().count() as u64,
+        offset,
+        content: content
+            .chars()
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .collect(),
+    }
 }
 
 #[async_trait]
 impl ResultStore for InMemoryResultStore {
     async fn offload(
         &self,
-        _session_id: &str,
+        session_id: &str,
         _call_id: &str,
         content: &str,
     ) -> Result<OffloadedResult, SinkError> {
@@ -113,7 +149,10 @@ impl ResultStore for InMemoryResultStore {
         self.results
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(result_id.clone(), Arc::from(content));
+            .insert(
+                result_id.clone(),
+                (session_id.to_owned(), Arc::from(content)),
+            );
         Ok(OffloadedResult {
             result_id,
             total_chars,
@@ -126,24 +165,21 @@ impl ResultStore for InMemoryResultStore {
         offset: u64,
         limit: u64,
     ) -> Result<ResultPage, SinkError> {
-        let content = self
-            .results
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(result_id)
-            .cloned()
-            .ok_or_else(|| SinkError(format!("unknown result \"{result_id}\"")))?;
-        let page = content
-            .chars()
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .collect();
-        Ok(ResultPage {
-            result_id: result_id.to_owned(),
-            total_chars: content.chars().count() as u64,
-            offset,
-            content: page,
-        })
+        let (_, content) = self.stored(result_id)?;
+        Ok(page(result_id, &content, offset, limit))
+    }
+
+    async fn read_for_session(
+        &self,
+        session_id: &str,
+        result_id: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<ResultPage, SinkError> {
+        match self.stored(result_id)? {
+            (owner, content) if owner == session_id => Ok(page(result_id, &content, offset, limit)),
+            _ => Err(SinkError(format!("unknown result \"{result_id}\""))),
+        }
     }
 }
 
@@ -162,5 +198,14 @@ mod tests {
         let past_end = store.read(&stored.result_id, 50, 4).await.unwrap();
         assert_eq!(past_end.content, "");
         assert!(store.read("res_missing", 0, 1).await.is_err());
+        let own = store
+            .read_for_session("s", &stored.result_id, 0, 5)
+            .await
+            .unwrap();
+        assert_eq!(own.content, "héllo");
+        let other = store
+            .read_for_session("other", &stored.result_id, 0, 5)
+            .await;
+        assert!(other.is_err(), "another session's result is unknown to it");
     }
 }

@@ -51,3 +51,83 @@ pub fn builtin_registry(deps: &ToolDeps) -> Result<ToolRegistry, RegistryError> 
     shell::register(&mut registry, &deps.shells)?;
     Ok(registry)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::InMemoryResultStore;
+
+    /// The names and aliases models are trained on (issue 3), all present, nothing else.
+    #[test]
+    fn every_builtin_tool_and_alias_is_registered() {
+        let skills = tempfile::tempdir().expect("skills dir");
+        let skill = skills.path().join("demo");
+        std::fs::create_dir(&skill).expect("skill folder");
+        std::fs::write(skill.join("SKILL.md"), "---\ndescription: demo\n---\nbody").expect("skill");
+        let deps = ToolDeps {
+            results: Arc::new(InMemoryResultStore::default()),
+            web_fetch: WebFetchSettings::default(),
+            skills: SkillSettings {
+                directories: vec![skills.path().to_path_buf()],
+            },
+            shells: Arc::default(),
+        };
+        let registry = builtin_registry(&deps).expect("the built-in registry builds");
+        let names: Vec<&str> = registry.tools().map(|tool| tool.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "bash",
+                "bash_output",
+                "config",
+                "edit_file",
+                "glob_search",
+                "grep_search",
+                "kill_shell",
+                "notebook_edit",
+                "read_file",
+                "read_result",
+                "send_user_message",
+                "skill",
+                "sleep",
+                "str_replace_based_edit_tool",
+                "structured_output",
+                "todo_write",
+                "tool_search",
+                "web_fetch",
+                "write_file",
+            ]
+        );
+        let aliases: Vec<(&str, &str)> = registry.aliases().collect();
+        assert_eq!(
+            aliases,
+            [
+                ("Bash", "bash"),
+                ("BashOutput", "bash_output"),
+                ("Edit", "edit_file"),
+                ("Glob", "glob_search"),
+                ("Grep", "grep_search"),
+                ("KillShell", "kill_shell"),
+                ("NotebookEdit", "notebook_edit"),
+                ("Read", "read_file"),
+                ("TodoWrite", "todo_write"),
+                ("WebFetch", "web_fetch"),
+                ("Write", "write_file"),
+            ]
+        );
+        for tool in registry.tools() {
+            let spec = tool.spec();
+            assert!(
+                spec.description.len() > 80,
+                "{} needs a real description",
+                spec.name
+            );
+            assert!(
+                tool.flattened_schema.get("additionalProperties").is_some()
+                    || spec.name == "structured_output",
+                "{} should say whether extra fields are allowed",
+                spec.name
+            );
+        }
+    }
+}

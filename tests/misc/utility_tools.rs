@@ -154,7 +154,7 @@ async fn read_result_pages_are_bounded_and_count_characters() {
     let env = Env::new();
     let big = env
         .results
-        .offload("s", "c", &EmitTool::text(70_000))
+        .offload(env.session.id(), "c", &EmitTool::text(70_000))
         .await
         .unwrap();
     let page = env
@@ -167,7 +167,7 @@ async fn read_result_pages_are_bounded_and_count_characters() {
 
     let unicode = env
         .results
-        .offload("s", "c", "héllo wörld ✓")
+        .offload(env.session.id(), "c", "héllo wörld ✓")
         .await
         .unwrap();
     let output = env
@@ -191,7 +191,11 @@ async fn read_result_pages_are_bounded_and_count_characters() {
         .unwrap();
     assert_eq!(page_content(&output.text), "hél");
 
-    let empty = env.results.offload("s", "c", "").await.unwrap();
+    let empty = env
+        .results
+        .offload(env.session.id(), "c", "")
+        .await
+        .unwrap();
     let output = env
         .run("read_result", json!({"result_id": empty.result_id}))
         .await
@@ -208,13 +212,28 @@ async fn read_result_pages_are_bounded_and_count_characters() {
 #[tokio::test]
 async fn read_result_refuses_unknown_ids_and_bad_ranges() {
     let env = Env::new();
-    let stored = env.results.offload("s", "c", "0123456789").await.unwrap();
+    let stored = env
+        .results
+        .offload(env.session.id(), "c", "0123456789")
+        .await
+        .unwrap();
     let id = stored.result_id.as_str();
     let message = execution_message(
         env.run("read_result", json!({"result_id": "res_nope"}))
             .await,
     );
     assert!(message.contains("unknown result \"res_nope\""), "{message}");
+    // Another session's output is unknown to this one, though the id is real.
+    let foreign = env
+        .results
+        .offload("another_session", "c", "secret")
+        .await
+        .unwrap();
+    let message = execution_message(
+        env.run("read_result", json!({"result_id": foreign.result_id}))
+            .await,
+    );
+    assert!(message.contains("unknown result"), "{message}");
     for offset in [10, 11, u64::MAX] {
         let message = validation_message(
             env.run("read_result", json!({"result_id": id, "offset": offset}))

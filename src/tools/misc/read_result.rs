@@ -111,7 +111,7 @@ impl Tool for ReadResultTool {
         };
         let page = self
             .results
-            .read(result_id, offset, limit)
+            .read_for_session(&ctx.session_id, result_id, offset, limit)
             .await
             .map_err(|err| ToolError::Execution(format!("cannot read \"{result_id}\": {err}")))?;
         let total = page.total_chars;
