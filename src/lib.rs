@@ -27,5 +27,6 @@ pub mod hooks;
 pub mod permission;
 pub mod registry;
 pub mod session;
+pub mod store;
 pub mod tool;
 pub mod tools;
