@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -57,6 +58,18 @@ struct MutableState {
     todos: Value,
     /// Settings the `config` tool reads and changes (e.g. the default shell timeout).
     runtime_settings: BTreeMap<String, Value>,
+}
+
+/// What calls left behind, in a form the store can keep: a session restored from it carries
+/// on where it stopped (its file-state cache, shell directory, loaded tools, todos, settings).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionSnapshot {
+    pub file_state: Vec<FileStateEntry>,
+    pub shell_cwd: Option<PathBuf>,
+    pub loaded_tools: BTreeSet<String>,
+    pub todos: Value,
+    pub runtime_settings: BTreeMap<String, Value>,
 }
 
 /// A live session.
@@ -158,6 +171,36 @@ impl SessionState {
         self.state().runtime_settings.clone()
     }
 
+    /// What calls have left behind so far.
+    pub fn snapshot(&self) -> SessionSnapshot {
+        let state = self.state();
+        SessionSnapshot {
+            file_state: state.file_state.values().cloned().collect(),
+            shell_cwd: state.shell_cwd.clone(),
+            loaded_tools: state.loaded_tools.clone(),
+            todos: state.todos.clone(),
+            runtime_settings: state.runtime_settings.clone(),
+        }
+    }
+
+    /// A session that carries on from `snapshot`.
+    pub fn restore(config: SessionConfig, snapshot: SessionSnapshot) -> SessionState {
+        let session = SessionState::new(config);
+        {
+            let mut state = session.state();
+            state.file_state = snapshot
+                .file_state
+                .into_iter()
+                .map(|entry| (entry.path.clone(), entry))
+                .collect();
+            state.shell_cwd = snapshot.shell_cwd;
+            state.loaded_tools = snapshot.loaded_tools;
+            state.todos = snapshot.todos;
+            state.runtime_settings = snapshot.runtime_settings;
+        }
+        session
+    }
+
     /// Applies one call's updates.
     pub fn apply(&self, updates: &[ContextUpdate]) {
         if updates.is_empty() {
@@ -222,6 +265,31 @@ mod tests {
         assert_eq!(session.shell_cwd(), PathBuf::from("/ws/sub"));
         assert!(session.loaded_tools().contains("t"));
         assert_eq!(session.todos(), serde_json::json!([1]));
+    }
+
+    #[test]
+    fn a_snapshot_restores_what_calls_left_behind() {
+        let session = session();
+        session.apply(&[
+            ContextUpdate::ShellCwd {
+                path: PathBuf::from("/ws/sub"),
+            },
+            ContextUpdate::LoadTools {
+                names: vec!["t".into()],
+            },
+            ContextUpdate::Todos {
+                todos: serde_json::json!([{"content": "x"}]),
+            },
+        ]);
+        let snapshot = session.snapshot();
+        let json = serde_json::to_value(&snapshot).unwrap();
+        let back: SessionSnapshot = serde_json::from_value(json).unwrap();
+        let restored = SessionState::restore(SessionConfig::new("s1", "/ws"), back);
+        assert_eq!(restored.snapshot(), snapshot);
+        assert_eq!(restored.shell_cwd(), PathBuf::from("/ws/sub"));
+        // An empty or partial stored state is a fresh session, not an error.
+        let partial: SessionSnapshot = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(partial, SessionSnapshot::default());
     }
 
     #[test]
