@@ -26,6 +26,7 @@ pub mod event;
 pub mod hooks;
 pub mod permission;
 pub mod registry;
+pub mod service;
 pub mod session;
 pub mod store;
 pub mod tool;

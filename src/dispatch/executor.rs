@@ -90,7 +90,18 @@ impl Dispatcher {
         pool: Arc<ToolPool>,
         calls: Vec<ToolCall>,
     ) -> BatchOutcome {
-        let batch_id = new_batch_id();
+        self.execute_batch_with_id(session, pool, new_batch_id(), calls)
+            .await
+    }
+
+    /// [`Dispatcher::execute_batch`] under a batch id the caller chose (and recorded).
+    pub async fn execute_batch_with_id(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        batch_id: String,
+        calls: Vec<ToolCall>,
+    ) -> BatchOutcome {
         let (updates, mut received) = mpsc::unbounded_channel();
         let ids: Vec<(String, String)> = calls
             .iter()
@@ -304,9 +315,13 @@ impl BatchRun<'_> {
     /// Starts whatever the scheduling rule allows now.
     fn start_ready(&mut self, running: &mut Running) {
         if self.interrupt.is_cancelled() {
+            let message = if self.session.is_closed() {
+                "the session was closed before this call started"
+            } else {
+                "the session was interrupted before this call started"
+            };
             for index in self.next_yield..self.entries.len() {
                 if self.entries[index].state == CallState::Queued {
-                    let message = "the session was interrupted before this call started";
                     self.start(index, Some((ErrorKind::Cancelled, message.into())), running);
                 }
             }
@@ -383,6 +398,7 @@ impl BatchRun<'_> {
             signals: CallSignals {
                 interrupt: self.interrupt.clone(),
                 abort: group.abort.clone(),
+                close: self.session.close_token(),
             },
         });
         // Calls are polled here, inside the batch's task, not spawned: a no-op call then costs

@@ -108,11 +108,14 @@ impl AuditSink for InMemoryAuditLog {
 /// Offloaded outputs kept in memory, with the session that stored each.
 #[derive(Clone, Default)]
 pub struct InMemoryResultStore {
-    results: Arc<Mutex<HashMap<String, (String, Arc<str>)>>>,
+    results: Arc<Mutex<HashMap<String, StoredResult>>>,
 }
 
+/// The session that stored a result, and the result.
+type StoredResult = (String, Arc<str>);
+
 impl InMemoryResultStore {
-    fn stored(&self, result_id: &str) -> Result<(String, Arc<str>), SinkError> {
+    fn stored(&self, result_id: &str) -> Result<StoredResult, SinkError> {
         self.results
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -81,6 +81,9 @@ pub struct SessionState {
     state: Mutex<MutableState>,
     /// Replaced after each interrupt so that later batches start uninterrupted.
     interrupt: Mutex<CancellationToken>,
+    /// Fired once, when the session closes: every running call stops, whatever its tool's
+    /// interrupt behaviour.
+    closed: CancellationToken,
 }
 
 impl SessionState {
@@ -90,6 +93,7 @@ impl SessionState {
             config,
             state: Mutex::new(MutableState::default()),
             interrupt: Mutex::new(CancellationToken::new()),
+            closed: CancellationToken::new(),
         }
     }
 
@@ -134,6 +138,21 @@ impl SessionState {
         let mut token = self.interrupt.lock().unwrap_or_else(|p| p.into_inner());
         token.cancel();
         *token = CancellationToken::new();
+    }
+
+    /// Closes the session: running calls are cancelled and queued ones never start.
+    pub fn close(&self) {
+        self.closed.cancel();
+        self.interrupt();
+    }
+
+    /// The token that fires when the session closes.
+    pub fn close_token(&self) -> CancellationToken {
+        self.closed.clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
     }
 
     /// What this session knows of a file (after its own reads and writes).

@@ -39,6 +39,7 @@ enum Stop {
     Timeout(Duration),
     Cancelled,
     Aborted,
+    Closed,
 }
 
 type Finished = Result<Result<ToolOutput, ToolError>, String>;
@@ -71,7 +72,9 @@ impl Execute {
         let ctx = request.ctx.clone();
         let signals = request.signals.clone();
         // A stop that came while the call was still in permission or hooks: never start it.
-        let stopped_already = if signals.abort.is_cancelled() {
+        let stopped_already = if signals.close.is_cancelled() {
+            Some(Stop::Closed)
+        } else if signals.abort.is_cancelled() {
             Some(Stop::Aborted)
         } else if cancel_on_interrupt && signals.interrupt.is_cancelled() {
             Some(Stop::Cancelled)
@@ -95,6 +98,7 @@ impl Execute {
             () = tokio::time::sleep(timeout) => Stop::Timeout(timeout),
             () = signals.interrupt.cancelled(), if cancel_on_interrupt => Stop::Cancelled,
             () = signals.abort.cancelled() => Stop::Aborted,
+            () = signals.close.cancelled() => Stop::Closed,
         };
         ctx.cancellation.cancel();
         let partial = tokio::time::timeout(self.cancel_grace, &mut running)
@@ -127,6 +131,10 @@ fn stop_message(stop: Stop, tool: &str) -> (ErrorKind, String) {
         Stop::Cancelled => (
             ErrorKind::Cancelled,
             format!("\"{tool}\" was cancelled by an interrupt"),
+        ),
+        Stop::Closed => (
+            ErrorKind::Cancelled,
+            format!("\"{tool}\" was cancelled because its session was closed"),
         ),
         Stop::Aborted => (
             ErrorKind::Aborted,

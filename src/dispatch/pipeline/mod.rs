@@ -41,6 +41,8 @@ pub struct CallSignals {
     pub interrupt: CancellationToken,
     /// The parallel group's abort (a sibling failed); honoured by every tool.
     pub abort: CancellationToken,
+    /// The session's close; honoured by every tool.
+    pub close: CancellationToken,
 }
 
 /// One call on its way through the pipeline. Requests and outcomes travel boxed, so each

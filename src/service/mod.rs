@@ -1,0 +1,176 @@
+//! The core façade both doors call: one method per operation, no wire types.
+//!
+//! `ToolService` owns the live sessions, assembles each batch's frozen pool, runs batches
+//! through the dispatcher (with idempotent retries), keeps the store up to date (sessions and
+//! their state, batches) and answers reads (tools, batches, calls, results, events). The HTTP,
+//! gRPC and MCP doors translate their wire formats into these calls and back; a feature exists
+//! here once. Errors carry an [`ErrorCode`]; the doors map each code through one table.
+
+mod batches;
+mod error;
+mod sessions;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use batches::{BatchResponse, BatchStream};
+pub use error::{ErrorCode, ServiceError};
+pub use sessions::{CreateSessionRequest, RuleSet, SessionInfo, ToolFilter};
+
+use crate::dispatch::Dispatcher;
+use crate::dispatch::ResultPage;
+use crate::event::EventBus;
+use crate::registry::{PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
+use crate::session::SessionState;
+use crate::store::{CallPage, Store};
+use crate::tools::BackgroundShells;
+
+/// What the service needs to know about where it runs.
+#[derive(Clone, Debug)]
+pub struct ServiceSettings {
+    /// This daemon's id, recorded as the owner of its sessions and on every audit row.
+    pub node_id: String,
+    /// Where sessions created without a working directory get a fresh one.
+    pub workspaces_dir: PathBuf,
+    /// Roots a session's working directory may lie under (the workspaces directory always is).
+    pub allowed_roots: Vec<PathBuf>,
+}
+
+/// A session the daemon is running.
+pub struct LiveSession {
+    pub state: Arc<SessionState>,
+    pub info: SessionInfo,
+    /// The pool's shape besides the loaded tools (mode filter, denied tools).
+    pool_options: PoolOptions,
+    /// Held while a batch runs: a session runs one batch at a time.
+    batch_lock: tokio::sync::Mutex<()>,
+}
+
+/// The core service.
+pub struct ToolService {
+    registry: Arc<ToolRegistry>,
+    dispatcher: Dispatcher,
+    store: Arc<dyn Store>,
+    events: EventBus,
+    shells: Arc<BackgroundShells>,
+    settings: ServiceSettings,
+    sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
+}
+
+impl ToolService {
+    pub fn new(
+        registry: Arc<ToolRegistry>,
+        dispatcher: Dispatcher,
+        store: Arc<dyn Store>,
+        events: EventBus,
+        shells: Arc<BackgroundShells>,
+        settings: ServiceSettings,
+    ) -> ToolService {
+        ToolService {
+            registry,
+            dispatcher,
+            store,
+            events,
+            shells,
+            settings,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn live(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveSession>>> {
+        // Only inserts and removes happen under this lock; a panic cannot leave it half-done.
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live session `id`, or `not_found`.
+    pub fn session(&self, id: &str) -> Result<Arc<LiveSession>, ServiceError> {
+        self.live()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ServiceError::not_found(format!("unknown session \"{id}\"")))
+    }
+
+    /// The pool a batch of `session` runs with, frozen now.
+    fn pool(&self, session: &LiveSession) -> Arc<ToolPool> {
+        let mut options = session.pool_options.clone();
+        options.loaded = session.state.loaded_tools();
+        Arc::new(ToolPool::assemble(
+            &self.registry,
+            &[],
+            &session.state,
+            &options,
+        ))
+    }
+
+    /// The session's tool definitions in `format`.
+    pub fn list_tools(
+        &self,
+        session_id: &str,
+        format: &str,
+    ) -> Result<Vec<serde_json::Value>, ServiceError> {
+        let format: ToolFormat =
+            format
+                .parse()
+                .map_err(|err: crate::registry::UnknownFormat| {
+                    ServiceError::invalid(err.to_string())
+                })?;
+        let session = self.session(session_id)?;
+        Ok(definitions(&self.pool(&session), format))
+    }
+
+    /// Every built-in tool with all its metadata (`GET /v1/tools`).
+    pub fn catalogue(&self) -> Vec<serde_json::Value> {
+        self.registry
+            .tools()
+            .map(|tool| crate::registry::definition(tool, ToolFormat::Toold))
+            .collect()
+    }
+
+    /// Cancels the session's running calls whose tools allow it.
+    pub fn interrupt(&self, session_id: &str) -> Result<(), ServiceError> {
+        self.session(session_id)?.state.interrupt();
+        Ok(())
+    }
+
+    /// A session's audit log, a page at a time.
+    pub async fn list_calls(
+        &self,
+        session_id: &str,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<CallPage, ServiceError> {
+        if self.live().get(session_id).is_none()
+            && self.store.get_session(session_id).await?.is_none()
+        {
+            return Err(ServiceError::not_found(format!(
+                "unknown session \"{session_id}\""
+            )));
+        }
+        Ok(self
+            .store
+            .list_calls(session_id, after, limit.clamp(1, 1000))
+            .await?)
+    }
+
+    /// A page of an offloaded output by character range.
+    pub async fn read_result(
+        &self,
+        result_id: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<ResultPage, ServiceError> {
+        self.store
+            .read(result_id, offset, limit)
+            .await
+            .map_err(|err| ServiceError::not_found(err.to_string()))
+    }
+}

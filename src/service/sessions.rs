@@ -1,0 +1,279 @@
+//! Sessions: creating (with the workspace rules), listing, closing, and restoring the open
+//! ones after a restart.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{LiveSession, ServiceError, ToolService};
+use crate::event::{EventDraft, EventType};
+use crate::permission::PermissionLevel;
+use crate::registry::PoolOptions;
+use crate::session::{SessionConfig, SessionSnapshot, SessionState};
+use crate::store::SessionRecord;
+
+/// Permission rules a session adds to the server's (`Tool` or `Tool(specifier)`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuleSet {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub ask: Vec<String>,
+}
+
+/// Which tools the session is offered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolFilter {
+    /// Tools (names or aliases) left out of the pool.
+    pub deny: Vec<String>,
+    /// Only tools whose least requirement fits this mode are offered (at most the session's).
+    pub mode: Option<PermissionLevel>,
+}
+
+/// `POST /v1/sessions` (and gRPC `CreateSession`'s fields plus `options_json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CreateSessionRequest {
+    /// Must lie under an allowed root; omitted: a fresh directory under the data directory.
+    pub working_directory: Option<PathBuf>,
+    pub permission_mode: Option<PermissionLevel>,
+    pub rules: RuleSet,
+    pub tools: ToolFilter,
+    pub interactive: bool,
+    /// Names of MCP servers from the server's settings.
+    pub mcp_servers: Vec<String>,
+    pub metadata: Value,
+    /// The schema `structured_output` validates against.
+    pub output_schema: Option<Value>,
+}
+
+/// A session as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub working_directory: PathBuf,
+    pub permission_mode: PermissionLevel,
+    pub interactive: bool,
+    /// The daemon that runs the session.
+    pub owner: String,
+    /// RFC 3339.
+    pub created_at: String,
+    pub closed: bool,
+    pub rules: RuleSet,
+    pub tools: ToolFilter,
+    pub mcp_servers: Vec<String>,
+    pub metadata: Value,
+}
+
+impl ToolService {
+    /// Creates a session; the working directory is checked against the allowed roots.
+    pub async fn create_session(
+        &self,
+        request: CreateSessionRequest,
+    ) -> Result<SessionInfo, ServiceError> {
+        if let Some(name) = request.mcp_servers.first() {
+            return Err(ServiceError::invalid(format!(
+                "unknown MCP server \"{name}\"; none is configured"
+            )));
+        }
+        if let Some(schema) = &request.output_schema {
+            jsonschema::validator_for(schema).map_err(|err| {
+                ServiceError::invalid(format!("output_schema is not a valid JSON schema: {err}"))
+            })?;
+        }
+        let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
+        let working_directory = match &request.working_directory {
+            Some(dir) => self.allowed_directory(dir)?,
+            None => self.fresh_workspace(&id)?,
+        };
+        let record = SessionRecord {
+            id: id.clone(),
+            working_directory,
+            permission_mode: request
+                .permission_mode
+                .unwrap_or(PermissionLevel::WorkspaceWrite),
+            interactive: request.interactive,
+            owner: self.settings.node_id.clone(),
+            created_at: SystemTime::now(),
+            closed_at: None,
+            options: serde_json::to_value(&request)
+                .map_err(|err| ServiceError::internal(err.to_string()))?,
+            state: json!({}),
+        };
+        self.store.insert_session(&record).await?;
+        let live = self.go_live(&record, SessionSnapshot::default())?;
+        self.events.publish(
+            EventDraft::new(EventType::SessionStart, id.as_str())
+                .data(json!({"working_directory": live.info.working_directory})),
+        );
+        Ok(live.info.clone())
+    }
+
+    /// Makes a stored session live (after create, or on restart).
+    fn go_live(
+        &self,
+        record: &SessionRecord,
+        snapshot: SessionSnapshot,
+    ) -> Result<Arc<LiveSession>, ServiceError> {
+        let request: CreateSessionRequest = serde_json::from_value(record.options.clone())
+            .map_err(|err| {
+                ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
+            })?;
+        let mut config = SessionConfig::new(record.id.clone(), record.working_directory.clone())
+            .permission_mode(record.permission_mode)
+            .interactive(record.interactive);
+        config.output_schema = request.output_schema.clone();
+        let mode = request
+            .tools
+            .mode
+            .map_or(record.permission_mode, |m| m.min(record.permission_mode));
+        let mut deny = request.tools.deny.clone();
+        deny.extend(request.rules.deny.iter().cloned());
+        let live = Arc::new(LiveSession {
+            state: Arc::new(SessionState::restore(config, snapshot)),
+            info: session_info(record, &request),
+            pool_options: PoolOptions {
+                mode,
+                deny,
+                loaded: Default::default(),
+            },
+            batch_lock: tokio::sync::Mutex::new(()),
+        });
+        self.live().insert(record.id.clone(), live.clone());
+        Ok(live)
+    }
+
+    /// Loads every open session this daemon owns from the store; returns how many.
+    pub async fn restore_sessions(&self) -> Result<usize, ServiceError> {
+        let mut restored = 0;
+        for record in self.store.list_sessions(false).await? {
+            if record.owner != self.settings.node_id {
+                continue;
+            }
+            let snapshot: SessionSnapshot =
+                serde_json::from_value(record.state.clone()).unwrap_or_else(|err| {
+                    tracing::warn!(session = %record.id, error = %err, "unreadable session state; starting it fresh");
+                    SessionSnapshot::default()
+                });
+            self.go_live(&record, snapshot)?;
+            restored += 1;
+        }
+        Ok(restored)
+    }
+
+    pub fn get_session(&self, id: &str) -> Result<SessionInfo, ServiceError> {
+        Ok(self.session(id)?.info.clone())
+    }
+
+    /// Live sessions, oldest first.
+    pub fn list_sessions(&self) -> Vec<SessionInfo> {
+        let mut sessions: Vec<SessionInfo> = self.live().values().map(|s| s.info.clone()).collect();
+        sessions.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        sessions
+    }
+
+    /// Closes a session: its running calls are cancelled, its background shells stopped.
+    pub async fn close_session(&self, id: &str) -> Result<SessionInfo, ServiceError> {
+        let live = self
+            .live()
+            .remove(id)
+            .ok_or_else(|| ServiceError::not_found(format!("unknown session \"{id}\"")))?;
+        live.state.close();
+        self.shells.kill_session(id).await;
+        self.store
+            .save_session_state(id, &snapshot_json(&live.state))
+            .await?;
+        self.store.close_session(id).await?;
+        self.events
+            .publish(EventDraft::new(EventType::SessionEnd, id).data(json!({})));
+        let mut info = live.info.clone();
+        info.closed = true;
+        Ok(info)
+    }
+
+    /// A directory under an allowed root, canonical.
+    fn allowed_directory(&self, dir: &Path) -> Result<PathBuf, ServiceError> {
+        if !dir.is_absolute() {
+            return Err(ServiceError::invalid(format!(
+                "working_directory \"{}\" must be an absolute path",
+                dir.display()
+            )));
+        }
+        let canonical = dir.canonicalize().map_err(|err| {
+            ServiceError::invalid(format!("working_directory \"{}\": {err}", dir.display()))
+        })?;
+        if !canonical.is_dir() {
+            return Err(ServiceError::invalid(format!(
+                "working_directory \"{}\" is not a directory",
+                dir.display()
+            )));
+        }
+        let allowed = self
+            .allowed_roots()
+            .iter()
+            .any(|root| canonical.starts_with(root));
+        if !allowed {
+            let roots: Vec<String> = self
+                .allowed_roots()
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect();
+            return Err(ServiceError::invalid(format!(
+                "working_directory \"{}\" is not under an allowed root ({})",
+                dir.display(),
+                roots.join(", ")
+            )));
+        }
+        Ok(canonical)
+    }
+
+    /// The allowed roots, canonical (the workspaces directory always included).
+    fn allowed_roots(&self) -> Vec<PathBuf> {
+        std::iter::once(&self.settings.workspaces_dir)
+            .chain(&self.settings.allowed_roots)
+            .filter_map(|root| root.canonicalize().ok())
+            .collect()
+    }
+
+    fn fresh_workspace(&self, id: &str) -> Result<PathBuf, ServiceError> {
+        let dir = self.settings.workspaces_dir.join(id);
+        std::fs::create_dir_all(&dir).map_err(|err| {
+            ServiceError::internal(format!(
+                "cannot create workspace \"{}\": {err}",
+                dir.display()
+            ))
+        })?;
+        dir.canonicalize().map_err(|err| {
+            ServiceError::internal(format!("workspace \"{}\": {err}", dir.display()))
+        })
+    }
+}
+
+/// The session state as the store keeps it.
+pub(super) fn snapshot_json(state: &SessionState) -> Value {
+    serde_json::to_value(state.snapshot()).unwrap_or_else(|err| {
+        // Snapshots are plain data; a failure would be a path that is not UTF-8 in the cache.
+        tracing::warn!(session = %state.id(), error = %err, "session state not serialisable");
+        json!({})
+    })
+}
+
+fn session_info(record: &SessionRecord, request: &CreateSessionRequest) -> SessionInfo {
+    SessionInfo {
+        id: record.id.clone(),
+        working_directory: record.working_directory.clone(),
+        permission_mode: record.permission_mode,
+        interactive: record.interactive,
+        owner: record.owner.clone(),
+        created_at: humantime::format_rfc3339_millis(record.created_at).to_string(),
+        closed: record.closed_at.is_some(),
+        rules: request.rules.clone(),
+        tools: request.tools.clone(),
+        mcp_servers: request.mcp_servers.clone(),
+        metadata: request.metadata.clone(),
+    }
+}
