@@ -90,11 +90,11 @@ async fn a_task_is_read_incrementally_and_killed() {
         killed.output
     );
     assert!(
-        process_gone(shell_pid),
+        wait_gone(shell_pid).await,
         "the task's shell {shell_pid} still runs"
     );
     assert!(
-        process_gone(sleeper),
+        wait_gone(sleeper).await,
         "the task's child {sleeper} still runs"
     );
 
@@ -189,7 +189,7 @@ async fn closing_a_session_stops_all_its_tasks() {
     assert_eq!(shell.shells.task_count(shell.session.id()), 2);
     assert_eq!(shell.shells.kill_session(shell.session.id()).await, 2);
     for pid in pids {
-        assert!(process_gone(pid), "{pid} still runs");
+        assert!(wait_gone(pid).await, "{pid} still runs");
     }
     assert_eq!(shell.shells.task_count(shell.session.id()), 0);
 }
@@ -236,4 +236,19 @@ async fn background_output_is_capped_and_offloaded() {
         "the end survives the cap"
     );
     shell.shells.kill_session(shell.session.id()).await;
+}
+
+#[test]
+fn the_task_tools_declare_what_they_do() {
+    let shell = Shell::new();
+    let input = json!({"task_id": "bash_1"});
+    // Killing a task stops its processes half-way, as `kill` does.
+    let kill = shell.registry.get("kill_shell").unwrap().tool.clone();
+    assert!(kill.spec().is_destructive(&input, &shell.session));
+    // Each read moves the task's read mark: two reads in parallel would split the output
+    // between them at random.
+    let read = shell.registry.get("bash_output").unwrap().tool.clone();
+    assert!(!read.spec().is_concurrency_safe(&input, &shell.session));
+    assert!(read.spec().is_read_only(&input, &shell.session));
+    assert!(!read.spec().is_destructive(&input, &shell.session));
 }

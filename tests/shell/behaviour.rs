@@ -385,6 +385,66 @@ async fn read_only_commands_need_only_read_permission() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_commands_outside_the_workspace_are_refused_in_read_only_mode() {
+    let shell = Shell::with_mode(PermissionLevel::ReadOnly);
+    std::fs::write(shell.path("inside.txt"), "inside\n").unwrap();
+    let result = shell.bash("cat /etc/hostname").await;
+    assert_eq!(
+        result.error_kind,
+        Some(ErrorKind::PermissionDenied),
+        "{}",
+        result.output
+    );
+    let result = shell.bash("cat inside.txt").await;
+    assert!(!result.is_error, "{}", result.output);
+    assert_eq!(result.output, "inside\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_authorised_for_the_workspace_is_checked_again_when_it_runs() {
+    // Outside a dispatcher the context is authorised at the session's mode: read-only.
+    let shell = Shell::with_mode(PermissionLevel::ReadOnly);
+    let tool = shell.registry.get("bash").unwrap().tool.clone();
+    let ctx = toold::tool::ToolContext::detached(shell.session.clone());
+    let refused = tool
+        .execute(json!({"command": "cat /etc/hostname"}), &ctx)
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("\"/etc/hostname\" is outside the workspace"),
+        "{refused}"
+    );
+    let inside = tool.execute(json!({"command": "pwd"}), &ctx).await.unwrap();
+    assert!(!inside.is_error, "{}", inside.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gone_shell_directory_falls_back_to_the_sessions_workspace() {
+    // The context's copy of the workspace is not what decides: the session's is.
+    let shell = Shell::new();
+    std::fs::create_dir(shell.path("sub")).unwrap();
+    shell.session.apply(&[ContextUpdate::ShellCwd {
+        path: shell.path("sub"),
+    }]);
+    std::fs::remove_dir(shell.path("sub")).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let tool = shell.registry.get("bash").unwrap().tool.clone();
+    let mut ctx = toold::tool::ToolContext::detached(shell.session.clone());
+    ctx.working_directory = std::sync::Arc::from(elsewhere.path());
+    let output = tool.execute(json!({"command": "pwd"}), &ctx).await.unwrap();
+    assert!(output.text.contains("no longer exists"), "{}", output.text);
+    assert!(
+        output
+            .text
+            .ends_with(&format!("{}\n", shell.root().display())),
+        "{}",
+        output.text
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_output_is_offloaded_with_head_tail_and_exit_code() {
     let shell = Shell::new();
     let result = shell
@@ -470,11 +530,17 @@ async fn the_daemon_environment_is_not_handed_on() {
     // SAFETY: the process environment is changed before this test spawns anything; std's own
     // lock orders it with concurrent spawns of other tests.
     unsafe { std::env::set_var("TOOLD_TEST_SECRET_TOKEN", "hunter2") };
+    // CDPATH would send a relative `cd` outside the directory the permission check resolved
+    // it in (here to /etc).
+    // SAFETY: as above.
+    unsafe { std::env::set_var("CDPATH", "/") };
     let shell = Shell::new();
     let result = shell
         .bash("echo \"[${TOOLD_TEST_SECRET_TOKEN:-unset}]\"; echo ${HOME:+home}")
         .await;
     assert_eq!(result.output, "[unset]\nhome\n");
+    let result = shell.bash("cd etc 2>/dev/null; pwd").await;
+    assert_eq!(result.output, format!("{}\n", shell.root().display()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,8 +50,11 @@ impl Shell {
             audit: Arc::new(InMemoryAuditLog::default()),
             events: EventBus::new(1024),
         };
+        // A stopped call returns its partial output after the kill grace, the wait for the
+        // group and the drain; the cancel grace covers that with room for a loaded machine,
+        // so tests never see the dispatcher give up on a call first.
         let settings = DispatchSettings {
-            cancel_grace: Duration::from_secs(5),
+            cancel_grace: PATIENCE,
             ..DispatchSettings::default()
         };
         let workspace = tempfile::tempdir().expect("a workspace");

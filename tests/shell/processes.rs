@@ -10,8 +10,9 @@ use crate::harness::*;
 async fn a_timeout_kills_a_grandchild_sleeper() {
     let shell = Shell::new();
     let command = "echo started; bash -c 'sleep 300 & echo $! > grandchild.pid; wait'";
+    // Long enough for a loaded machine to fork twice and write the pid file first.
     let result = shell
-        .call("bash", json!({"command": command, "timeout": 1_000}))
+        .call("bash", json!({"command": command, "timeout": 5_000}))
         .await;
     assert_eq!(
         result.error_kind,
@@ -25,12 +26,12 @@ async fn a_timeout_kills_a_grandchild_sleeper() {
         result.output
     );
     assert!(
-        result.output.contains("timed out after 1000 ms"),
+        result.output.contains("timed out after 5000 ms"),
         "{}",
         result.output
     );
     let pid = read_pid(&shell.path("grandchild.pid")).await;
-    assert!(process_gone(pid), "grandchild {pid} is still running");
+    assert!(wait_gone(pid).await, "grandchild {pid} is still running");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,7 +66,7 @@ async fn an_interrupt_cancels_and_kills_the_group() {
         "partial output kept: {}",
         results[0].output
     );
-    assert!(process_gone(pid), "sleeper {pid} is still running");
+    assert!(wait_gone(pid).await, "sleeper {pid} is still running");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,8 +81,30 @@ async fn processes_left_running_after_the_command_ends_are_stopped() {
     assert_eq!(result.output, "done\n");
     for file in ["a.pid", "b.pid"] {
         let pid = read_pid(&shell.path(file)).await;
-        assert!(process_gone(pid), "{file}: {pid} is still running");
+        assert!(wait_gone(pid).await, "{file}: {pid} is still running");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_ignoring_sigterm_is_gone_when_the_call_returns() {
+    let shell = Shell::new();
+    // Sleepers that ignore SIGTERM (an ignored signal stays ignored across exec), so they go
+    // only with the SIGKILL, at the lowest priority, so they are slow to get the CPU to die;
+    // they do not hold the output pipe, so nothing but the stop itself waits for them.
+    let command = "trap '' TERM; for i in $(seq 200); do nice -n 19 sleep 300 >/dev/null 2>&1 & \
+                   echo $! >> sleepers.pid; done; echo started";
+    let result = tokio::time::timeout(PATIENCE, shell.bash(command))
+        .await
+        .unwrap();
+    assert_eq!(result.output, "started\n");
+    // Checked at once, without waiting: the call may not return before the group is gone.
+    let pids = std::fs::read_to_string(shell.path("sleepers.pid")).unwrap();
+    let running: Vec<i32> = pids
+        .lines()
+        .map(|line| line.parse().unwrap())
+        .filter(|pid| !process_gone(*pid))
+        .collect();
+    assert_eq!(running, Vec::<i32>::new(), "still running after the call");
 }
 
 /// Processes whose command line is exactly `words`.
@@ -138,7 +161,18 @@ async fn a_failing_bash_call_aborts_its_parallel_siblings() {
     );
     assert!(results[1].output.contains("exit code: 2"));
     // The aborted call's process group went with it.
-    assert_eq!(processes_running(&["sleep", "287.5"]), Vec::<i32>::new());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let running = processes_running(&["sleep", "287.5"]);
+        if running.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still running: {running:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[test]

@@ -1,14 +1,15 @@
 //! `bash` (alias `Bash`): runs a command line in the session's shell directory.
 //!
-//! Owns input checking, the timeout, turning the process's end into the result text and
-//! metadata, and the `cd` that persists ([`ContextUpdate::ShellCwd`]). Running the process is
-//! [`super::process`], judging the command is [`super::classify`], background tasks are
-//! [`super::background`]. The result's text is the output as written (stdout and stderr
-//! interleaved), then one line for anything but a clean exit: `exit code: N`,
+//! Owns input checking, the timeout, the permission a command needs, turning the process's
+//! end into the result text and metadata, and the `cd` that persists
+//! ([`ContextUpdate::ShellCwd`]). Running the process is [`super::process`], judging the
+//! command is [`super::classify`], the workspace boundary is [`super::boundary`], background
+//! tasks are [`super::background`]. The result's text is the output as written (stdout and
+//! stderr interleaved), then one line for anything but a clean exit: `exit code: N`,
 //! `killed by signal N`, or the timeout or cancellation; the same facts are in the metadata.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::background::BackgroundShells;
-use super::classify::{Classification, classify};
+use super::boundary;
+use super::classify::{Analysis, analyze};
 use super::output::{FOREGROUND_CAP_BYTES, TakenOutput};
 use super::process::{Ended, SharedOutput, ShellProcess};
 use crate::permission::PermissionLevel;
@@ -44,8 +46,9 @@ Other shell state (variables, functions, `set` options) does not persist. It sta
 session's workspace.
 - stdin is /dev/null: nothing can answer a prompt, so pass non-interactive flags (`--yes`, \
 `--no-edit`, `git --no-pager`).
-- `timeout` is in milliseconds: default 120000 (2 minutes), at most 600000 (10 minutes). On \
-timeout the command and every process it started are killed and the output so far is returned.
+- `timeout` is in milliseconds: default 120000 (2 minutes) unless the session's `config` \
+setting `bash_default_timeout_ms` changes it, at most 600000 (10 minutes). On timeout the \
+command and every process it started are killed and the output so far is returned.
 - Processes the command leaves running when it ends are stopped. For servers, watchers and \
 other long-running commands set `run_in_background: true`: you get a task id at once, read new \
 output with `bash_output` and stop the task with `kill_shell`.
@@ -55,8 +58,10 @@ page through the rest with `read_result`.
 `glob_search`, `grep_search`): they are faster and track what you have read.
 - Quote paths that contain spaces. Chain dependent steps with `&&`; for independent commands \
 make several calls in the same turn and they may run in parallel.
-- Read-only commands (ls, cat, grep, find, git status/log/diff, …) need only read permission \
-and run in parallel with other read-only calls; any other command needs full access.";
+- Read-only commands (ls, cat, grep, find, git status/log/diff, …) that stay inside the \
+workspace need only read permission and run in parallel with other read-only calls; any \
+other command, one naming a path outside the workspace (absolute, `..`, `~`, `$HOME`) and \
+any command while the shell's directory is outside the workspace need full access.";
 
 /// A checked `bash` input.
 #[derive(Debug)]
@@ -129,8 +134,8 @@ fn whole_number(value: &Value) -> Option<u64> {
     })
 }
 
-/// The classifier's verdict on an input's command; `Err` (fail closed) when there is none.
-fn classify_input(input: &Value) -> Result<Classification, String> {
+/// The classifier's analysis of an input's command; `Err` (fail closed) when there is none.
+fn analyze_input(input: &Value) -> Result<Analysis, String> {
     let command = input
         .get("command")
         .and_then(Value::as_str)
@@ -139,7 +144,20 @@ fn classify_input(input: &Value) -> Result<Classification, String> {
         // Refused at validation anyway; do not spend a parse on it first.
         return Err(format!("command is longer than {MAX_COMMAND_BYTES} bytes"));
     }
-    classify(command)
+    analyze(command)
+}
+
+/// What a command needs: `read_only` for a read-only command that stays inside the
+/// workspace, otherwise `danger_full_access`.
+fn required_permission(input: &Value, session: &SessionState) -> Result<PermissionLevel, String> {
+    let analysis = analyze_input(input)?;
+    let cwd = boundary::starting_directory(session);
+    let inside = boundary::check(&analysis.paths, session, &cwd).is_ok();
+    Ok(if analysis.classification.read_only && inside {
+        PermissionLevel::ReadOnly
+    } else {
+        PermissionLevel::DangerFullAccess
+    })
 }
 
 pub(crate) struct BashTool {
@@ -163,7 +181,7 @@ impl BashTool {
                         "type": "integer",
                         "minimum": 1,
                         "maximum": MAX_TIMEOUT_MS,
-                        "description": "Milliseconds before the command and its processes are killed (default 120000, at most 600000). Ignored with run_in_background."
+                        "description": "Milliseconds before the command and its processes are killed (default 120000 unless the session's `bash_default_timeout_ms` setting changes it; at most 600000). Ignored with run_in_background."
                     },
                     "description": {
                         "type": "string",
@@ -177,18 +195,15 @@ impl BashTool {
                 "required": ["command"],
                 "additionalProperties": false
             }))
-            .read_only_if(|input, _| Ok(classify_input(input)?.read_only))
-            .concurrency_safe_if(|input, _| Ok(classify_input(input)?.concurrency_safe))
-            .destructive_if(|input, _| Ok(classify_input(input)?.destructive))
-            // No sandbox confines the shell yet: anything that is not read-only needs full
-            // access (the sandbox issue lowers this to workspace_write inside the sandbox).
-            .permission_for(PermissionLevel::ReadOnly, |input, _| {
-                Ok(if classify_input(input)?.read_only {
-                    PermissionLevel::ReadOnly
-                } else {
-                    PermissionLevel::DangerFullAccess
-                })
+            .read_only_if(|input, _| Ok(analyze_input(input)?.classification.read_only))
+            .concurrency_safe_if(|input, _| {
+                Ok(analyze_input(input)?.classification.concurrency_safe)
             })
+            .destructive_if(|input, _| Ok(analyze_input(input)?.classification.destructive))
+            // No sandbox confines the shell yet: anything that is not read-only, or reaches
+            // outside the workspace, needs full access (the sandbox issue lowers this to
+            // workspace_write inside the sandbox).
+            .permission_for(PermissionLevel::ReadOnly, required_permission)
             .concurrency_class(ConcurrencyClass::Unsafe)
             .interrupt_behavior(InterruptBehavior::Cancel)
             .aborts_siblings_on_failure(true)
@@ -228,6 +243,7 @@ impl Tool for BashTool {
                     .unwrap_or(DEFAULT_TIMEOUT_MS);
         }
         let (cwd, note) = starting_directory(ctx).await;
+        check_boundary_again(&input.command, &cwd, ctx)?;
         if input.run_in_background {
             let (task_id, pid) = self.shells.start(&ctx.session, &input.command, &cwd)?;
             return Ok(background_started(&task_id, pid, note));
@@ -267,6 +283,22 @@ impl Tool for BashTool {
     }
 }
 
+/// A call authorised below full access was judged to stay inside the workspace; judged again
+/// from where it now starts, it must still (the shell's directory may have gone, or a symlink
+/// changed, since the check). Like the path tools' check at execution.
+fn check_boundary_again(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
+    if ctx.authorized >= PermissionLevel::DangerFullAccess {
+        return Ok(());
+    }
+    analyze(command)
+        .and_then(|analysis| boundary::check(&analysis.paths, &ctx.session, cwd))
+        .map_err(|why| {
+            ToolError::Validation(format!(
+                "{why}; the call was authorised only for the workspace (did the filesystem change after the check?)"
+            ))
+        })
+}
+
 /// The directory a call starts in: the session's shell directory, or the workspace (with a
 /// note) when that directory is gone.
 async fn starting_directory(ctx: &ToolContext) -> (PathBuf, Option<String>) {
@@ -274,7 +306,7 @@ async fn starting_directory(ctx: &ToolContext) -> (PathBuf, Option<String>) {
     match tokio::fs::metadata(&stored).await {
         Ok(metadata) if metadata.is_dir() => (stored, None),
         _ => {
-            let workspace = ctx.working_directory.to_path_buf();
+            let workspace = ctx.session.working_directory().to_path_buf();
             let note = format!(
                 "note: the shell's working directory \"{}\" no longer exists; this command ran in the workspace \"{}\"",
                 stored.display(),

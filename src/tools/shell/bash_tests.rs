@@ -97,3 +97,113 @@ fn flags_follow_the_classifier_and_fail_closed() {
         PermissionLevel::DangerFullAccess
     );
 }
+
+/// `read_only` unless the command needs full access.
+const R: PermissionLevel = PermissionLevel::ReadOnly;
+const F: PermissionLevel = PermissionLevel::DangerFullAccess;
+
+/// A workspace with `inside.txt`, `sub/` and `out` (a symlink to `/etc`), and a session in it.
+fn workspace() -> (tempfile::TempDir, Arc<SessionState>) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("inside.txt"), "x").unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("out")).unwrap();
+    let session = SessionState::new(crate::session::SessionConfig::new("s", root));
+    (dir, Arc::new(session))
+}
+
+#[test]
+fn read_only_commands_reaching_outside_the_workspace_need_full_access() {
+    let (_dir, session) = workspace();
+    let root = session.working_directory().display().to_string();
+    let inside_absolute = format!("cat {root}/inside.txt");
+    let escape_absolute = format!("cat {root}/../x");
+    let cases: &[(&str, PermissionLevel)] = &[
+        ("cat inside.txt", R),
+        ("ls -la sub", R),
+        ("cat sub/../inside.txt", R),
+        (&inside_absolute, R),
+        ("pushd sub && ls && popd", R),
+        ("for f in *.txt; do cat \"$f\"; done", R),
+        ("grep x inside.txt 2>/dev/null", R),
+        ("head -c 8 /dev/urandom 2>&1 | od -x", R),
+        ("cat < inside.txt", R),
+        ("echo $(cat inside.txt)", R),
+        ("cat /etc/passwd", F),
+        ("rg x /etc", F),
+        ("ls ../..", F),
+        (&escape_absolute, F),
+        ("head ~/.ssh/id_rsa", F),
+        ("cd /etc && cat passwd", F),
+        ("cd out", F),
+        ("cd", F),
+        ("cd - && ls", F),
+        ("builtin cd && cat .bashrc", F),
+        ("cat < /etc/passwd", F),
+        ("cat $HOME/.bashrc", F),
+        ("cat \"${HOME}\"/.bashrc", F),
+        ("cat ${f:-/etc/passwd}", F),
+        ("cat $'\\057etc\\057passwd'", F),
+        ("cat /etc/pass*", F),
+        ("for f in /etc/*; do cat \"$f\"; done", F),
+        ("echo $(cat /etc/hostname)", F),
+        ("grep --file=/etc/passwd x inside.txt", F),
+        ("git -C /etc log", F),
+        ("git --git-dir=../.git log", F),
+        // Words are judged from the shell's directory, not from where an earlier `cd` on the
+        // line went (which control flow can undo): conservative.
+        ("cd sub && cat ../inside.txt", F),
+        // Not read-only: full access whatever the paths.
+        ("rm inside.txt", F),
+    ];
+    assert!(cases.len() >= 15);
+    let tool = BashTool::new(Arc::new(BackgroundShells::default())).unwrap();
+    let mut failures = Vec::new();
+    for (command, expected) in cases {
+        let input = json!({ "command": command });
+        let got = tool.spec().required_permission(&input, &session);
+        if got != *expected {
+            failures.push(format!("{command:?}: expected {expected:?}, got {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_shell_directory_outside_the_workspace_needs_full_access_for_everything() {
+    let (_dir, session) = workspace();
+    let tool = BashTool::new(Arc::new(BackgroundShells::default())).unwrap();
+    let pwd = json!({"command": "pwd"});
+    assert_eq!(tool.spec().required_permission(&pwd, &session), R);
+    session.apply(&[crate::tool::ContextUpdate::ShellCwd {
+        path: PathBuf::from("/"),
+    }]);
+    assert_eq!(tool.spec().required_permission(&pwd, &session), F);
+    let relative = json!({"command": "cat inside.txt"});
+    assert_eq!(tool.spec().required_permission(&relative, &session), F);
+    // Back inside: read-only again.
+    let sub = session.working_directory().join("sub");
+    session.apply(&[crate::tool::ContextUpdate::ShellCwd { path: sub }]);
+    assert_eq!(tool.spec().required_permission(&pwd, &session), R);
+    // `..` is judged from where the shell is: from `sub` it is the workspace.
+    let up = json!({"command": "ls .."});
+    assert_eq!(tool.spec().required_permission(&up, &session), R);
+    let up_twice = json!({"command": "ls ../.."});
+    assert_eq!(tool.spec().required_permission(&up_twice, &session), F);
+}
+
+#[test]
+fn the_description_names_the_setting_that_changes_the_default_timeout() {
+    let tool = BashTool::new(Arc::new(BackgroundShells::default())).unwrap();
+    let spec = tool.spec();
+    assert!(spec.description.contains("bash_default_timeout_ms"));
+    let timeout = &spec.input_schema["properties"]["timeout"]["description"];
+    assert!(
+        timeout
+            .as_str()
+            .unwrap()
+            .contains("bash_default_timeout_ms"),
+        "{timeout}"
+    );
+}

@@ -5,15 +5,18 @@
 //! process group and stops the whole group; [`output`] keeps output under a memory cap;
 //! [`background`] holds `run_in_background` tasks per session; [`tasks`] is the two tools that
 //! read and stop them; [`classify`] parses a command line with tree-sitter-bash and says
-//! whether it is read-only, concurrency-safe and destructive.
+//! whether it is read-only, concurrency-safe and destructive, and which words may name files;
+//! [`boundary`] judges those words against the workspace.
 //!
 //! Deliberately absent: sandboxing (a later issue wraps the process; until then every command
-//! that is not read-only needs `danger_full_access`), streaming huge outputs to the store
-//! (output is capped in memory; the offload phase stores what the model does not see), and
-//! persistence of shell state other than the working directory.
+//! that is not read-only, or that reaches outside the workspace, needs `danger_full_access`),
+//! streaming huge outputs to the store (output is capped in memory; the offload phase stores
+//! what the model does not see), and persistence of shell state other than the working
+//! directory.
 
 mod background;
 mod bash;
+mod boundary;
 mod classify;
 mod output;
 mod process;

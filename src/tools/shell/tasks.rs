@@ -84,8 +84,11 @@ impl BashOutputTool {
                  `result_id` for `read_result`.",
             )
             .input_schema(task_schema("the task to read"))
+            // Reading moves the task's "read so far" mark, bookkeeping of this tool like the
+            // shell's cwd is for `cd`: still read-only, but two reads in parallel would split
+            // the new output between them at random, so not concurrency-safe.
             .read_only(true)
-            .concurrency_safe(true)
+            .concurrency_safe(false)
             .destructive(false)
             .permission(PermissionLevel::ReadOnly)
             .concurrency_class(ConcurrencyClass::ReadOnly)
@@ -133,8 +136,9 @@ impl KillShellTool {
             .input_schema(task_schema("the task to stop"))
             .read_only(false)
             .concurrency_safe(false)
-            // It stops a process this session started; it changes no file.
-            .destructive(false)
+            // It kills processes, which is what makes `kill` destructive to the classifier:
+            // whatever the task was doing (a build, a migration) stops half-way.
+            .destructive(true)
             // A read-only session may start a read-only background task (`tail -f`), so it
             // must be able to stop it.
             .permission(PermissionLevel::ReadOnly)

@@ -8,19 +8,22 @@
 //! an unknown command, a command name that is not a literal, or an argument the rules cannot
 //! see through (a `$VAR` where a flag could hide) yields "not read-only, destructive".
 //!
-//! It does not judge *where* a read-only command reads (paths outside the workspace are not
-//! checked; the sandbox, a later issue, confines the shell) and it does not run anything.
-//! Parsers are cached per thread, and the last few verdicts too, because the dispatcher asks
-//! for several flags of the same call.
+//! It also reports the words that may name files beyond the shell's directory
+//! ([`path_words`]); judging *where* they lead (the workspace boundary) is `bash`'s, since it
+//! needs the session. It runs nothing. Parsers are cached per thread, and the last few
+//! analyses too, because the dispatcher asks for several flags of the same call.
 
 mod commands;
 mod git;
+mod path_words;
 mod text;
 
-use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 
 use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
+
+pub use path_words::PathWord;
 
 /// What a command line may do, as far as the classifier can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,68 +80,136 @@ impl Classification {
     }
 }
 
+/// A command line's verdict and the words in it that may name files outside the shell's
+/// directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Analysis {
+    pub classification: Classification,
+    /// In order of appearance, without repeats.
+    pub paths: Vec<PathWord>,
+}
+
 /// Nested scripts (`bash -c '…'`, `eval '…'`) deeper than this are not looked into.
 const MAX_NESTING: usize = 4;
 /// Tree depth past which the walk gives up (and says destructive) instead of recursing on.
 const MAX_DEPTH: usize = 200;
-/// The longest a parse may take before the classifier gives up (and the call fails closed).
-const PARSE_BUDGET: Duration = Duration::from_millis(100);
-/// Verdicts remembered per thread.
+/// The parse work allowed for one command line, nested scripts included, in tree-sitter's
+/// progress reports (one per 100 parser operations). Work, not time, so the verdict on a
+/// command does not depend on how loaded the machine is. Measured in a release build: an
+/// ordinary shape costs 10–17 µs per report, so this is 15–25 ms; a 100 000-byte list of
+/// words or 1 000 lines of script stay below it.
+const PARSE_BUDGET_REPORTS: u32 = 1_500;
+/// `|` characters allowed in a source (an upper bound on its pipeline stages, quoted ones
+/// included). A long pipeline costs the grammar 30–50 µs per report, so the work budget alone
+/// would let one run to 70 ms; 1 500 stages parse in about 10 ms.
+const MAX_PIPE_CHARACTERS: usize = 1_500;
+/// Path-like words resolved per command line; a line with more needs full access (each
+/// costs the permission check a few system calls).
+const MAX_PATH_WORDS: usize = 256;
+/// Analyses remembered per thread.
 const CACHE_ENTRIES: usize = 16;
 
 thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
-    static CACHE: RefCell<Vec<(String, Classification)>> = const { RefCell::new(Vec::new()) };
+    /// What is left of [`PARSE_BUDGET_REPORTS`] for the command line being analysed.
+    static PARSE_WORK_LEFT: Cell<u32> = const { Cell::new(0) };
+    static CACHE: RefCell<Vec<(String, Analysis)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Classifies a command line. `Err` means the classifier itself failed (the parser could not
-/// be set up); a command that does not parse is `Ok` with the fail-closed verdict.
-pub fn classify(command: &str) -> Result<Classification, String> {
+/// The verdict alone, for the tables.
+#[cfg(test)]
+fn classify(command: &str) -> Result<Classification, String> {
+    analyze(command).map(|analysis| analysis.classification)
+}
+
+/// Classifies a command line and lists the words that may name files outside the shell's
+/// directory. `Err` means the classifier failed (the parser could not be set up, or the line
+/// is over the parse budget); a command that does not parse is `Ok` with the fail-closed
+/// verdict.
+pub fn analyze(command: &str) -> Result<Analysis, String> {
     let cached = CACHE.with(|cache| {
         cache
             .borrow()
             .iter()
             .find(|(text, _)| text == command)
-            .map(|(_, verdict)| *verdict)
+            .map(|(_, analysis)| analysis.clone())
     });
-    if let Some(verdict) = cached {
-        return Ok(verdict);
+    if let Some(analysis) = cached {
+        return Ok(analysis);
     }
-    let verdict = classify_nested(command, 0)?;
+    PARSE_WORK_LEFT.set(PARSE_BUDGET_REPORTS);
+    let analysis = analyze_nested(command, 0)?;
     CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
         if cache.len() >= CACHE_ENTRIES {
             cache.remove(0);
         }
-        cache.push((command.to_owned(), verdict));
+        cache.push((command.to_owned(), analysis.clone()));
     });
-    Ok(verdict)
+    Ok(analysis)
 }
 
-/// Classifies a script found inside another (`bash -c`, `eval`, `trap`).
+/// Classifies a script found inside another (`bash -c`, `eval`, `trap`). Its paths are not
+/// needed: a nested script is never read-only, so it needs full access anyway.
 fn classify_nested(source: &str, nesting: usize) -> Result<Classification, String> {
+    analyze_nested(source, nesting).map(|analysis| analysis.classification)
+}
+
+fn analyze_nested(source: &str, nesting: usize) -> Result<Analysis, String> {
+    let fail_closed = Analysis {
+        classification: Classification::DESTRUCTIVE,
+        paths: Vec::new(),
+    };
     if nesting > MAX_NESTING {
-        return Ok(Classification::DESTRUCTIVE);
+        return Ok(fail_closed);
     }
     let tree = parse(source)?;
     let root = tree.root_node();
     if root.has_error() {
-        return Ok(Classification::DESTRUCTIVE);
+        return Ok(fail_closed);
     }
     let mut walker = Walker {
         source: source.as_bytes(),
         nesting,
         verdict: Classification::READ,
+        paths: Vec::new(),
     };
     walker.visit(root, 0);
-    Ok(walker.verdict)
+    Ok(Analysis {
+        classification: walker.verdict,
+        paths: distinct_paths(walker.paths),
+    })
+}
+
+/// `paths` without repeats; past [`MAX_PATH_WORDS`] the rest is one `Anywhere`.
+fn distinct_paths(paths: Vec<PathWord>) -> Vec<PathWord> {
+    let mut seen = HashSet::new();
+    let mut distinct: Vec<PathWord> = paths
+        .into_iter()
+        .filter(|path| seen.insert(path.clone()))
+        .collect();
+    if distinct.len() > MAX_PATH_WORDS {
+        let total = distinct.len();
+        distinct.truncate(MAX_PATH_WORDS);
+        distinct.push(PathWord::Anywhere(format!(
+            "{total} path-like words (more than {MAX_PATH_WORDS} are not resolved)"
+        )));
+    }
+    distinct
 }
 
 /// Parses with this thread's parser. The borrow ends before the tree is walked, so a nested
-/// script can be parsed while its parent's tree is alive. A parse that takes longer than
-/// [`PARSE_BUDGET`] (a pathological line; the grammar is slow on long pipelines) is abandoned
-/// and reported as an error, so the caller fails closed instead of holding its thread.
+/// script can be parsed while its parent's tree is alive. A source with more than
+/// [`MAX_PIPE_CHARACTERS`], or a parse that needs more work than is left of
+/// [`PARSE_BUDGET_REPORTS`] (a pathological line), is refused with an error, so the caller
+/// fails closed instead of holding its thread.
 fn parse(source: &str) -> Result<Tree, String> {
+    let too_complex = || {
+        "the command is too complex to classify (over the parse budget); split it into several calls or put it in a script file".to_owned()
+    };
+    if source.bytes().filter(|b| *b == b'|').count() > MAX_PIPE_CHARACTERS {
+        return Err(too_complex());
+    }
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
@@ -150,20 +221,22 @@ fn parse(source: &str) -> Result<Tree, String> {
         }
         let parser = slot.as_mut().ok_or_else(|| "no bash parser".to_owned())?;
         let bytes = source.as_bytes();
-        let deadline = Instant::now() + PARSE_BUDGET;
-        let mut over_budget = |_: &ParseState| Instant::now() > deadline;
+        let budget = PARSE_WORK_LEFT.get();
+        let mut reports = 0_u32;
+        let mut over_budget = |_: &ParseState| {
+            reports += 1;
+            reports > budget
+        };
         let tree = parser.parse_with_options(
             &mut |offset, _| bytes.get(offset..).unwrap_or_default(),
             None,
             Some(ParseOptions::new().progress_callback(&mut over_budget)),
         );
+        PARSE_WORK_LEFT.set(budget.saturating_sub(reports));
         tree.ok_or_else(|| {
             // An abandoned parse leaves state behind that the next parse must not resume.
             parser.reset();
-            format!(
-                "the command could not be parsed within {} ms",
-                PARSE_BUDGET.as_millis()
-            )
+            too_complex()
         })
     })
 }
@@ -227,6 +300,7 @@ struct Walker<'a> {
     source: &'a [u8],
     nesting: usize,
     verdict: Classification,
+    paths: Vec<PathWord>,
 }
 
 impl Walker<'_> {
@@ -256,6 +330,11 @@ impl Walker<'_> {
             "for_statement" => {
                 if let Some(variable) = node.child_by_field_name("variable") {
                     self.mark(loop_variable(&self.text(variable)));
+                }
+                let mut cursor = node.walk();
+                for value in node.children_by_field_name("value", &mut cursor) {
+                    let word = self.word(value);
+                    path_words::argument(&word, &self.text(value), &mut self.paths);
                 }
                 self.visit_children(node, depth);
             }
@@ -297,14 +376,26 @@ impl Walker<'_> {
     fn command(&mut self, node: Node<'_>, depth: usize) {
         let mut name = None;
         let mut arguments = Vec::new();
+        // Every word as written, the name first, for `cd` targets.
+        let mut words = Vec::new();
         let mut cursor = node.walk();
         let mut more = cursor.goto_first_child();
         while more {
             let child = cursor.node();
             if child.is_named() {
                 match cursor.field_name() {
-                    Some("name") => name = Some(self.word(child)),
-                    Some("argument") => arguments.push(self.word(child)),
+                    Some("name") => {
+                        let word = self.word(child);
+                        words.push((word.clone(), self.text(child)));
+                        name = Some(word);
+                    }
+                    Some("argument") => {
+                        let word = self.word(child);
+                        let raw = self.text(child);
+                        path_words::argument(&word, &raw, &mut self.paths);
+                        words.push((word.clone(), raw));
+                        arguments.push(word);
+                    }
                     _ => {}
                 }
                 // Substitutions inside the name or the arguments, prefix assignments and
@@ -313,6 +404,7 @@ impl Walker<'_> {
             }
             more = cursor.goto_next_sibling();
         }
+        path_words::directory_change(&words, &mut self.paths);
         let verdict = match name {
             Some(Word::Static(name)) => commands::simple_command(&name, &arguments, self.nesting),
             // `$cmd args`: which program runs is only known at run time.
@@ -323,9 +415,13 @@ impl Walker<'_> {
 
     fn file_redirect(&mut self, node: Node<'_>, depth: usize) {
         let operator = operator_of(node, self.source);
-        let destination = node
-            .child_by_field_name("destination")
-            .map(|destination| self.word(destination));
+        let destination_node = node.child_by_field_name("destination");
+        let destination = destination_node.map(|destination| self.word(destination));
+        if let (Some(node), Some(word)) = (destination_node, &destination)
+            && !duplicates_descriptor(&operator, word)
+        {
+            path_words::target(word, &self.text(node), &mut self.paths);
+        }
         self.mark(redirect_verdict(&operator, destination.as_ref()));
         self.visit_children(node, depth);
     }
@@ -391,16 +487,24 @@ fn operator_of(node: Node<'_>, source: &[u8]) -> String {
 /// Targets that are not files on disk: writing to them changes nothing.
 const HARMLESS_TARGETS: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"];
 
+/// `2>&1`, `<&3`, `3>&-`: the target is a descriptor, not a file.
+fn duplicates_descriptor(operator: &str, destination: &Word) -> bool {
+    let is_fd = destination
+        .text()
+        .is_some_and(|t| t == "-" || t.chars().all(|c| c.is_ascii_digit()));
+    matches!(operator, "<&" | "<&-") || (matches!(operator, ">&" | ">&-") && is_fd)
+}
+
 fn redirect_verdict(operator: &str, destination: Option<&Word>) -> Classification {
     let target = destination.and_then(Word::text);
     let harmless = target.is_some_and(|t| HARMLESS_TARGETS.contains(&t));
-    let is_fd =
-        |t: Option<&str>| t.is_some_and(|t| t == "-" || t.chars().all(|c| c.is_ascii_digit()));
     match operator {
         "<" => Classification::READ,
         // Duplicating or closing a descriptor (`2>&1`, `3>&-`); `>& file` is a file write.
         "<&" | "<&-" => Classification::READ,
-        ">&" | ">&-" if destination.is_none() || is_fd(target) => Classification::READ,
+        ">&" | ">&-" if destination.is_none_or(|d| duplicates_descriptor(operator, d)) => {
+            Classification::READ
+        }
         _ if harmless => Classification::READ,
         ">>" | "&>>" | "<>" => Classification::WRITE,
         // `>`, `>|`, `&>`, `>& file` truncate their target.
