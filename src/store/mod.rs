@@ -21,6 +21,10 @@ use crate::event::{Event, EventType};
 use crate::permission::PermissionLevel;
 use crate::tool::ToolResult;
 
+pub mod sqlite;
+
+pub use sqlite::SqliteStore;
+
 /// Why a store operation failed. Callers map these to the one error table at the doors.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -32,6 +36,16 @@ pub enum StoreError {
     Migration(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A write named a row that does not exist (`session "s1" not found`).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A write would duplicate a row's identity (a session id, a batch id, an event seq).
+    #[error("{0} already exists")]
+    Conflict(String),
+    /// A value the store cannot hold (a non-UTF-8 path, a number out of range, an unknown
+    /// decision).
+    #[error("invalid value: {0}")]
+    Invalid(String),
 }
 
 /// A session as stored.
@@ -147,10 +161,17 @@ pub struct ApprovalRecord {
 
 /// Everything the daemon persists. Implementations must be safe to call concurrently; every
 /// method that writes returns once the write is durable.
+///
+/// Times are kept to the millisecond: a `SystemTime` read back is the one written, truncated
+/// to whole milliseconds since the epoch. Writes naming a session, batch or approval that does
+/// not exist fail with [`StoreError::NotFound`]; writes repeating an identity (a session id, a
+/// batch id, an event seq) fail with [`StoreError::Conflict`].
 #[async_trait]
 pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     // Sessions.
+    /// Records a new session; [`StoreError::Conflict`] if its id is taken.
     async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    /// Replaces a session's state (closed sessions too); [`StoreError::NotFound`] if unknown.
     async fn save_session_state(&self, session_id: &str, state: &Value) -> Result<(), StoreError>;
     async fn get_session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
     /// Sessions in creation order; closed ones only when asked.
@@ -159,6 +180,8 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     async fn close_session(&self, session_id: &str) -> Result<bool, StoreError>;
 
     // The audit log (rows arrive through `AuditSink::record`).
+    /// A session's audit rows in the order they were recorded, after cursor `after`, at most
+    /// `limit` (0 gives an empty page whose `next_cursor` says whether rows remain).
     async fn list_calls(
         &self,
         session_id: &str,
@@ -169,13 +192,17 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     // Batches and idempotency.
     /// Records a new running batch, unless `batch.idempotency_key` is already used in the
     /// session: then the earlier batch (same request hash) or a conflict (different hash).
-    /// Atomic: two concurrent claims with one key give one `New`.
+    /// Atomic: two concurrent claims with one key give one `New`. A batch without a key is
+    /// always `New`. [`StoreError::NotFound`] if the session is unknown,
+    /// [`StoreError::Conflict`] if the batch id is taken.
     async fn claim_batch(&self, batch: &BatchRecord) -> Result<BatchClaim, StoreError>;
+    /// Marks a batch completed with its results; [`StoreError::NotFound`] if unknown.
     async fn complete_batch(
         &self,
         batch_id: &str,
         results: &[ToolResult],
     ) -> Result<(), StoreError>;
+    /// A batch of `session_id`'s; another session's batch is `None`.
     async fn get_batch(
         &self,
         session_id: &str,
@@ -183,6 +210,8 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     ) -> Result<Option<BatchRecord>, StoreError>;
 
     // Events.
+    /// Stores events (seqs as the bus numbered them) all or none; [`StoreError::Conflict`] if
+    /// a seq is already stored.
     async fn append_events(&self, events: &[Arc<Event>]) -> Result<(), StoreError>;
     /// Events with `seq > after_seq` matching `filter`, in seq order, at most `limit`.
     async fn read_events(
@@ -197,14 +226,22 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError>;
 
     // Approvals.
+    /// Records an approval; [`StoreError::NotFound`] if its session is unknown,
+    /// [`StoreError::Conflict`] if its id is taken.
     async fn insert_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError>;
+    /// A session's unresolved approvals, oldest first.
     async fn pending_approvals(&self, session_id: &str) -> Result<Vec<ApprovalRecord>, StoreError>;
     /// Resolves a pending approval; `false` if it was unknown or already resolved (exactly one
-    /// of two concurrent resolutions wins).
+    /// of two concurrent resolutions wins). `decision` must be `allow` or `deny`
+    /// ([`StoreError::Invalid`] otherwise).
     async fn resolve_approval(
         &self,
         approval_id: &str,
         decision: &str,
         decided_by: &str,
     ) -> Result<bool, StoreError>;
+
+    /// Finishes the writes in flight and releases the database (graceful shutdown). Calls
+    /// after it fail. The default has nothing to release.
+    async fn close(&self) {}
 }

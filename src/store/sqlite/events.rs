@@ -1,0 +1,137 @@
+//! Events for replay on SQLite: appended in batches as the bus numbered them, read back by seq
+//! with the session/tool/type filter, pruned by age.
+//!
+//! `seq` is the primary key and comes from the event bus, which continues after
+//! `last_event_seq` on start; a seq stored twice is a conflict, not silently dropped.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Connection, QueryBuilder, Sqlite};
+
+use super::SqliteStore;
+use super::convert::{
+    database_error, from_i64, from_json, get, millis, time, to_i64, to_json, write_error,
+};
+use crate::event::{Event, EventType};
+use crate::store::{EventFilter, StoreError};
+
+impl SqliteStore {
+    pub(super) async fn append_event_rows(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let context = format!("appending {} events", events.len());
+        let mut writer = self.writer.lock().await?;
+        let mut tx = writer
+            .begin()
+            .await
+            .map_err(|err| database_error(&context, err))?;
+        for event in events {
+            let what = format!("event seq {}", event.seq);
+            sqlx::query(
+                "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, data) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .bind(to_i64(event.seq, "event seq")?)
+            .bind(millis(event.ts))
+            .bind(event.event_type.as_str())
+            .bind(&*event.session_id)
+            .bind(event.batch_id.as_deref())
+            .bind(event.call_id.as_deref())
+            .bind(event.tool.as_deref())
+            .bind(to_json(&event.data, &what)?)
+            .execute(&mut *tx)
+            .await
+            .map_err(|err| write_error(&format!("appending {what}"), &what, &what, err))?;
+        }
+        tx.commit()
+            .await
+            .map_err(|err| database_error(&context, err))
+    }
+
+    pub(super) async fn read_event_rows(
+        &self,
+        filter: &EventFilter,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<Event>, StoreError> {
+        // A seq beyond SQLite's integers cannot be stored, so nothing comes after it.
+        let Ok(after_seq) = i64::try_from(after_seq) else {
+            return Ok(Vec::new());
+        };
+        // Only the filters given become conditions, so the planner can use the session index.
+        let mut query = QueryBuilder::<Sqlite>::new(
+            "SELECT seq, ts, type, session_id, batch_id, call_id, tool, data FROM events \
+             WHERE seq > ",
+        );
+        query.push_bind(after_seq);
+        if let Some(session_id) = &filter.session_id {
+            query
+                .push(" AND session_id = ")
+                .push_bind(session_id.as_str());
+        }
+        if let Some(tool) = &filter.tool {
+            query.push(" AND tool = ").push_bind(tool.as_str());
+        }
+        if let Some(event_type) = filter.event_type {
+            query.push(" AND type = ").push_bind(event_type.as_str());
+        }
+        query
+            .push(" ORDER BY seq LIMIT ")
+            .push_bind(i64::from(limit));
+        query
+            .build()
+            .fetch_all(&self.readers)
+            .await
+            .map_err(|err| database_error(&format!("reading events after seq {after_seq}"), err))?
+            .iter()
+            .map(event)
+            .collect()
+    }
+
+    pub(super) async fn last_event_seq_row(&self) -> Result<u64, StoreError> {
+        let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events")
+            .fetch_one(&self.readers)
+            .await
+            .map_err(|err| database_error("reading the last event seq", err))?;
+        from_i64(last.unwrap_or(0), "event seq")
+    }
+
+    pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
+        let before = millis(before);
+        let mut writer = self.writer.lock().await?;
+        let done = sqlx::query("DELETE FROM events WHERE ts < ?1")
+            .bind(before)
+            .execute(&mut *writer)
+            .await
+            .map_err(|err| database_error(&format!("pruning events before {before} ms"), err))?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn event(row: &SqliteRow) -> Result<Event, StoreError> {
+    let seq: i64 = get(row, "seq")?;
+    let what = |column: &str| format!("column {column} of event seq {seq}");
+    let type_text: String = get(row, "type")?;
+    let event_type = EventType::parse(&type_text).ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "{}: unknown event type \"{type_text}\"",
+            what("type")
+        ))
+    })?;
+    let optional = |column: &str| -> Result<Option<Arc<str>>, StoreError> {
+        Ok(get::<Option<String>>(row, column)?.map(Arc::from))
+    };
+    Ok(Event {
+        seq: from_i64(seq, "event seq")?,
+        ts: time(get(row, "ts")?),
+        event_type,
+        session_id: Arc::from(get::<String>(row, "session_id")?),
+        batch_id: optional("batch_id")?,
+        call_id: optional("call_id")?,
+        tool: optional("tool")?,
+        data: from_json(&get::<String>(row, "data")?, &what("data"))?,
+    })
+}
