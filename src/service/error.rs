@@ -97,6 +97,9 @@ impl From<StoreError> for ServiceError {
     fn from(err: StoreError) -> ServiceError {
         let code = match err {
             StoreError::Unavailable(_) => ErrorCode::Overloaded,
+            StoreError::NotFound(_) => ErrorCode::NotFound,
+            StoreError::Conflict(_) => ErrorCode::Conflict,
+            StoreError::Invalid(_) => ErrorCode::InvalidRequest,
             _ => ErrorCode::Internal,
         };
         ServiceError::new(code, err.to_string())

@@ -95,10 +95,11 @@ impl Execute {
             finished = &mut running => {
                 return finish(&request, input, finished, None);
             }
+            // Closing also interrupts; the close is the reason to report.
+            () = signals.close.cancelled() => Stop::Closed,
             () = tokio::time::sleep(timeout) => Stop::Timeout(timeout),
             () = signals.interrupt.cancelled(), if cancel_on_interrupt => Stop::Cancelled,
             () = signals.abort.cancelled() => Stop::Aborted,
-            () = signals.close.cancelled() => Stop::Closed,
         };
         ctx.cancellation.cancel();
         let partial = tokio::time::timeout(self.cancel_grace, &mut running)

@@ -1,0 +1,6 @@
+//! The service façade over a real SQLite store: sessions, tools, batches in every shape,
+//! idempotent retries, interrupts, closing, restarts, the audit log and offloaded results.
+
+mod batches;
+mod harness;
+mod sessions;
