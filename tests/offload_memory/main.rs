@@ -133,12 +133,17 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
     let peak = PEAK.load(Ordering::Relaxed) - before;
 
     let result = &response["results"][0];
-    let total = result["offloaded"]["total_chars"].as_u64().expect("offloaded");
+    let total = result["offloaded"]["total_chars"]
+        .as_u64()
+        .expect("offloaded");
     eprintln!(
         "{OUTPUT_BYTES} bytes through bash → spill → SQLite in {elapsed:?}; peak heap above the start {:.1} MiB",
         peak as f64 / (1024.0 * 1024.0)
     );
-    assert_eq!(total, OUTPUT_BYTES, "every byte is stored (ASCII: one character each)");
+    assert_eq!(
+        total, OUTPUT_BYTES,
+        "every byte is stored (ASCII: one character each)"
+    );
     assert!(
         peak < PEAK_BUDGET,
         "peak heap {peak} bytes during the call; the budget is {PEAK_BUDGET}"
