@@ -504,5 +504,6 @@ fn lost_call(id: &str, name: &str) -> Box<CallOutcome> {
         final_input: None,
         context_updates: Vec::new(),
         additional_context: Vec::new(),
+        spill: None,
     })
 }

@@ -1,13 +1,20 @@
 //! The two places a call's result goes besides the caller: the audit log and, when the output
 //! is too large for the model, the offload store. Both are traits the store implements; the
 //! in-memory versions here serve tests, benchmarks and embedding without a database.
+//!
+//! Outputs too large for memory reach the store as a byte stream
+//! ([`ResultStore::offload_reader`]); [`TextChunker`] is how every store turns that stream
+//! into text: decoded exactly as `String::from_utf8_lossy` would decode it whole (each
+//! invalid sequence becomes one U+FFFD), cut into chunks of a fixed number of characters,
+//! so the character counts a store records agree with what it reads back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::permission::PermissionDecision;
 use crate::tool::{ErrorKind, OffloadedResult};
@@ -54,6 +61,9 @@ pub struct ResultPage {
     pub content: String,
 }
 
+/// The byte source of [`ResultStore::offload_reader`].
+pub type OffloadSource<'a> = dyn AsyncRead + Send + Unpin + 'a;
+
 /// Where oversized outputs go, and how they are read back.
 #[async_trait]
 pub trait ResultStore: Send + Sync + 'static {
@@ -62,6 +72,17 @@ pub trait ResultStore: Send + Sync + 'static {
         session_id: &str,
         call_id: &str,
         content: &str,
+    ) -> Result<OffloadedResult, SinkError>;
+
+    /// Stores the output read from `content` to its end, never holding it whole: its bytes
+    /// are decoded as [`TextChunker`] decodes them (invalid UTF-8 becomes U+FFFD, as
+    /// `String::from_utf8_lossy` would make it). A read error fails the offload and stores
+    /// nothing that can be read.
+    async fn offload_reader(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        content: &mut OffloadSource<'_>,
     ) -> Result<OffloadedResult, SinkError>;
 
     /// A page of a result, whoever stored it (the doors check the caller's token first).
@@ -162,6 +183,22 @@ impl ResultStore for InMemoryResultStore {
         })
     }
 
+    async fn offload_reader(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        content: &mut OffloadSource<'_>,
+    ) -> Result<OffloadedResult, SinkError> {
+        // Memory is where this store keeps results anyway; only the decoding must match.
+        let mut bytes = Vec::new();
+        content
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|err| SinkError(format!("reading the output to store failed: {err}")))?;
+        let text = String::from_utf8_lossy(&bytes);
+        self.offload(session_id, call_id, &text).await
+    }
+
     async fn read(
         &self,
         result_id: &str,
@@ -185,6 +222,144 @@ impl ResultStore for InMemoryResultStore {
         }
     }
 }
+
+/// A piece of decoded text and its length in characters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextChunk {
+    pub text: String,
+    pub chars: u64,
+}
+
+/// Decodes a byte stream pushed in pieces of any size, cut anywhere (inside a character
+/// too), into chunks of exactly `max_chars` characters (the last one shorter). The text is
+/// what `String::from_utf8_lossy` makes of all the bytes at once: an incomplete sequence at
+/// the end of a push is held until the next push completes or refutes it, and one still
+/// incomplete at [`TextChunker::finish`] becomes one U+FFFD.
+#[derive(Debug)]
+pub struct TextChunker {
+    max_chars: usize,
+    /// The start of a character whose remaining bytes have not arrived (at most 3 bytes).
+    partial: Vec<u8>,
+    current: String,
+    current_chars: usize,
+    ready: VecDeque<TextChunk>,
+    ready_bytes: usize,
+}
+
+impl TextChunker {
+    pub fn new(max_chars: usize) -> TextChunker {
+        TextChunker {
+            max_chars: max_chars.max(1),
+            partial: Vec::new(),
+            current: String::new(),
+            current_chars: 0,
+            ready: VecDeque::new(),
+            ready_bytes: 0,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.partial.is_empty() {
+            self.decode(bytes, false);
+        } else {
+            let mut joined = std::mem::take(&mut self.partial);
+            joined.extend_from_slice(bytes);
+            self.decode(&joined, false);
+        }
+    }
+
+    /// The end of the stream: what is held becomes the last chunk.
+    pub fn finish(&mut self) {
+        let partial = std::mem::take(&mut self.partial);
+        self.decode(&partial, true);
+        if self.current_chars > 0 {
+            self.complete_current();
+        }
+    }
+
+    /// The next complete chunk.
+    pub fn pop(&mut self) -> Option<TextChunk> {
+        let chunk = self.ready.pop_front()?;
+        self.ready_bytes -= chunk.text.len();
+        Some(chunk)
+    }
+
+    /// Bytes of text in complete chunks not yet popped.
+    pub fn ready_bytes(&self) -> usize {
+        self.ready_bytes
+    }
+
+    fn decode(&mut self, bytes: &[u8], at_end: bool) {
+        let mut pieces = bytes.utf8_chunks().peekable();
+        while let Some(piece) = pieces.next() {
+            self.append(piece.valid());
+            let invalid = piece.invalid();
+            if invalid.is_empty() {
+                continue;
+            }
+            if !at_end && pieces.peek().is_none() && is_incomplete(invalid) {
+                // Ends this push; the next one may complete it.
+                self.partial.extend_from_slice(invalid);
+            } else {
+                self.append(char::REPLACEMENT_CHARACTER.encode_utf8(&mut [0; 4]));
+            }
+        }
+    }
+
+    fn append(&mut self, mut text: &str) {
+        while !text.is_empty() {
+            let room = self.max_chars - self.current_chars;
+            let (cut, count) = split_after_chars(text, room);
+            self.current.push_str(&text[..cut]);
+            self.current_chars += count;
+            text = &text[cut..];
+            if self.current_chars == self.max_chars {
+                self.complete_current();
+            }
+        }
+    }
+
+    fn complete_current(&mut self) {
+        let text = std::mem::take(&mut self.current);
+        self.ready_bytes += text.len();
+        self.ready.push_back(TextChunk {
+            text,
+            chars: std::mem::take(&mut self.current_chars) as u64,
+        });
+    }
+}
+
+/// Whether an invalid sequence at the end of the input is only the start of a character
+/// (`String::from_utf8_lossy` would wait for more). `utf8_chunks` groups bytes into one
+/// invalid sequence only while they are a valid prefix, so a lead byte that may start a
+/// character and fewer bytes than it announces is exactly that.
+fn is_incomplete(sequence: &[u8]) -> bool {
+    let needed = match sequence[0] {
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return false,
+    };
+    sequence.len() < needed
+}
+
+/// The byte length of `text`'s first `chars` characters (all of it if shorter), and how many
+/// characters that is.
+fn split_after_chars(text: &str, chars: usize) -> (usize, usize) {
+    let prefix = &text.as_bytes()[..chars.min(text.len())];
+    if prefix.is_ascii() {
+        // One byte per character: the common case costs no decoding.
+        return (prefix.len(), prefix.len());
+    }
+    match text.char_indices().nth(chars) {
+        Some((cut, _)) => (cut, chars),
+        None => (text.len(), text.chars().count()),
+    }
+}
+
+#[cfg(test)]
+#[path = "sinks_tests.rs"]
+mod chunker_tests;
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ pub use context::{
     DeferredTool, EmptyCatalog, ProgressSink, ProgressUpdate, ToolCatalog, ToolContext,
 };
 pub use error::{ErrorKind, ToolError};
-pub use output::{ContextUpdate, FileStateEntry, ToolOutput};
+pub use output::{ContextUpdate, FileStateEntry, SpilledOutput, ToolOutput};
 pub use spec::{
     BuildError, ConcurrencyClass, FlagFn, InputFlag, InputPermission, InterruptBehavior,
     PermissionFn, PreviewStyle, ToolSpec, ToolSpecBuilder,

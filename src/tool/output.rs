@@ -1,7 +1,10 @@
-//! What a tool returns: text for the model, optional structured data and metadata, and
-//! updates to the session's state that the session applies after the call.
+//! What a tool returns: text for the model, optional structured data and metadata, updates
+//! to the session's state that the session applies after the call, and, for outputs too
+//! large to hold in memory, the file that holds them whole ([`SpilledOutput`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -47,6 +50,73 @@ pub struct ToolOutput {
     pub structured: Option<Value>,
     pub metadata: Map<String, Value>,
     pub context_updates: Vec<ContextUpdate>,
+    /// The full output, when it was too large to keep in memory. `text` is then a bounded
+    /// summary (the start, a note, the end) for whoever ignores the spill; the offload phase
+    /// stores the file whole and previews [`SpilledOutput::head`] and [`SpilledOutput::tail`].
+    pub spill: Option<Arc<SpilledOutput>>,
+}
+
+/// A tool's full output in a file of the spill directory, with its start and end in memory.
+///
+/// The file's bytes are the output exactly as the model would have read it had it fitted in
+/// `text` (invalid UTF-8 included: whoever stores it decodes it like
+/// `String::from_utf8_lossy` does). The file is deleted when the offload phase has stored
+/// it, or when the last holder drops it, whichever comes first.
+#[derive(Debug)]
+pub struct SpilledOutput {
+    path: PathBuf,
+    /// Bytes in the file.
+    pub bytes: u64,
+    /// The start of the file, decoded; long enough for any preview's head.
+    pub head: String,
+    /// The end of the file, decoded; long enough for any preview's tail.
+    pub tail: String,
+    removed: AtomicBool,
+}
+
+impl SpilledOutput {
+    /// Takes ownership of the file at `path`: it is deleted with this value.
+    pub fn new(path: PathBuf, bytes: u64, head: String, tail: String) -> SpilledOutput {
+        SpilledOutput {
+            path,
+            bytes,
+            head,
+            tail,
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Deletes the file now, off the async threads' critical path (an unlink of a large file
+    /// can take a while on some file systems).
+    pub async fn remove(&self) -> std::io::Result<()> {
+        if self.removed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        match tokio::fs::remove_file(&self.path).await {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for SpilledOutput {
+    fn drop(&mut self) {
+        if !*self.removed.get_mut() {
+            // Best effort: a spill nobody stored (a refused or panicking pipeline) must not
+            // stay on disk. Failure leaves a file in the spill directory, nothing worse.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl PartialEq for SpilledOutput {
+    fn eq(&self, other: &SpilledOutput) -> bool {
+        self.path == other.path
+    }
 }
 
 impl ToolOutput {
@@ -78,6 +148,11 @@ impl ToolOutput {
 
     pub fn with_update(mut self, update: ContextUpdate) -> ToolOutput {
         self.context_updates.push(update);
+        self
+    }
+
+    pub fn with_spill(mut self, spill: SpilledOutput) -> ToolOutput {
+        self.spill = Some(Arc::new(spill));
         self
     }
 }

@@ -3,4 +3,5 @@
 
 mod batches;
 mod harness;
+mod offload;
 mod sessions;

@@ -481,15 +481,14 @@ async fn large_output_is_offloaded_with_head_tail_and_exit_code() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn output_beyond_the_memory_cap_keeps_both_ends() {
+async fn output_beyond_memory_is_spilled_and_stored_whole() {
     let shell = Shell::new();
-    // 40 MB of `x` framed by markers; 32 MiB are kept in memory.
+    // 40 MB of `x` framed by markers; past 1 MiB the output goes to a spill file.
     let command =
         "echo head-marker; head -c 40000000 /dev/zero | tr '\\0' x; echo; echo tail-marker";
     let result = shell.bash(command).await;
     assert!(!result.is_error, "{}", &result.output[..200]);
-    let omitted = result.metadata["omitted_bytes"].as_u64().unwrap();
-    assert_eq!(omitted, 40_000_000 + 25 - 32 * 1024 * 1024);
+    assert_eq!(result.metadata["omitted_bytes"], json!(0));
     assert_eq!(result.metadata["output_bytes"], json!(40_000_000 + 25));
     assert!(
         result.output.starts_with("head-marker\n"),
@@ -501,28 +500,21 @@ async fn output_beyond_the_memory_cap_keeps_both_ends() {
         "{}",
         &result.output[result.output.len() - 400..]
     );
+    assert!(result.output.len() < 5_000, "the preview is short");
     let offloaded = result.offloaded.as_ref().expect("offloaded");
-    let page = shell
-        .results
-        .read(&offloaded.result_id, 0, 100)
-        .await
-        .unwrap();
-    assert!(
-        page.total_chars < 34_000_000,
-        "the stored output is the capped one"
-    );
+    assert_eq!(offloaded.total_chars, 40_000_000 + 25, "stored whole");
     let middle = shell
         .results
-        .read(&offloaded.result_id, 16 * 1024 * 1024 - 10, 400)
+        .read(&offloaded.result_id, 20 * 1024 * 1024, 10)
         .await
         .unwrap();
-    assert!(
-        middle
-            .content
-            .contains(&format!("[… {omitted} bytes of output omitted")),
-        "{}",
-        middle.content
-    );
+    assert_eq!(middle.content, "xxxxxxxxxx");
+    let end = shell
+        .results
+        .read(&offloaded.result_id, 40_000_025 - 13, 100)
+        .await
+        .unwrap();
+    assert_eq!(end.content, "\ntail-marker\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -186,3 +186,46 @@ async fn each_offload_gets_its_own_id() {
         "two"
     );
 }
+
+#[tokio::test]
+async fn a_streamed_result_decodes_invalid_utf8_like_from_utf8_lossy_across_reads() {
+    use tokio::io::AsyncReadExt;
+    let fixture = Fixture::new().await;
+    // Valid text, a stray continuation byte, a truncated 3-byte lead, a 4-byte character
+    // cut between reads, and a lead left incomplete at the very end; 70 000 ASCII bytes in
+    // between so the cuts fall in different chunk rows.
+    let filler = vec![b'a'; 70_000];
+    let pieces: [&[u8]; 6] = [
+        b"h\xC3",
+        b"\xA9llo \x80",
+        &filler,
+        b"\xE2\x98 \xF0\x9F",
+        b"\x98\x80!",
+        b"\xF0\x9F",
+    ];
+    let whole: Vec<u8> = pieces.concat();
+    let expected = String::from_utf8_lossy(&whole).into_owned();
+    let mut source = pieces[0]
+        .chain(pieces[1])
+        .chain(pieces[2])
+        .chain(pieces[3])
+        .chain(pieces[4])
+        .chain(pieces[5]);
+    let stored = fixture
+        .store
+        .offload_reader("s1", "c1", &mut source)
+        .await
+        .unwrap();
+    assert_eq!(stored.total_chars, expected.chars().count() as u64);
+    let page = fixture
+        .store
+        .read(&stored.result_id, 0, stored.total_chars)
+        .await
+        .unwrap();
+    assert_eq!(page.content, expected);
+    assert!(
+        page.content.ends_with("\u{FFFD} 😀!\u{FFFD}"),
+        "{:?}",
+        &page.content[page.content.len() - 20..]
+    );
+}

@@ -7,6 +7,7 @@
 
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,9 +15,9 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tower::Service;
 
-use super::{CallOutcome, CallRequest};
+use super::{CallOutcome, CallRequest, SpilledResult};
 use crate::dispatch::DispatchSettings;
-use crate::tool::{ErrorKind, InterruptBehavior, ToolError, ToolOutput, ToolResult};
+use crate::tool::{ErrorKind, InterruptBehavior, SpilledOutput, ToolError, ToolOutput, ToolResult};
 
 #[derive(Clone)]
 pub struct Execute {
@@ -153,16 +154,23 @@ fn finish(
 ) -> Box<CallOutcome> {
     let mut result = ToolResult::refused(&request.call, ErrorKind::Execution, "");
     let mut context_updates = Vec::new();
+    let mut spill = None;
     let name = request.call.name.as_str();
     match (stop, finished) {
-        (None, Ok(Ok(output))) => {
+        (None, Ok(Ok(mut output))) => {
             result.is_error = output.is_error;
             result.error_kind = output.is_error.then_some(ErrorKind::Execution);
             result.output = if output.is_error {
                 ErrorKind::Execution.format_output(&output.text)
             } else {
-                output.text
+                std::mem::take(&mut output.text)
             };
+            let tool_text = if output.is_error {
+                &output.text
+            } else {
+                &result.output
+            };
+            spill = spilled(&result.output, tool_text, output.spill.take());
             result.structured = output.structured;
             result.metadata = output.metadata;
             context_updates = output.context_updates;
@@ -174,10 +182,13 @@ fn finish(
         (None, Err(panic)) => result.output = ErrorKind::Execution.format_output(&panic),
         (Some(stop), partial) => {
             let (kind, mut message) = stop_message(stop, name);
-            if let Ok(Ok(output)) = partial {
+            if let Ok(Ok(mut output)) = partial {
                 if !output.text.is_empty() {
                     message.push_str("\n\npartial output:\n");
                     message.push_str(&output.text);
+                }
+                if let Some(file) = output.spill.take() {
+                    spill = spilled(&kind.format_output(&message), &output.text, Some(file));
                 }
                 result.metadata = output.metadata;
                 // A stopped call may still have changed state (a `cd` before the timeout).
@@ -194,5 +205,21 @@ fn finish(
         final_input: Some(input),
         context_updates,
         additional_context: Vec::new(),
+        spill,
+    })
+}
+
+/// The spilled form of a result whose text ends with the tool's text: what comes
+/// before that text, then the tool's file.
+fn spilled(
+    result_text: &str,
+    tool_text: &str,
+    spill: Option<Arc<SpilledOutput>>,
+) -> Option<SpilledResult> {
+    let output = spill?;
+    let lead = result_text.strip_suffix(tool_text)?;
+    Some(SpilledResult {
+        lead: lead.to_owned(),
+        output,
     })
 }

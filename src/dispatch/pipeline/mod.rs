@@ -32,7 +32,7 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use super::{DispatchDeps, DispatchSettings};
 use crate::permission::PermissionDecision;
 use crate::registry::{RegisteredTool, UnknownTool};
-use crate::tool::{ContextUpdate, ErrorKind, ToolCall, ToolContext, ToolResult};
+use crate::tool::{ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult};
 
 /// Why the executor stops a running call (see `AbortSignal` in the executor).
 #[derive(Clone, Debug)]
@@ -82,6 +82,17 @@ pub struct CallOutcome {
     pub context_updates: Vec<ContextUpdate>,
     /// Hooks' additional context, appended to the output after offload made its preview.
     pub additional_context: Vec<String>,
+    /// The full output of an executed call whose tool spilled it to a file; the offload
+    /// phase always stores it and deletes the file.
+    pub spill: Option<SpilledResult>,
+}
+
+/// A result whose full text is `lead` (what the result puts before the tool's output: an
+/// error prefix, a stop message) followed by the spilled file.
+#[derive(Debug)]
+pub struct SpilledResult {
+    pub lead: String,
+    pub output: Arc<SpilledOutput>,
 }
 
 impl CallOutcome {
@@ -94,6 +105,7 @@ impl CallOutcome {
             final_input: Some(request.call.input.to_record()),
             context_updates: Vec::new(),
             additional_context: Vec::new(),
+            spill: None,
         })
     }
 }

@@ -2,11 +2,17 @@
 //! stored whole, and the model gets a preview (head, or head and tail for shell output), the
 //! total size and a `result_id` that `read_result` pages through. Hooks' additional context is
 //! appended here, after the preview is made, so it is never cut off or hidden in the store.
+//!
+//! A spilled output (the tool wrote it to a file because it was too large for memory) is
+//! always offloaded: the store reads the result's lead and then the file as a stream, the
+//! preview comes from the spill's in-memory head and tail, and the file is deleted after.
 
 use std::sync::Arc;
 
-use super::{CallOutcome, CallRequest, Next, Phase, run_next};
-use crate::dispatch::sinks::ResultStore;
+use tokio::io::AsyncReadExt;
+
+use super::{CallOutcome, CallRequest, Next, Phase, SpilledResult, run_next};
+use crate::dispatch::sinks::{ResultStore, SinkError};
 use crate::tool::{OffloadedResult, PreviewStyle};
 
 /// The largest preview the model gets, whatever the tool's limit.
@@ -34,7 +40,11 @@ impl Phase for Offload {
         };
         let session_id = request.ctx.session_id.clone();
         let mut outcome = run_next(next, request).await;
-        if let Some(limit) = limit.filter(|_| outcome.executed) {
+        if let Some(spill) = outcome.spill.take() {
+            let preview_chars = limit.unwrap_or(MAX_PREVIEW_CHARS).min(MAX_PREVIEW_CHARS);
+            self.offload_spill(&session_id, &mut outcome, spill, preview_chars, style)
+                .await;
+        } else if let Some(limit) = limit.filter(|_| outcome.executed) {
             self.offload_if_needed(&session_id, &mut outcome, limit, style)
                 .await;
         }
@@ -70,7 +80,11 @@ impl Offload {
             .await;
         outcome.result.output = match stored {
             Ok(stored) => {
-                let text = preview(output, total_chars, preview_chars, style, &stored);
+                let ends = Ends {
+                    head: output,
+                    tail: output,
+                };
+                let text = preview(ends, total_chars, preview_chars, style, &stored);
                 outcome.result.offloaded = Some(stored);
                 text
             }
@@ -85,9 +99,80 @@ impl Offload {
     }
 }
 
+impl Offload {
+    /// Streams the lead and the spilled file into the store, then deletes the file.
+    async fn offload_spill(
+        &self,
+        session_id: &str,
+        outcome: &mut CallOutcome,
+        spill: SpilledResult,
+        preview_chars: usize,
+        style: PreviewStyle,
+    ) {
+        let SpilledResult { lead, output } = spill;
+        let stored = match tokio::fs::File::open(output.path()).await {
+            Ok(file) => {
+                let mut content = lead.as_bytes().chain(file);
+                self.store
+                    .offload_reader(session_id, &outcome.result.id, &mut content)
+                    .await
+            }
+            Err(err) => Err(SinkError(format!(
+                "the spilled output \"{}\" could not be opened: {err}",
+                output.path().display()
+            ))),
+        };
+        if let Err(err) = output.remove().await {
+            tracing::warn!(path = %output.path().display(), error = %err, "a spilled output could not be deleted");
+        }
+        let head = format!("{lead}{}", output.head);
+        outcome.result.output = match stored {
+            Ok(stored) => {
+                let total_chars = usize::try_from(stored.total_chars).unwrap_or(usize::MAX);
+                let text = preview(
+                    Ends {
+                        head: &head,
+                        tail: &output.tail,
+                    },
+                    total_chars,
+                    preview_chars,
+                    style,
+                    &stored,
+                );
+                outcome.result.offloaded = Some(stored);
+                text
+            }
+            Err(err) => {
+                let head: String = head.chars().take(preview_chars).collect();
+                format!(
+                    "{head}\n\n[output cut at {preview_chars} characters of {} bytes; the full output could not be stored: {err}]",
+                    output.bytes
+                )
+            }
+        };
+    }
+}
+
+/// The start and the end of an output (the same text when it was in memory whole).
+struct Ends<'a> {
+    head: &'a str,
+    tail: &'a str,
+}
+
+/// The last `chars` characters of `text` (all of it if shorter).
+fn last_chars(text: &str, chars: usize) -> &str {
+    if chars == 0 {
+        return "";
+    }
+    text.char_indices()
+        .rev()
+        .nth(chars - 1)
+        .map_or(text, |(at, _)| &text[at..])
+}
+
 /// The preview text: head (and tail) plus how to read the rest.
 fn preview(
-    output: &str,
+    output: Ends<'_>,
     total_chars: usize,
     preview_chars: usize,
     style: PreviewStyle,
@@ -97,13 +182,14 @@ fn preview(
         PreviewStyle::Head => (preview_chars, 0),
         PreviewStyle::HeadAndTail => (preview_chars / 2, preview_chars - preview_chars / 2),
     };
-    let head: String = output.chars().take(head_chars).collect();
+    let head: String = output.head.chars().take(head_chars).collect();
     let mut text = head;
     if tail_chars > 0 {
-        let tail: String = output.chars().skip(total_chars - tail_chars).collect();
-        let omitted = total_chars - head_chars - tail_chars;
-        text.push_str(&format!("\n\n[… {omitted} characters omitted …]\n\n"));
-        text.push_str(&tail);
+        text.push_str(&format!(
+            "\n\n[… {} characters omitted …]\n\n",
+            total_chars.saturating_sub(head_chars + tail_chars)
+        ));
+        text.push_str(last_chars(output.tail, tail_chars));
     }
     text.push_str(&format!(
         "\n\n[output offloaded: {total_chars} characters in total, shown {head_chars} from the start{}; \

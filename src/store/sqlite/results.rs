@@ -4,16 +4,25 @@
 //! row holding its starting character offset. A page `[offset, offset + limit)` reads only the
 //! chunks overlapping it (an index range on `(result_id, char_offset)`) and slices them by
 //! characters, so reading a page of a 200 MB output costs a chunk or two, not the output.
-//! `total_chars` is counted when storing and kept on the result's row.
+//! `total_chars` is counted while storing and kept on the result's row.
 //!
-//! Results are written once, in one transaction, and never change, so a reader needs no
-//! transaction to see a consistent result.
+//! Every output is stored as a stream ([`ResultStore::offload_reader`]; `offload` streams
+//! its string): bytes are decoded by [`TextChunker`] (invalid UTF-8 becomes U+FFFD, as
+//! `String::from_utf8_lossy` makes it) and the chunks are written as they complete, a few MiB
+//! per transaction, so neither the output nor the write lock is held whole: audit rows of
+//! other calls commit between the transactions of a 200 MB result. The result's row is
+//! written with the first transaction and gets its `total_chars` with the last; until the id
+//! is returned nobody can name the result, so no reader sees it half-written. A failed
+//! offload deletes what it wrote; one whose caller is dropped midway leaves a row with
+//! `total_chars` 0 that no one can name (a later sweep may remove such rows).
 
 use async_trait::async_trait;
 use sqlx::Connection;
+use tokio::io::AsyncReadExt;
 
 use super::SqliteStore;
 use super::convert::{database_error, from_i64, get, millis, to_i64};
+use crate::dispatch::sinks::{OffloadSource, TextChunk, TextChunker};
 use crate::dispatch::{ResultPage, ResultStore, SinkError};
 use crate::store::StoreError;
 use crate::tool::OffloadedResult;
@@ -22,22 +31,12 @@ use crate::tool::OffloadedResult;
 /// result has few rows and small enough that a page reads little it does not return.
 const CHUNK_CHARS: usize = 64 * 1024;
 
-/// `content` cut every [`CHUNK_CHARS`] characters: `(char_offset, char_count, text)`.
-fn chunks(content: &str) -> Vec<(u64, u64, &str)> {
-    let mut out = Vec::new();
-    let mut rest = content;
-    let mut offset = 0u64;
-    while !rest.is_empty() {
-        let (cut, count) = match rest.char_indices().nth(CHUNK_CHARS) {
-            Some((cut, _)) => (cut, CHUNK_CHARS as u64),
-            None => (rest.len(), rest.chars().count() as u64),
-        };
-        out.push((offset, count, &rest[..cut]));
-        offset += count;
-        rest = &rest[cut..];
-    }
-    out
-}
+/// Text written per transaction: large enough to amortise a commit, small enough that the
+/// write lock is not held for long and the chunks waiting for it stay small in memory.
+const TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+
+/// Bytes read from the source at a time.
+const READ_BYTES: usize = 1024 * 1024;
 
 /// Characters `skip..skip + take` of `text` (fewer when it is shorter).
 fn char_slice(text: &str, skip: u64, take: u64) -> &str {
@@ -52,51 +51,153 @@ fn char_slice(text: &str, skip: u64, take: u64) -> &str {
     &text[start..end]
 }
 
+/// Why a streamed offload failed.
+#[derive(Debug, thiserror::Error)]
+enum OffloadError {
+    #[error("reading the output to store failed: {0}")]
+    Source(#[from] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Where a result being written stands.
+struct ResultWrite<'a> {
+    result_id: String,
+    session_id: &'a str,
+    call_id: &'a str,
+    /// Characters written so far (the next chunk's offset).
+    written_chars: u64,
+    /// Whether the result's row exists yet.
+    row_written: bool,
+}
+
 impl SqliteStore {
-    async fn store_result(
+    async fn store_stream(
         &self,
         session_id: &str,
         call_id: &str,
-        content: &str,
-    ) -> Result<OffloadedResult, StoreError> {
-        let result_id = format!("res_{}", uuid::Uuid::now_v7().simple());
-        let pieces = chunks(content);
-        let total_chars = pieces.last().map_or(0, |(offset, count, _)| offset + count);
-        let context = format!("storing result \"{result_id}\" of call \"{call_id}\"");
+        content: &mut OffloadSource<'_>,
+    ) -> Result<OffloadedResult, SinkError> {
+        let mut write = ResultWrite {
+            result_id: format!("res_{}", uuid::Uuid::now_v7().simple()),
+            session_id,
+            call_id,
+            written_chars: 0,
+            row_written: false,
+        };
+        match self.stream_chunks(&mut write, content).await {
+            Ok(()) => Ok(OffloadedResult {
+                result_id: write.result_id,
+                total_chars: write.written_chars,
+            }),
+            Err(err) => {
+                if write.row_written {
+                    self.delete_result(&write.result_id).await;
+                }
+                Err(SinkError(err.to_string()))
+            }
+        }
+    }
+
+    /// Reads `content` to its end, writing complete chunks a transaction at a time.
+    async fn stream_chunks(
+        &self,
+        write: &mut ResultWrite<'_>,
+        content: &mut OffloadSource<'_>,
+    ) -> Result<(), OffloadError> {
+        let mut chunker = TextChunker::new(CHUNK_CHARS);
+        let mut buffer = vec![0_u8; READ_BYTES];
+        loop {
+            let read = content.read(&mut buffer).await?;
+            if read == 0 {
+                chunker.finish();
+            } else {
+                chunker.push(&buffer[..read]);
+                if chunker.ready_bytes() < TRANSACTION_BYTES {
+                    continue;
+                }
+            }
+            let chunks: Vec<TextChunk> = std::iter::from_fn(|| chunker.pop()).collect();
+            self.write_chunks(write, &chunks, read == 0).await?;
+            if read == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One transaction: the result's row if it is not written yet, `chunks`, and with `last`
+    /// the final `total_chars`.
+    async fn write_chunks(
+        &self,
+        write: &mut ResultWrite<'_>,
+        chunks: &[TextChunk],
+        last: bool,
+    ) -> Result<(), StoreError> {
+        let result_id = write.result_id.as_str();
+        let context = format!(
+            "storing result \"{result_id}\" of call \"{}\"",
+            write.call_id
+        );
         let fail = |err| database_error(&context, err);
+        let mut offset = write.written_chars;
         let mut writer = self.writer.lock().await?;
         let mut tx = writer.begin().await.map_err(fail)?;
-        sqlx::query(
-            "INSERT INTO results (id, session_id, call_id, total_chars, chunk_chars, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )
-        .bind(&result_id)
-        .bind(session_id)
-        .bind(call_id)
-        .bind(to_i64(total_chars, "total_chars")?)
-        .bind(to_i64(CHUNK_CHARS, "chunk_chars")?)
-        .bind(millis(std::time::SystemTime::now()))
-        .execute(&mut *tx)
-        .await
-        .map_err(fail)?;
-        for (offset, count, text) in pieces {
+        if !write.row_written {
             sqlx::query(
-                "INSERT INTO result_chunks (result_id, char_offset, char_count, content) \
-                 VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO results (id, session_id, call_id, total_chars, chunk_chars, created_at) \
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5)",
             )
-            .bind(&result_id)
-            .bind(to_i64(offset, "char_offset")?)
-            .bind(to_i64(count, "char_count")?)
-            .bind(text)
+            .bind(result_id)
+            .bind(write.session_id)
+            .bind(write.call_id)
+            .bind(to_i64(CHUNK_CHARS, "chunk_chars")?)
+            .bind(millis(std::time::SystemTime::now()))
             .execute(&mut *tx)
             .await
             .map_err(fail)?;
         }
+        for chunk in chunks {
+            sqlx::query(
+                "INSERT INTO result_chunks (result_id, char_offset, char_count, content) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .bind(result_id)
+            .bind(to_i64(offset, "char_offset")?)
+            .bind(to_i64(chunk.chars, "char_count")?)
+            .bind(chunk.text.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(fail)?;
+            offset += chunk.chars;
+        }
+        if last {
+            sqlx::query("UPDATE results SET total_chars = ?2 WHERE id = ?1")
+                .bind(result_id)
+                .bind(to_i64(offset, "total_chars")?)
+                .execute(&mut *tx)
+                .await
+                .map_err(fail)?;
+        }
         tx.commit().await.map_err(fail)?;
-        Ok(OffloadedResult {
-            result_id,
-            total_chars,
-        })
+        write.row_written = true;
+        write.written_chars = offset;
+        Ok(())
+    }
+
+    /// Removes a result that failed midway (its chunks go with it: `ON DELETE CASCADE`).
+    async fn delete_result(&self, result_id: &str) {
+        let deleted = match self.writer.lock().await {
+            Ok(mut writer) => sqlx::query("DELETE FROM results WHERE id = ?1")
+                .bind(result_id)
+                .execute(&mut *writer)
+                .await
+                .map(|_| ())
+                .map_err(|err| err.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        if let Err(err) = deleted {
+            tracing::warn!(result_id, error = %err, "a partly stored result could not be deleted");
+        }
     }
 
     /// A page of `result_id`; with `owner`, only if that session stored it. `None` when the
@@ -181,9 +282,17 @@ impl ResultStore for SqliteStore {
         call_id: &str,
         content: &str,
     ) -> Result<OffloadedResult, SinkError> {
-        self.store_result(session_id, call_id, content)
+        self.store_stream(session_id, call_id, &mut content.as_bytes())
             .await
-            .map_err(|err| SinkError(err.to_string()))
+    }
+
+    async fn offload_reader(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        content: &mut OffloadSource<'_>,
+    ) -> Result<OffloadedResult, SinkError> {
+        self.store_stream(session_id, call_id, content).await
     }
 
     async fn read(
@@ -211,18 +320,6 @@ impl ResultStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunks_cut_on_characters_and_cover_the_text() {
-        let text: String = "é".repeat(CHUNK_CHARS * 2 + 3);
-        let pieces = chunks(&text);
-        assert_eq!(pieces.len(), 3);
-        assert_eq!(pieces[1].0, CHUNK_CHARS as u64);
-        assert_eq!(pieces[2], (2 * CHUNK_CHARS as u64, 3, "ééé"));
-        let joined: String = pieces.iter().map(|(_, _, t)| *t).collect();
-        assert_eq!(joined, text);
-        assert!(chunks("").is_empty());
-    }
 
     #[test]
     fn slices_count_characters_not_bytes() {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
 use super::process::{SharedOutput, ShellProcess};
+use super::spill::SpillSettings;
 use crate::session::SessionState;
 use crate::tool::ToolError;
 
@@ -102,6 +103,9 @@ pub(crate) struct TaskReport {
 pub struct BackgroundShells {
     sessions: Mutex<HashMap<String, BTreeMap<u64, Arc<BackgroundTask>>>>,
     next_id: AtomicU64,
+    /// Where `bash` puts foreground output too large for memory (shared here because this
+    /// is what the three shell tools share).
+    spill: SpillSettings,
 }
 
 impl std::fmt::Debug for BackgroundShells {
@@ -117,6 +121,19 @@ pub(crate) fn task_name(id: u64) -> String {
 }
 
 impl BackgroundShells {
+    /// No tasks, and foreground output spilled as `spill` says (the daemon points
+    /// `spill.directory` into its data directory).
+    pub fn with_spill_settings(spill: SpillSettings) -> BackgroundShells {
+        BackgroundShells {
+            spill,
+            ..BackgroundShells::default()
+        }
+    }
+
+    pub(crate) fn spill_settings(&self) -> &SpillSettings {
+        &self.spill
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, BTreeMap<u64, Arc<BackgroundTask>>>> {
         // Every change under this lock is a single insert or remove; a panic cannot leave it
         // half-done.
@@ -148,12 +165,13 @@ impl BackgroundShells {
     ) -> Result<(String, u32), ToolError> {
         self.make_room(session.id())?;
         let output = SharedOutput::new(BACKGROUND_CAP_BYTES);
-        let process = ShellProcess::spawn(command, cwd, output.clone(), false).map_err(|err| {
-            ToolError::Execution(format!(
-                "could not start bash in \"{}\": {err}",
-                cwd.display()
-            ))
-        })?;
+        let process =
+            ShellProcess::spawn(command, cwd, output.clone(), None, false).map_err(|err| {
+                ToolError::Execution(format!(
+                    "could not start bash in \"{}\": {err}",
+                    cwd.display()
+                ))
+            })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let pid = process.pid();
         let (status_tx, status_rx) = watch::channel(TaskStatus::Running);

@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 use super::background::BackgroundShells;
 use super::boundary;
 use super::classify::{Analysis, analyze};
-use super::output::{FOREGROUND_CAP_BYTES, TakenOutput};
+use super::output::TakenOutput;
 use super::process::{Ended, SharedOutput, ShellProcess};
+use super::spill::SpillWriter;
 use crate::permission::PermissionLevel;
 use crate::session::SessionState;
 use crate::tool::{
@@ -248,9 +249,13 @@ impl Tool for BashTool {
             let (task_id, pid) = self.shells.start(&ctx.session, &input.command, &cwd)?;
             return Ok(background_started(&task_id, pid, note));
         }
-        let output = SharedOutput::new(FOREGROUND_CAP_BYTES);
-        let process =
-            ShellProcess::spawn(&input.command, &cwd, output.clone(), true).map_err(|err| {
+        let settings = self.shells.spill_settings().clone();
+        // Output up to the spill threshold is kept whole here; past it the spill has it all.
+        let output = SharedOutput::new(settings.memory_bytes);
+        let prefix = note.as_ref().map(|n| format!("{n}\n")).unwrap_or_default();
+        let spill = SpillWriter::new(settings, prefix.as_bytes());
+        let process = ShellProcess::spawn(&input.command, &cwd, output.clone(), Some(spill), true)
+            .map_err(|err| {
                 ToolError::Execution(format!(
                     "could not start bash in \"{}\": {err}",
                     cwd.display()
@@ -279,7 +284,7 @@ impl Tool for BashTool {
             note,
             cwd,
         };
-        Ok(finished.into_output(&ctx.session))
+        Ok(finished.into_output(&ctx.session).await)
     }
 }
 
@@ -340,7 +345,7 @@ struct Finished {
 }
 
 impl Finished {
-    fn into_output(self, session: &SessionState) -> ToolOutput {
+    async fn into_output(mut self, session: &SessionState) -> ToolOutput {
         let code = self.ended.status.and_then(|s| s.code());
         let signal = self.ended.status.and_then(|s| s.signal());
         let last_line = match (self.stopped, code, signal) {
@@ -356,9 +361,63 @@ impl Finished {
             (None, None, Some(signal)) => Some(format!("killed by signal {signal}")),
             (None, None, None) => Some("the exit status could not be read".into()),
         };
-        let mut text = self.note.map(|n| n + "\n").unwrap_or_default();
+        let spill = self.ended.spill.take();
+        let spill_failure = spill
+            .as_ref()
+            .and_then(|spill| spill.failure().map(str::to_owned));
+        let mut omitted_bytes = self.taken.omitted_bytes;
+        let (mut output, text) = match spill.filter(SpillWriter::spilled) {
+            Some(spill) => {
+                omitted_bytes = spill.omitted_bytes();
+                let suffix = match &last_line {
+                    Some(line) if spill.ends_with_newline() => line.clone(),
+                    Some(line) => format!("\n{line}"),
+                    None => String::new(),
+                };
+                match spill.finish(&suffix).await {
+                    Some(spilled) => {
+                        let text = format!(
+                            "{}\n[… {} bytes of output in all; the middle is not shown here …]\n{}",
+                            spilled.head, spilled.bytes, spilled.tail
+                        );
+                        (ToolOutput::default().with_spill(spilled), text)
+                    }
+                    None => (
+                        ToolOutput::default(),
+                        self.memory_text(last_line.as_deref()),
+                    ),
+                }
+            }
+            None => (
+                ToolOutput::default(),
+                self.memory_text(last_line.as_deref()),
+            ),
+        };
+        output.text = text;
+        output.is_error = last_line.is_some();
+        let final_cwd = self.ended.cwd.clone().unwrap_or(self.cwd);
+        output = output
+            .with_metadata("exit_code", json!(code))
+            .with_metadata("signal", json!(signal))
+            .with_metadata("timed_out", json!(self.stopped == Some(Stop::Timeout)))
+            .with_metadata("cancelled", json!(self.stopped == Some(Stop::Cancelled)))
+            .with_metadata("output_bytes", json!(self.total_bytes))
+            .with_metadata("omitted_bytes", json!(omitted_bytes))
+            .with_metadata("cwd", json!(final_cwd.to_string_lossy()));
+        if let Some(why) = spill_failure {
+            output = output.with_metadata("spill_error", json!(why));
+        }
+        if final_cwd != session.shell_cwd() {
+            output = output.with_update(ContextUpdate::ShellCwd { path: final_cwd });
+        }
+        output
+    }
+
+    /// The result's text from the output kept in memory: the note, the output, the last line.
+    fn memory_text(&mut self, last_line: Option<&str>) -> String {
+        let mut text = self.note.take().map(|n| n + "\n").unwrap_or_default();
         text.push_str(&self.taken.text);
-        if let Some(line) = &last_line {
+        if let Some(line) = last_line {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -367,24 +426,7 @@ impl Finished {
         if text.is_empty() {
             text.push_str("(no output)");
         }
-        let final_cwd = self.ended.cwd.clone().unwrap_or(self.cwd);
-        let mut output = if last_line.is_some() {
-            ToolOutput::failure(text)
-        } else {
-            ToolOutput::text(text)
-        };
-        output = output
-            .with_metadata("exit_code", json!(code))
-            .with_metadata("signal", json!(signal))
-            .with_metadata("timed_out", json!(self.stopped == Some(Stop::Timeout)))
-            .with_metadata("cancelled", json!(self.stopped == Some(Stop::Cancelled)))
-            .with_metadata("output_bytes", json!(self.total_bytes))
-            .with_metadata("omitted_bytes", json!(self.taken.omitted_bytes))
-            .with_metadata("cwd", json!(final_cwd.to_string_lossy()));
-        if final_cwd != session.shell_cwd() {
-            output = output.with_update(ContextUpdate::ShellCwd { path: final_cwd });
-        }
-        output
+        text
     }
 }
 

@@ -6,13 +6,13 @@
 //! [`background`] holds `run_in_background` tasks per session; [`tasks`] is the two tools that
 //! read and stop them; [`classify`] parses a command line with tree-sitter-bash and says
 //! whether it is read-only, concurrency-safe and destructive, and which words may name files;
-//! [`boundary`] judges those words against the workspace.
+//! [`boundary`] judges those words against the workspace; [`spill`] moves a foreground
+//! output that outgrows memory to a file, which the offload phase streams into the store.
 //!
 //! Deliberately absent: sandboxing (a later issue wraps the process; until then every command
 //! that is not read-only, or that reaches outside the workspace, needs `danger_full_access`),
-//! streaming huge outputs to the store (output is capped in memory; the offload phase stores
-//! what the model does not see), and persistence of shell state other than the working
-//! directory.
+//! spilling background output (it is read incrementally and capped in memory), and
+//! persistence of shell state other than the working directory.
 
 mod background;
 mod bash;
@@ -20,11 +20,13 @@ mod boundary;
 mod classify;
 mod output;
 mod process;
+mod spill;
 mod tasks;
 
 use std::sync::Arc;
 
 pub use background::BackgroundShells;
+pub use spill::SpillSettings;
 
 use crate::registry::{RegistryError, ToolRegistry};
 use crate::tool::{BuildError, Tool};

@@ -4,13 +4,12 @@
 //! its cap and the most recent half; what falls between is counted and replaced by a note, so
 //! the start (what ran) and the end (how it ended, the error) both survive. Taking the text
 //! empties the buffer, which is what incremental reads of a background task need. It does not
-//! spill to disk: the offload phase stores what the model does not see (a later issue streams
-//! huge outputs to the store instead of holding them here).
+//! spill to disk: a foreground command's output that outgrows the buffer is whole in its
+//! [`super::spill::SpillWriter`], and this buffer is then only the fallback should the spill
+//! fail.
 
 use std::collections::VecDeque;
 
-/// Output kept in memory for one foreground call.
-pub(crate) const FOREGROUND_CAP_BYTES: usize = 32 * 1024 * 1024;
 /// Output kept in memory per background task between two reads.
 pub(crate) const BACKGROUND_CAP_BYTES: usize = 8 * 1024 * 1024;
 

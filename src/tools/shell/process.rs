@@ -4,8 +4,9 @@
 //! The child gets a new session (`setsid`, so also a new process group whose id is its pid),
 //! stdin from `/dev/null`, and stdout and stderr on one pipe, so the output is interleaved
 //! exactly as the command wrote it, as a terminal would show it. A reader task moves the
-//! output into an [`OutputBuffer`] as it arrives, so a chatty command never blocks on a full
-//! pipe and a background task needs nobody polling it.
+//! output into an [`OutputBuffer`] as it arrives, and for a foreground command into a
+//! [`SpillWriter`] too (which moves it to a file once it outgrows memory), so a chatty
+//! command never blocks on a full pipe and a background task needs nobody polling it.
 //!
 //! A foreground command runs inside a small wrapper that `eval`s it and then prints the
 //! shell's final directory (`pwd -P`) on descriptor 3, which is closed while the command runs,
@@ -36,7 +37,10 @@ use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
+use tokio_util::sync::CancellationToken;
+
 use super::output::OutputBuffer;
+use super::spill::SpillWriter;
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
 pub(crate) const KILL_GRACE: Duration = Duration::from_millis(500);
@@ -78,24 +82,30 @@ pub(crate) struct Ended {
     pub status: Option<ExitStatus>,
     /// The directory the command left the shell in, when it was reported.
     pub cwd: Option<PathBuf>,
+    /// The spill writer given to `spawn`, with everything the reader task saw.
+    pub spill: Option<SpillWriter>,
 }
 
 pub(crate) struct ShellProcess {
     child: Child,
     pid: u32,
     pgid: libc::pid_t,
-    reader: JoinHandle<()>,
+    reader: JoinHandle<Option<SpillWriter>>,
+    /// Tells the reader task to stop listening (a process that left the group holds the pipe).
+    stop_reading: CancellationToken,
     cwd_report: Option<pipe::Receiver>,
     guard: GroupGuard,
 }
 
 impl ShellProcess {
     /// Starts `bash -c` on `command` in `cwd`. With `report_cwd` the command runs in the
-    /// wrapper that reports its final directory.
+    /// wrapper that reports its final directory. The output goes to `output` and, when
+    /// given, to `spill` (returned in [`Ended`]).
     pub(crate) fn spawn(
         command: &str,
         cwd: &Path,
         output: SharedOutput,
+        spill: Option<SpillWriter>,
         report_cwd: bool,
     ) -> io::Result<ShellProcess> {
         let (out_read, out_write) = io::pipe()?;
@@ -141,12 +151,14 @@ impl ShellProcess {
             .ok_or_else(|| io::Error::other("the shell exited before its pid was known"))?;
         let pgid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
         let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(out_read))?;
-        let reader = tokio::spawn(pump(receiver, output));
+        let stop_reading = CancellationToken::new();
+        let reader = tokio::spawn(pump(receiver, output, spill, stop_reading.clone()));
         Ok(ShellProcess {
             child,
             pid,
             pgid,
             reader,
+            stop_reading,
             cwd_report,
             guard: GroupGuard { pgid, armed: true },
         })
@@ -170,18 +182,20 @@ impl ShellProcess {
         terminate_group(self.pgid, &mut self.child).await;
         let status = self.child.wait().await.ok();
         self.guard.armed = false;
-        if tokio::time::timeout(DRAIN_WAIT, &mut self.reader)
-            .await
-            .is_err()
-        {
-            // A process that escaped the group still holds the pipe; stop listening to it.
-            self.reader.abort();
-        }
+        let spill = match tokio::time::timeout(DRAIN_WAIT, &mut self.reader).await {
+            Ok(done) => done.ok().flatten(),
+            Err(_) => {
+                // A process that escaped the group still holds the pipe; stop listening to it.
+                // The reader stops at its next read and hands back the spill it wrote.
+                self.stop_reading.cancel();
+                (&mut self.reader).await.ok().flatten()
+            }
+        };
         let cwd = match (&reason, self.cwd_report.take()) {
             (None, Some(report)) => read_report(report).await,
             _ => None,
         };
-        (reason, Ended { status, cwd })
+        (reason, Ended { status, cwd, spill })
     }
 }
 
@@ -222,17 +236,34 @@ fn child_setup(report_fd: Option<RawFd>) -> io::Result<()> {
     Ok(())
 }
 
-/// Copies the pipe into the buffer until EOF.
-async fn pump(mut receiver: pipe::Receiver, output: SharedOutput) {
+/// Copies the pipe into the buffer (and the spill) until EOF or `stop`.
+async fn pump(
+    mut receiver: pipe::Receiver,
+    output: SharedOutput,
+    mut spill: Option<SpillWriter>,
+    stop: CancellationToken,
+) -> Option<SpillWriter> {
     let mut chunk = vec![0_u8; 64 * 1024];
     loop {
-        match receiver.read(&mut chunk).await {
+        let read = tokio::select! {
+            // Checked first: output that never ends must not keep the reader going.
+            biased;
+            () = stop.cancelled() => break,
+            read = receiver.read(&mut chunk) => read,
+        };
+        match read {
             Ok(0) => break,
-            Ok(read) => output.lock().push(&chunk[..read]),
+            Ok(read) => {
+                output.lock().push(&chunk[..read]);
+                if let Some(spill) = &mut spill {
+                    spill.write(&chunk[..read]).await;
+                }
+            }
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
     }
+    spill
 }
 
 /// The directory the wrapper reported: `pwd -P` output ending in a newline.
