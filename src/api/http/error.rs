@@ -5,12 +5,11 @@
 //! that body here, and JSON bodies are parsed by [`JsonBody`] so malformed JSON, non-UTF-8
 //! bytes and over-deep nesting (serde_json's recursion limit) are all a plain 400.
 
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -40,16 +39,26 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The body size limit, put in each request's extensions by the router.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimit(pub usize);
+
+/// Bytes of an oversized body read and discarded before answering 413: a client still
+/// sending when the connection closes would see a reset instead of the answer.
+const MAX_DRAIN_BYTES: usize = 64 << 20;
+
 /// A JSON body, parsed by serde_json with its errors as 400 and an oversized body as 413.
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(body_rejection)?;
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let limit = request
+            .extensions()
+            .get::<BodyLimit>()
+            .map_or(usize::MAX, |limit| limit.0);
+        let bytes = read_limited(request, limit).await?;
         let value = serde_json::from_slice(&bytes).map_err(|err| {
             ApiError::new(
                 ErrorCode::InvalidRequest,
@@ -60,15 +69,40 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-fn body_rejection(rejection: BytesRejection) -> ApiError {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            "the request body is larger than the body limit",
-        )
-    } else {
-        ApiError::new(ErrorCode::InvalidRequest, rejection.body_text())
+/// The body, if it is at most `limit` bytes; otherwise 413 after draining what the client
+/// sends (up to [`MAX_DRAIN_BYTES`]) so that it can read the answer.
+async fn read_limited(request: Request, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut chunks = request.into_body().into_data_stream();
+    let mut bytes = Vec::new();
+    let mut over_by: Option<usize> = None;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|err| {
+            ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("reading the body: {err}"),
+            )
+        })?;
+        match &mut over_by {
+            Some(drained) => {
+                *drained += chunk.len();
+                if *drained > MAX_DRAIN_BYTES {
+                    break;
+                }
+            }
+            None if bytes.len() + chunk.len() > limit => {
+                over_by = Some(0);
+                bytes = Vec::new();
+            }
+            None => bytes.extend_from_slice(&chunk),
+        }
     }
+    if over_by.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than the limit of {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// A query string, with parse errors as 400 in the error body.

@@ -124,7 +124,8 @@ pub fn router_with(
                     gates,
                     middleware::gate,
                 ))
-                .layer(DefaultBodyLimit::max(settings.body_limit_bytes)),
+                .layer(DefaultBodyLimit::max(settings.body_limit_bytes))
+                .layer(axum::Extension(error::BodyLimit(settings.body_limit_bytes))),
         )
 }
 
