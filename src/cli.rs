@@ -1,12 +1,13 @@
-//! The command line. Subcommands grow with the daemon; today `settings` prints the effective
-//! settings after the file and the environment have been applied.
+//! The command line: `serve` runs the daemon, `settings` prints the effective settings after
+//! the file, the environment and the flags have been applied. Errors are printed once, here.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::config::Settings;
+use crate::server::ServerFlags;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,8 +26,42 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon until SIGTERM or SIGINT.
+    Serve(ServeArgs),
     /// Print the effective settings as JSON.
-    Settings,
+    Settings(ServeArgs),
+}
+
+/// Flags that override `[server]` (the environment is read by `config`, below the flags).
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// HTTP listener address (port 0 picks one) [env: TOOLD_LISTEN].
+    #[arg(long)]
+    listen: Option<String>,
+    /// Where SQLite, workspaces and spill files live [env: TOOLD_DATA_DIR].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// `sqlite://…` or a path [env: TOOLD_DATABASE_URL].
+    #[arg(long)]
+    database_url: Option<String>,
+    /// A root session working directories may lie under; repeatable [env: TOOLD_ALLOWED_ROOTS].
+    #[arg(long = "allowed-root")]
+    allowed_roots: Vec<PathBuf>,
+    /// A bearer token accepted; repeatable [env: TOOLD_AUTH_TOKENS].
+    #[arg(long = "auth-token")]
+    auth_tokens: Vec<String>,
+}
+
+impl ServeArgs {
+    fn flags(self) -> ServerFlags {
+        ServerFlags {
+            listen: self.listen,
+            data_dir: self.data_dir,
+            database_url: self.database_url,
+            allowed_roots: self.allowed_roots,
+            auth_tokens: self.auth_tokens,
+        }
+    }
 }
 
 /// Runs the command line; errors are printed once, here at the edge.
@@ -42,9 +77,39 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let settings = Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
+    let mut settings = Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
     match cli.command {
-        Command::Settings => println!("{}", serde_json::to_string_pretty(&settings)?),
+        Command::Serve(args) => {
+            args.flags().apply(&mut settings.server);
+            init_logs(&settings.server.log)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(crate::server::run(settings))?;
+        }
+        Command::Settings(args) => {
+            args.flags().apply(&mut settings.server);
+            println!("{}", serde_json::to_string_pretty(&settings)?);
+        }
     }
+    Ok(())
+}
+
+/// Structured logs on stderr, filtered by `[server] log`.
+fn init_logs(filter: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let targets: tracing_subscriber::filter::Targets = filter
+        .parse()
+        .map_err(|err| anyhow::anyhow!("invalid log filter {filter:?}: {err}"))?;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(targets)
+        .try_init()?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
+use crate::server::ServerSettings;
 use crate::tools::{SkillSettings, WebFetchSettings};
 
 /// Every setting of the daemon.
@@ -17,10 +18,39 @@ pub struct Settings {
     pub dispatch: DispatchSettings,
     pub web_fetch: WebFetchSettings,
     pub skills: SkillSettings,
+    pub server: ServerSettings,
 }
 
-/// Environment variables and the setting each overrides.
-const ENV_SETTINGS: &[(&str, &str)] = &[("TOOLD_MAX_TOOL_CONCURRENCY", "dispatch.max_concurrency")];
+/// How an environment variable's text becomes a setting's value.
+#[derive(Clone, Copy)]
+enum EnvKind {
+    Count,
+    Text,
+    /// A list split on this separator (empty parts dropped).
+    List(char),
+}
+
+/// Environment variables, the setting each overrides, and how it is read (DESIGN §7).
+const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
+    (
+        "TOOLD_MAX_TOOL_CONCURRENCY",
+        "dispatch.max_concurrency",
+        EnvKind::Count,
+    ),
+    ("TOOLD_LISTEN", "server.listen", EnvKind::Text),
+    ("TOOLD_DATA_DIR", "server.data_dir", EnvKind::Text),
+    ("TOOLD_DATABASE_URL", "server.database_url", EnvKind::Text),
+    (
+        "TOOLD_ALLOWED_ROOTS",
+        "server.allowed_roots",
+        EnvKind::List(':'),
+    ),
+    (
+        "TOOLD_AUTH_TOKENS",
+        "server.auth_tokens",
+        EnvKind::List(','),
+    ),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -59,15 +89,27 @@ impl Settings {
             }
             figment = figment.merge(Toml::file_exact(path));
         }
-        for (name, key) in ENV_SETTINGS {
-            if let Some(value) = env(name) {
-                let parsed: usize = value.trim().parse().map_err(|_| ConfigError::Env {
-                    name: (*name).to_owned(),
-                    value: value.clone(),
-                    key: (*key).to_owned(),
-                })?;
-                figment = figment.merge(Serialized::default(key, parsed));
-            }
+        for (name, key, kind) in ENV_SETTINGS {
+            let Some(value) = env(name) else { continue };
+            figment = match kind {
+                EnvKind::Count => {
+                    let parsed: usize = value.trim().parse().map_err(|_| ConfigError::Env {
+                        name: (*name).to_owned(),
+                        value: value.clone(),
+                        key: (*key).to_owned(),
+                    })?;
+                    figment.merge(Serialized::default(key, parsed))
+                }
+                EnvKind::Text => figment.merge(Serialized::default(key, value)),
+                EnvKind::List(separator) => {
+                    let items: Vec<&str> = value
+                        .split(*separator)
+                        .map(str::trim)
+                        .filter(|item| !item.is_empty())
+                        .collect();
+                    figment.merge(Serialized::default(key, items))
+                }
+            };
         }
         let settings: Settings = figment.extract().map_err(|err| match file {
             Some(path) => ConfigError::File {
@@ -81,11 +123,19 @@ impl Settings {
     }
 
     fn check(&self) -> Result<(), ConfigError> {
-        if self.dispatch.max_concurrency == 0 {
-            return Err(ConfigError::OutOfRange {
-                key: "dispatch.max_concurrency",
-                value: 0,
-            });
+        let counts = [
+            ("dispatch.max_concurrency", self.dispatch.max_concurrency),
+            (
+                "server.max_concurrent_requests",
+                self.server.max_concurrent_requests,
+            ),
+            ("server.body_limit_bytes", self.server.body_limit_bytes),
+            ("server.event_buffer", self.server.event_buffer),
+        ];
+        for (key, value) in counts {
+            if value == 0 {
+                return Err(ConfigError::OutOfRange { key, value });
+            }
         }
         Ok(())
     }
@@ -127,6 +177,34 @@ mod tests {
         let from_env = Settings::load(Some(&path), env).unwrap();
         assert_eq!(from_env.dispatch.max_concurrency, 7);
         assert_eq!(from_env.dispatch.call_timeout, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn server_settings_come_from_the_environment_by_their_design_names() {
+        let env = |name: &str| match name {
+            "TOOLD_LISTEN" => Some("0.0.0.0:9000".to_owned()),
+            "TOOLD_DATA_DIR" => Some("/var/lib/toold".to_owned()),
+            "TOOLD_DATABASE_URL" => Some("sqlite:///tmp/t.db".to_owned()),
+            "TOOLD_ALLOWED_ROOTS" => Some("/srv/a:/srv/b".to_owned()),
+            "TOOLD_AUTH_TOKENS" => Some("one, two".to_owned()),
+            _ => None,
+        };
+        let server = Settings::load(None, env).unwrap().server;
+        assert_eq!(server.listen, "0.0.0.0:9000");
+        assert_eq!(server.data_dir, Path::new("/var/lib/toold"));
+        assert_eq!(server.database_location(), "sqlite:///tmp/t.db");
+        assert_eq!(
+            server.allowed_roots,
+            vec![Path::new("/srv/a"), Path::new("/srv/b")]
+        );
+        assert_eq!(server.auth_tokens, vec!["one", "two"]);
+        let defaults = Settings::load(None, no_env).unwrap().server;
+        assert_eq!(defaults.listen, "127.0.0.1:7070");
+        assert_eq!(defaults.body_limit_bytes, 16 * 1024 * 1024);
+        assert_eq!(
+            defaults.database_location(),
+            Path::new("toold-data").join("toold.db").to_string_lossy()
+        );
     }
 
     #[test]

@@ -16,9 +16,14 @@
 //! - [`event`]: lifecycle events, fanned out without ever blocking dispatch.
 //! - [`config`]: settings, from file to environment to flags.
 //!
-//! The core modules above know nothing of HTTP, gRPC or SQL; the doors and the store arrive
-//! as their own modules and call into the core.
+//! - [`service`]: the façade both doors call; [`store`]: persistence behind a trait.
+//! - [`api`]: the doors (HTTP today) that translate wire formats into service calls.
+//! - [`server`]: wiring from settings to a listening daemon, and its shutdown.
+//!
+//! The core modules above know nothing of HTTP, gRPC or SQL; only `api` names the doors'
+//! crates and only `store` names SQL.
 
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod dispatch;
@@ -26,6 +31,7 @@ pub mod event;
 pub mod hooks;
 pub mod permission;
 pub mod registry;
+pub mod server;
 pub mod service;
 pub mod session;
 pub mod store;

@@ -2,7 +2,9 @@
 //!
 //! Publishing is cheap and never blocks: the bus is a bounded broadcast channel, and a
 //! subscriber that falls behind loses the oldest events (and learns it from `Lagged`) instead of
-//! slowing dispatch. Persisting events for replay is the store's job: it subscribes like anyone.
+//! slowing dispatch. Persisting events for replay needs every event, so a bus can also feed a
+//! *sink*: an unbounded, non-lossy channel a persister drains in batches. Sending into it never
+//! waits either; if the store stalls, the sink's backlog grows instead of dispatch slowing.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -10,7 +12,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 /// The event types of DESIGN §4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -172,16 +174,39 @@ pub struct EventBus {
     /// increasing order even when several tasks publish at once (resume-by-seq relies on it).
     /// It is held for a counter bump and a non-blocking send, never across an await.
     next_seq: Arc<Mutex<u64>>,
+    /// Receives every event, in seq order (sent under the seq lock); see the module header.
+    sink: Option<mpsc::UnboundedSender<Arc<Event>>>,
 }
 
 impl EventBus {
     /// `capacity` events are buffered per subscriber before the oldest are dropped for it.
     pub fn new(capacity: usize) -> EventBus {
+        EventBus::continuing(capacity, 0)
+    }
+
+    /// A bus whose first event is `last_seq + 1` (a daemon continuing its stored events).
+    pub fn continuing(capacity: usize, last_seq: u64) -> EventBus {
         let (sender, _) = broadcast::channel(capacity.max(1));
         EventBus {
             sender,
-            next_seq: Arc::new(Mutex::new(1)),
+            next_seq: Arc::new(Mutex::new(last_seq.saturating_add(1))),
+            sink: None,
         }
+    }
+
+    /// The same bus, also feeding every event to the returned receiver (never lossy).
+    pub fn with_sink(mut self) -> (EventBus, mpsc::UnboundedReceiver<Arc<Event>>) {
+        let (sink, receiver) = mpsc::unbounded_channel();
+        self.sink = Some(sink);
+        (self, receiver)
+    }
+
+    /// Subscribes, and returns the seq of the last event published before the subscription:
+    /// every later event reaches the receiver, no earlier one does (resume without gaps).
+    pub fn subscribe_after(&self) -> (broadcast::Receiver<Arc<Event>>, u64) {
+        let next_seq = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        let receiver = self.sender.subscribe();
+        (receiver, next_seq.saturating_sub(1))
     }
 
     /// Numbers, stamps and sends an event; returns it. Never blocks.
@@ -200,6 +225,10 @@ impl EventBus {
         *next_seq += 1;
         // An error only means nobody is subscribed right now, which is fine.
         let _ = self.sender.send(event.clone());
+        if let Some(sink) = &self.sink {
+            // An error means the persister has stopped (shutdown); nothing is left to keep.
+            let _ = sink.send(event.clone());
+        }
         drop(next_seq);
         event
     }
@@ -245,6 +274,19 @@ mod tests {
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back.ts_rfc3339(), first.ts_rfc3339());
         assert_eq!(back.batch_id.as_deref(), Some("b"));
+    }
+
+    #[tokio::test]
+    async fn a_continuing_bus_numbers_after_the_stored_seq_and_feeds_its_sink() {
+        let (bus, mut sink) = EventBus::continuing(2, 41).with_sink();
+        let (_live, before) = bus.subscribe_after();
+        assert_eq!(before, 41);
+        for _ in 0..10 {
+            bus.publish(EventDraft::new(EventType::ToolProgress, "s"));
+        }
+        let seqs: Vec<u64> = (0..10).map(|_| sink.try_recv().unwrap().seq).collect();
+        assert_eq!(seqs, (42..52).collect::<Vec<_>>());
+        assert_eq!(bus.subscribe_after().1, 51);
     }
 
     #[test]

@@ -24,12 +24,14 @@ pub enum ErrorCode {
     Overloaded,
     /// The daemon is shutting down (503).
     ShuttingDown,
+    /// The request took longer than the request timeout (408).
+    Timeout,
     /// Something inside toold failed (500).
     Internal,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 8] = [
+    pub const ALL: [ErrorCode; 9] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::NotFound,
@@ -37,6 +39,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::Overloaded,
         ErrorCode::ShuttingDown,
+        ErrorCode::Timeout,
         ErrorCode::Internal,
     ];
 
@@ -49,6 +52,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }
     }

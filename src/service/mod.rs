@@ -6,16 +6,20 @@
 //! gRPC and MCP doors translate their wire formats into these calls and back; a feature exists
 //! here once. Errors carry an [`ErrorCode`]; the doors map each code through one table.
 
+mod approvals;
 mod batches;
 mod error;
+mod events;
 mod sessions;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchResponse, BatchStream};
 pub use error::{ErrorCode, ServiceError};
+pub use events::EventItem;
 pub use sessions::{CreateSessionRequest, RuleSet, SessionInfo, ToolFilter};
 
 use crate::dispatch::Dispatcher;
@@ -25,6 +29,7 @@ use crate::registry::{PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitio
 use crate::session::SessionState;
 use crate::store::{CallPage, Store};
 use crate::tools::BackgroundShells;
+use tokio_util::sync::CancellationToken;
 
 /// What the service needs to know about where it runs.
 #[derive(Clone, Debug)]
@@ -56,6 +61,10 @@ pub struct ToolService {
     shells: Arc<BackgroundShells>,
     settings: ServiceSettings,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// The persister's progress (highest stored seq), when events are persisted.
+    persisted_events: Mutex<Option<tokio::sync::watch::Receiver<u64>>>,
+    /// Fires when the daemon starts shutting down: subscriptions end.
+    stopping: CancellationToken,
 }
 
 impl ToolService {
@@ -75,7 +84,34 @@ impl ToolService {
             shells,
             settings,
             sessions: Mutex::new(HashMap::new()),
+            persisted_events: Mutex::new(None),
+            stopping: CancellationToken::new(),
         }
+    }
+
+    /// Starts shutting down: event subscriptions end (so connections can drain).
+    pub fn begin_shutdown(&self) {
+        self.stopping.cancel();
+    }
+
+    /// Cancels every running call of every live session (the shutdown deadline passed). The
+    /// sessions stay open in the store and carry on after a restart.
+    pub fn cancel_running_calls(&self) {
+        for session in self.live().values() {
+            session.state.close();
+        }
+    }
+
+    /// `not_found` unless the session is live or stored (closed ones included).
+    async fn ensure_session_known(&self, session_id: &str) -> Result<(), ServiceError> {
+        if self.live().contains_key(session_id)
+            || self.store.get_session(session_id).await?.is_some()
+        {
+            return Ok(());
+        }
+        Err(ServiceError::not_found(format!(
+            "unknown session \"{session_id}\""
+        )))
     }
 
     pub fn events(&self) -> &EventBus {
@@ -148,13 +184,7 @@ impl ToolService {
         after: Option<i64>,
         limit: u32,
     ) -> Result<CallPage, ServiceError> {
-        if self.live().get(session_id).is_none()
-            && self.store.get_session(session_id).await?.is_none()
-        {
-            return Err(ServiceError::not_found(format!(
-                "unknown session \"{session_id}\""
-            )));
-        }
+        self.ensure_session_known(session_id).await?;
         Ok(self
             .store
             .list_calls(session_id, after, limit.clamp(1, 1000))

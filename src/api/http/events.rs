@@ -1,0 +1,141 @@
+//! Event streams (SSE) and offloaded results.
+//!
+//! SSE frames: `id:` the event's seq, `event:` its type, `data:` the event's JSON. A
+//! `Last-Event-ID` header resumes after that seq (replayed from the store, then live). A
+//! subscriber that falls behind gets `event: lagged` with `{"resume_after": SEQ}` (no id, so
+//! the client's last id stays the last event it received) and the stream ends.
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::HttpState;
+use super::error::{ApiError, ApiQuery};
+use crate::event::EventType;
+use crate::service::{ErrorCode, EventItem};
+use crate::store::EventFilter;
+
+/// Characters `GET /v1/results/{id}` returns when no limit is given, and at most.
+const DEFAULT_RESULT_PAGE: u64 = 1 << 20;
+const MAX_RESULT_PAGE: u64 = 16 << 20;
+
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    session: Option<String>,
+    tool: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+}
+
+pub async fn all(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+) -> Result<Response, ApiError> {
+    let event_type = match query.event_type.as_deref() {
+        None | Some("") => None,
+        Some(text) => Some(EventType::parse(text).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("unknown event type \"{text}\""),
+            )
+        })?),
+    };
+    let filter = EventFilter {
+        session_id: query.session.filter(|s| !s.is_empty()),
+        tool: query.tool.filter(|t| !t.is_empty()),
+        event_type,
+    };
+    subscribe(state, filter, &headers).await
+}
+
+pub async fn session(
+    State(state): State<HttpState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let filter = EventFilter {
+        session_id: Some(id),
+        ..EventFilter::default()
+    };
+    subscribe(state, filter, &headers).await
+}
+
+async fn subscribe(
+    state: HttpState,
+    filter: EventFilter,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = last_event_id(headers)?;
+    let items = state
+        .service
+        .subscribe_events(filter, after, state.event_buffer)
+        .await?;
+    let frames = futures::stream::unfold(items, |mut items| async move {
+        items.recv().await.map(|item| (item, items))
+    })
+    .map(|item| Ok::<_, Infallible>(frame(item)));
+    Ok(Sse::new(frames)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    text.parse().map(Some).map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Last-Event-ID must be an event seq, got {value:?}"),
+        )
+    })
+}
+
+fn frame(item: EventItem) -> SseEvent {
+    match item {
+        EventItem::Event(event) => SseEvent::default()
+            .id(event.seq.to_string())
+            .event(event.event_type.as_str())
+            // An event is plain data with string keys: serialising it cannot fail.
+            .data(serde_json::to_string(&*event).unwrap_or_default()),
+        EventItem::Lagged { resume_after } => SseEvent::default()
+            .event("lagged")
+            .data(json!({"resume_after": resume_after}).to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ResultQuery {
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+pub async fn result(
+    State(state): State<HttpState>,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<ResultQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = query
+        .limit
+        .unwrap_or(DEFAULT_RESULT_PAGE)
+        .min(MAX_RESULT_PAGE);
+    let page = state
+        .service
+        .read_result(&id, query.offset.unwrap_or(0), limit)
+        .await?;
+    Ok(Json(json!({
+        "result_id": page.result_id,
+        "total_chars": page.total_chars,
+        "offset": page.offset,
+        "content": page.content,
+    })))
+}

@@ -1,0 +1,92 @@
+//! The HTTP door's gates, in the order a request meets them: shutting down (503), bearer
+//! auth (401), load shedding (429) and the request timeout (408). `/healthz` and `/readyz`
+//! pass every gate but the first, so probes work without a token and under load.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+use super::error::ApiError;
+use crate::service::ErrorCode;
+
+/// Whether the daemon can serve: shared by the server (which flips it) and the router.
+#[derive(Debug, Default)]
+pub struct DaemonStatus {
+    /// The store is open and sessions are restored.
+    pub ready: AtomicBool,
+    /// A shutdown signal arrived: new requests get 503.
+    pub shutting_down: AtomicBool,
+}
+
+/// What the gates need.
+pub struct Gates {
+    pub status: Arc<DaemonStatus>,
+    pub auth_tokens: Vec<String>,
+    pub permits: Arc<Semaphore>,
+    pub request_timeout: Duration,
+}
+
+fn is_probe(request: &Request) -> bool {
+    matches!(request.uri().path(), "/healthz" | "/readyz")
+}
+
+pub async fn gate(State(gates): State<Arc<Gates>>, request: Request, next: Next) -> Response {
+    if gates.status.shutting_down.load(Ordering::Acquire) {
+        return ApiError::new(ErrorCode::ShuttingDown, "toold is shutting down").into_response();
+    }
+    if is_probe(&request) {
+        return next.run(request).await;
+    }
+    if !gates.auth_tokens.is_empty() && !authorised(&gates.auth_tokens, &request) {
+        return ApiError::new(
+            ErrorCode::Unauthenticated,
+            "a valid bearer token is required (Authorization: Bearer TOKEN)",
+        )
+        .into_response();
+    }
+    // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
+    let Ok(_permit) = gates.permits.clone().try_acquire_owned() else {
+        return ApiError::new(
+            ErrorCode::Overloaded,
+            "too many requests in flight; retry later",
+        )
+        .into_response();
+    };
+    // The timeout covers producing the response head; a stream runs on after it.
+    match tokio::time::timeout(gates.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            ErrorCode::Timeout,
+            format!(
+                "the request took longer than {} ms",
+                gates.request_timeout.as_millis()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// Compares every configured token in full, so timing does not tell which prefix matched.
+fn authorised(tokens: &[String], request: &Request) -> bool {
+    let Some(presented) = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    tokens.iter().fold(false, |found, token| {
+        found | constant_time_eq(token.as_bytes(), presented.trim().as_bytes())
+    })
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

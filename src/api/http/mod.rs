@@ -1,0 +1,155 @@
+//! The HTTP door (DESIGN §4): axum routes under `/v1`, SSE streams, the ops endpoints, and
+//! the gates every request passes (request id, tracing, shutdown, auth, load shedding, body
+//! limit, timeout).
+//!
+//! [`router`] builds the whole app from a service, so tests can drive it without a socket;
+//! `server` binds it. Handlers only translate: every decision is the service's.
+
+mod batches;
+mod error;
+mod events;
+mod middleware;
+mod ops;
+mod sessions;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::http::HeaderName;
+use axum::routing::{get, post};
+use tokio::sync::Semaphore;
+use tower::ServiceBuilder;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub use error::ApiError;
+pub use middleware::DaemonStatus;
+
+use crate::service::ToolService;
+use middleware::Gates;
+
+/// What the HTTP door is configured with (from `[server]`).
+#[derive(Clone, Debug)]
+pub struct HttpSettings {
+    /// Empty: no auth.
+    pub auth_tokens: Vec<String>,
+    pub body_limit_bytes: usize,
+    pub request_timeout: Duration,
+    pub max_concurrent_requests: usize,
+    /// Items buffered per event-stream subscriber.
+    pub event_buffer: usize,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        let server = crate::server::ServerSettings::default();
+        HttpSettings {
+            auth_tokens: server.auth_tokens,
+            body_limit_bytes: server.body_limit_bytes,
+            request_timeout: server.request_timeout,
+            max_concurrent_requests: server.max_concurrent_requests,
+            event_buffer: server.event_buffer,
+        }
+    }
+}
+
+/// The handlers' state.
+#[derive(Clone)]
+pub struct HttpState {
+    pub service: Arc<ToolService>,
+    pub status: Arc<DaemonStatus>,
+    pub event_buffer: usize,
+}
+
+impl FromRef<HttpState> for Arc<ToolService> {
+    fn from_ref(state: &HttpState) -> Arc<ToolService> {
+        state.service.clone()
+    }
+}
+
+/// Serves the app on `listener` until `drain` fires, then until running requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Arc<ToolService>,
+    settings: HttpSettings,
+    status: Arc<DaemonStatus>,
+    drain: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with(service, &settings, status))
+        .with_graceful_shutdown(drain.cancelled_owned())
+        .await
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The app with default settings, ready at once (for tests without a daemon).
+pub fn router(service: Arc<ToolService>) -> Router {
+    let status = Arc::new(DaemonStatus::default());
+    status
+        .ready
+        .store(true, std::sync::atomic::Ordering::Release);
+    router_with(service, &HttpSettings::default(), status)
+}
+
+/// The app: every route of DESIGN §4 behind the gates.
+pub fn router_with(
+    service: Arc<ToolService>,
+    settings: &HttpSettings,
+    status: Arc<DaemonStatus>,
+) -> Router {
+    let state = HttpState {
+        service,
+        status: status.clone(),
+        event_buffer: settings.event_buffer,
+    };
+    let gates = Arc::new(Gates {
+        status,
+        auth_tokens: settings.auth_tokens.clone(),
+        permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
+        request_timeout: settings.request_timeout,
+    });
+    routes()
+        .fallback(error::not_found)
+        .with_state(state)
+        // Outermost first: an id for every request (kept if the client sent one), a span
+        // carrying it, the id echoed on the response, then the gates and the body limit.
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(TraceLayer::new_for_http())
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(axum::middleware::from_fn_with_state(
+                    gates,
+                    middleware::gate,
+                ))
+                .layer(DefaultBodyLimit::max(settings.body_limit_bytes))
+                .layer(axum::Extension(error::BodyLimit(settings.body_limit_bytes))),
+        )
+}
+
+fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get).delete(sessions::close),
+        )
+        .route("/v1/sessions/{id}/tools", get(sessions::tools))
+        .route("/v1/sessions/{id}/batches", post(batches::execute))
+        .route("/v1/sessions/{id}/batches/{batch_id}", get(batches::get))
+        .route("/v1/sessions/{id}/interrupt", post(sessions::interrupt))
+        .route("/v1/sessions/{id}/approvals", get(sessions::approvals))
+        .route(
+            "/v1/sessions/{id}/approvals/{approval_id}",
+            post(sessions::resolve_approval),
+        )
+        .route("/v1/sessions/{id}/calls", get(sessions::calls))
+        .route("/v1/sessions/{id}/events", get(events::session))
+        .route("/v1/events", get(events::all))
+        .route("/v1/results/{id}", get(events::result))
+        .route("/v1/tools", get(ops::catalogue))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+}

@@ -1,0 +1,128 @@
+//! Session endpoints: create, list, inspect, close, tools, interrupt, approvals and the audit
+//! log. Each handler unwraps the request, calls the service and shapes the answer.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiQuery, JsonBody};
+use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
+use crate::store::CallRow;
+
+type Service = State<Arc<ToolService>>;
+
+pub async fn create(
+    State(service): Service,
+    JsonBody(request): JsonBody<CreateSessionRequest>,
+) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
+    Ok((
+        StatusCode::CREATED,
+        Json(service.create_session(request).await?),
+    ))
+}
+
+pub async fn list(State(service): Service) -> Json<Value> {
+    Json(json!({"sessions": service.list_sessions()}))
+}
+
+pub async fn get(
+    State(service): Service,
+    Path(id): Path<String>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    Ok(Json(service.get_session(&id)?))
+}
+
+pub async fn close(
+    State(service): Service,
+    Path(id): Path<String>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    Ok(Json(service.close_session(&id).await?))
+}
+
+#[derive(Deserialize)]
+pub struct ToolsQuery {
+    format: Option<String>,
+}
+
+pub async fn tools(
+    State(service): Service,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<ToolsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let format = query.format.as_deref().unwrap_or("toold");
+    Ok(Json(json!({"tools": service.list_tools(&id, format)?})))
+}
+
+pub async fn interrupt(
+    State(service): Service,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    service.interrupt(&id)?;
+    Ok(Json(json!({"session_id": id, "interrupted": true})))
+}
+
+pub async fn approvals(
+    State(service): Service,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({"approvals": service.pending_approvals(&id).await?}),
+    ))
+}
+
+pub async fn resolve_approval(
+    State(service): Service,
+    Path((id, approval_id)): Path<(String, String)>,
+    JsonBody(request): JsonBody<ResolveApprovalRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let decision = request.decision.clone();
+    service.resolve_approval(&id, &approval_id, request).await?;
+    Ok(Json(json!({"id": approval_id, "decision": decision})))
+}
+
+#[derive(Deserialize)]
+pub struct CallsQuery {
+    /// `next_cursor` of the previous page.
+    cursor: Option<i64>,
+    limit: Option<u32>,
+}
+
+pub async fn calls(
+    State(service): Service,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<CallsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let page = service
+        .list_calls(&id, query.cursor, query.limit.unwrap_or(100))
+        .await?;
+    let calls: Vec<Value> = page.rows.iter().map(call_json).collect();
+    Ok(Json(
+        json!({"calls": calls, "next_cursor": page.next_cursor}),
+    ))
+}
+
+fn call_json(row: &CallRow) -> Value {
+    let record = &row.record;
+    json!({
+        "cursor": row.cursor,
+        "node": row.node,
+        "session_id": record.session_id,
+        "batch_id": record.batch_id,
+        "call_id": record.call_id,
+        "index": record.index,
+        "requested_name": record.requested_name,
+        "tool": record.tool,
+        "input": record.input,
+        "decision": record.decision,
+        "is_error": record.is_error,
+        "error_kind": record.error_kind,
+        "output_chars": record.output_chars,
+        "offloaded": record.offloaded,
+        "started_at": humantime::format_rfc3339_millis(record.started_at).to_string(),
+        "duration_ms": record.duration_ms,
+    })
+}

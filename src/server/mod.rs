@@ -1,0 +1,303 @@
+//! Wiring: builds the store, the event bus and its persister, the service and the HTTP
+//! listener from [`Settings`], and shuts them down in order.
+//!
+//! Start: create the data directory, read (or create) the node id, open the store
+//! (migrations applied), continue the event bus after the last stored seq, start the event
+//! persister, restore the sessions this node owns, bind, refuse a non-loopback address
+//! without auth tokens, and print `toold listening on http://ADDR` on stdout (logs go to
+//! stderr). Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
+//! batches have `shutdown_grace` to finish, then their calls are cancelled; the queued events
+//! are stored, the store is closed (the audit log flushed) and `run` returns.
+
+mod persister;
+mod settings;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use persister::EventPersister;
+pub use settings::{ServerFlags, ServerSettings};
+
+use crate::api::{DaemonStatus, HttpSettings};
+use crate::config::Settings;
+use crate::dispatch::{DispatchDeps, Dispatcher};
+use crate::event::EventBus;
+use crate::hooks::HookChain;
+use crate::permission::ModePolicy;
+use crate::service::{ServiceSettings, ToolService};
+use crate::store::{SqliteStore, Store, StoreError};
+use crate::tools::{BackgroundShells, ToolDeps, builtin_registry};
+
+/// Why the daemon could not start (or stop cleanly).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("data directory \"{path}\": {source}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("building the tool registry: {0}")]
+    Registry(String),
+    #[error("restoring sessions: {0}")]
+    Restore(String),
+    #[error("cannot listen on \"{address}\": {source}")]
+    Bind {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to listen on non-loopback address {0} without auth tokens (set --auth-token or TOOLD_AUTH_TOKENS)"
+    )]
+    NoAuthOnPublicAddress(SocketAddr),
+    #[error("serving HTTP: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A daemon that is listening.
+pub struct Daemon {
+    pub service: Arc<ToolService>,
+    pub status: Arc<DaemonStatus>,
+    pub address: SocketAddr,
+    store: Arc<dyn Store>,
+    persister: EventPersister,
+    listener: TcpListener,
+    settings: Settings,
+}
+
+impl Daemon {
+    /// Everything up to a bound listener; nothing is served yet.
+    pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
+        let server = &settings.server;
+        let data_dir = create_dir(&server.data_dir)?;
+        let node_id = node_id(&data_dir)?;
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&server.database_location(), &node_id).await?);
+        let last_seq = store.last_event_seq().await?;
+        let (events, sink) = EventBus::continuing(server.event_buffer, last_seq).with_sink();
+        let (stored, persisted) = watch::channel(last_seq);
+        let persister = EventPersister::spawn(store.clone(), sink, stored);
+        let service = build_service(&settings, &data_dir, &node_id, store.clone(), events)?;
+        service.set_persisted_events(persisted);
+        let restored = service
+            .restore_sessions()
+            .await
+            .map_err(|err| ServerError::Restore(err.to_string()))?;
+        let listener =
+            TcpListener::bind(&server.listen)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    address: server.listen.clone(),
+                    source,
+                })?;
+        let address = listener.local_addr().map_err(|source| ServerError::Bind {
+            address: server.listen.clone(),
+            source,
+        })?;
+        if !address.ip().is_loopback() && server.auth_tokens.is_empty() {
+            return Err(ServerError::NoAuthOnPublicAddress(address));
+        }
+        tracing::info!(%node_id, restored, data_dir = %data_dir.display(), "toold started");
+        let status = Arc::new(DaemonStatus::default());
+        status.ready.store(true, Ordering::Release);
+        Ok(Daemon {
+            service,
+            status,
+            address,
+            store,
+            persister,
+            listener,
+            settings,
+        })
+    }
+
+    /// Serves until `stop` fires, then shuts down in order (see the module header).
+    pub async fn serve(self, stop: CancellationToken) -> Result<(), ServerError> {
+        let Daemon {
+            service,
+            status,
+            store,
+            persister,
+            listener,
+            settings,
+            ..
+        } = self;
+        let server = &settings.server;
+        let http = HttpSettings {
+            auth_tokens: server.auth_tokens.clone(),
+            body_limit_bytes: server.body_limit_bytes,
+            request_timeout: server.request_timeout,
+            max_concurrent_requests: server.max_concurrent_requests,
+            event_buffer: server.event_buffer,
+        };
+        let draining = CancellationToken::new();
+        let mut serving = tokio::spawn(crate::api::serve_http(
+            listener,
+            service.clone(),
+            http,
+            status.clone(),
+            draining.clone(),
+        ));
+        let result = tokio::select! {
+            joined = &mut serving => joined,
+            () = stop.cancelled() => {
+                tracing::info!("shutting down: draining requests");
+                status.shutting_down.store(true, Ordering::Release);
+                service.begin_shutdown();
+                draining.cancel();
+                drain(&service, &settings, &mut serving).await
+            }
+        };
+        persister.flush_and_stop().await;
+        store.close().await;
+        tracing::info!("toold stopped");
+        match result {
+            Ok(served) => served.map_err(ServerError::Serve),
+            // The server task was aborted after the deadline or panicked; the store is
+            // closed either way.
+            Err(err) if err.is_cancelled() => Ok(()),
+            Err(err) => Err(ServerError::Serve(std::io::Error::other(err.to_string()))),
+        }
+    }
+}
+
+/// Waits for running requests up to the grace period, then cancels their calls and waits for
+/// their (cancelled) results a little longer before giving up on them.
+async fn drain(
+    service: &ToolService,
+    settings: &Settings,
+    serving: &mut tokio::task::JoinHandle<std::io::Result<()>>,
+) -> Result<std::io::Result<()>, tokio::task::JoinError> {
+    let grace = settings.server.shutdown_grace;
+    if let Ok(joined) = tokio::time::timeout(grace, &mut *serving).await {
+        return joined;
+    }
+    tracing::warn!("shutdown grace period over: cancelling running calls");
+    service.cancel_running_calls();
+    let after_cancel = settings.dispatch.cancel_grace + Duration::from_secs(2);
+    match tokio::time::timeout(after_cancel, &mut *serving).await {
+        Ok(joined) => joined,
+        Err(_) => {
+            serving.abort();
+            (&mut *serving).await
+        }
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(settings: Settings) -> Result<(), ServerError> {
+    let daemon = Daemon::start(settings).await?;
+    // The one line scripts and tests wait for; stdout so it never mixes with the logs.
+    println!("toold listening on http://{}", daemon.address);
+    tracing::info!(address = %daemon.address, "listening");
+    let stop = CancellationToken::new();
+    tokio::spawn(wait_for_signal(stop.clone()));
+    daemon.serve(stop).await
+}
+
+async fn wait_for_signal(stop: CancellationToken) {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot listen for SIGTERM");
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    stop.cancel();
+}
+
+fn build_service(
+    settings: &Settings,
+    data_dir: &Path,
+    node_id: &str,
+    store: Arc<dyn Store>,
+    events: EventBus,
+) -> Result<Arc<ToolService>, ServerError> {
+    let shells = Arc::new(BackgroundShells::default());
+    let registry = builtin_registry(&ToolDeps {
+        results: store.clone(),
+        web_fetch: settings.web_fetch.clone(),
+        skills: settings.skills.clone(),
+        shells: shells.clone(),
+    })
+    .map_err(|err| ServerError::Registry(err.to_string()))?;
+    let dispatcher = Dispatcher::new(
+        DispatchDeps {
+            permission: Arc::new(ModePolicy),
+            hooks: HookChain::default(),
+            results: store.clone(),
+            audit: store.clone(),
+            events: events.clone(),
+        },
+        settings.dispatch.clone(),
+    );
+    Ok(Arc::new(ToolService::new(
+        Arc::new(registry),
+        dispatcher,
+        store,
+        events,
+        shells,
+        ServiceSettings {
+            node_id: node_id.to_owned(),
+            workspaces_dir: data_dir.join("workspaces"),
+            allowed_roots: settings.server.allowed_roots.clone(),
+        },
+    )))
+}
+
+/// Creates the data directory (and its workspaces) and returns it absolute.
+fn create_dir(dir: &Path) -> Result<PathBuf, ServerError> {
+    let fail = |source| ServerError::DataDir {
+        path: dir.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir.join("workspaces")).map_err(fail)?;
+    dir.canonicalize().map_err(fail)
+}
+
+/// This daemon's id, kept in `<data_dir>/node_id` so a restart owns the same sessions.
+fn node_id(data_dir: &Path) -> Result<String, ServerError> {
+    let path = data_dir.join("node_id");
+    let fail = |source| ServerError::DataDir {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+        Ok(_) => write_node_id(&path).map_err(fail),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            write_node_id(&path).map_err(fail)
+        }
+        Err(err) => Err(fail(err)),
+    }
+}
+
+fn write_node_id(path: &Path) -> std::io::Result<String> {
+    let id = format!("node-{}", uuid::Uuid::now_v7().simple());
+    std::fs::write(path, format!("{id}\n"))?;
+    Ok(id)
+}

@@ -1,0 +1,107 @@
+//! The event persister: drains the bus's sink and appends events to the store in batches,
+//! so publishing never waits for a disk.
+//!
+//! It takes whatever has queued up (at most [`MAX_BATCH`]) per write, so the batch size grows
+//! with the load and an idle daemon writes each event at once. After each write it publishes
+//! the highest stored seq, which event subscriptions wait on before replaying.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::Event;
+use crate::store::Store;
+
+/// Events written per transaction at most.
+const MAX_BATCH: usize = 1024;
+
+/// Pause before retrying a failed write (the events are kept and retried).
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// A running persister.
+pub struct EventPersister {
+    task: JoinHandle<()>,
+    stop: CancellationToken,
+}
+
+impl EventPersister {
+    /// Starts draining `events` into `store`; `stored` receives the highest stored seq.
+    pub fn spawn(
+        store: Arc<dyn Store>,
+        events: mpsc::UnboundedReceiver<Arc<Event>>,
+        stored: watch::Sender<u64>,
+    ) -> EventPersister {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run(store, events, stored, stop.clone()));
+        EventPersister { task, stop }
+    }
+
+    /// Writes what is queued, then stops.
+    pub async fn flush_and_stop(self) {
+        self.stop.cancel();
+        if let Err(err) = self.task.await {
+            tracing::error!(error = %err, "event persister failed");
+        }
+    }
+}
+
+async fn run(
+    store: Arc<dyn Store>,
+    mut events: mpsc::UnboundedReceiver<Arc<Event>>,
+    stored: watch::Sender<u64>,
+    stop: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let received = tokio::select! {
+            biased;
+            count = events.recv_many(&mut batch, MAX_BATCH) => count,
+            () = stop.cancelled() => {
+                // Shutdown: take everything already queued, write it, and end.
+                while let Ok(event) = events.try_recv() {
+                    batch.push(event);
+                }
+                write(&*store, &mut batch, &stored, 3).await;
+                return;
+            }
+        };
+        if received == 0 {
+            return;
+        }
+        write(&*store, &mut batch, &stored, usize::MAX).await;
+    }
+}
+
+/// Appends `batch`, retrying up to `attempts` times; a seq already stored (a retry whose first
+/// attempt had in fact committed) counts as written.
+async fn write(
+    store: &dyn Store,
+    batch: &mut Vec<Arc<Event>>,
+    stored: &watch::Sender<u64>,
+    attempts: usize,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    for attempt in 1..=attempts {
+        match store.append_events(batch).await {
+            Ok(()) => break,
+            Err(crate::store::StoreError::Conflict(_)) if attempt > 1 => break,
+            Err(err) => {
+                tracing::warn!(error = %err, events = batch.len(), attempt, "storing events failed");
+                if attempt == attempts {
+                    tracing::error!(events = batch.len(), "events dropped from the store");
+                    break;
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+    if let Some(last) = batch.last() {
+        stored.send_replace(last.seq);
+    }
+    batch.clear();
+}

@@ -1,0 +1,120 @@
+//! `[server]` settings: where the daemon listens, keeps its data and who may call it.
+//!
+//! Only the shape and the defaults live here; `config.rs` fills them from the file, the
+//! environment and the flags, and `server` turns them into a running daemon.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// `[server]` in the settings file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    /// HTTP listener (`TOOLD_LISTEN`, `--listen`); port 0 picks a free one.
+    pub listen: String,
+    /// SQLite, workspaces and the node id live here (`TOOLD_DATA_DIR`, `--data-dir`).
+    /// Relative paths are taken from the daemon's working directory.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or a path (`TOOLD_DATABASE_URL`, `--database-url`); empty: `toold.db`
+    /// under the data directory.
+    pub database_url: String,
+    /// Roots a session's working directory may lie under (`TOOLD_ALLOWED_ROOTS`,
+    /// `--allowed-root`). `<data_dir>/workspaces` always is one.
+    pub allowed_roots: Vec<PathBuf>,
+    /// Bearer tokens accepted (`TOOLD_AUTH_TOKENS`, `--auth-token`); empty: no auth, which is
+    /// only allowed on a loopback address.
+    pub auth_tokens: Vec<String>,
+    /// Request bodies above this are refused with 413.
+    pub body_limit_bytes: usize,
+    /// Time a request may take to produce its response head (streams then run on).
+    #[serde(rename = "request_timeout_ms", with = "millis")]
+    pub request_timeout: Duration,
+    /// Requests handled at once; more are shed with 429.
+    pub max_concurrent_requests: usize,
+    /// On SIGTERM/SIGINT, how long running batches may finish before they are cancelled.
+    #[serde(rename = "shutdown_grace_ms", with = "millis")]
+    pub shutdown_grace: Duration,
+    /// Events buffered per event-stream subscriber before it gets a `lagged` event.
+    pub event_buffer: usize,
+    /// Log filter (`info`, `toold=debug,tower_http=info`, …).
+    pub log: String,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            listen: "127.0.0.1:7070".into(),
+            data_dir: PathBuf::from("toold-data"),
+            database_url: String::new(),
+            allowed_roots: Vec::new(),
+            auth_tokens: Vec::new(),
+            body_limit_bytes: 16 * 1024 * 1024,
+            request_timeout: Duration::from_secs(900),
+            max_concurrent_requests: 512,
+            shutdown_grace: Duration::from_secs(30),
+            event_buffer: 4096,
+            log: "info".into(),
+        }
+    }
+}
+
+impl ServerSettings {
+    /// The database location: the configured URL, else `toold.db` under the data directory.
+    pub fn database_location(&self) -> String {
+        if self.database_url.is_empty() {
+            self.data_dir
+                .join("toold.db")
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            self.database_url.clone()
+        }
+    }
+}
+
+/// Command-line flags that override `[server]` (DESIGN §7).
+#[derive(Clone, Debug, Default)]
+pub struct ServerFlags {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub allowed_roots: Vec<PathBuf>,
+    pub auth_tokens: Vec<String>,
+}
+
+impl ServerFlags {
+    /// Flags win over the file and the environment; repeated flags replace the list.
+    pub fn apply(self, settings: &mut ServerSettings) {
+        if let Some(listen) = self.listen {
+            settings.listen = listen;
+        }
+        if let Some(dir) = self.data_dir {
+            settings.data_dir = dir;
+        }
+        if let Some(url) = self.database_url {
+            settings.database_url = url;
+        }
+        if !self.allowed_roots.is_empty() {
+            settings.allowed_roots = self.allowed_roots;
+        }
+        if !self.auth_tokens.is_empty() {
+            settings.auth_tokens = self.auth_tokens;
+        }
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(deserializer)?))
+    }
+}

@@ -1,0 +1,165 @@
+//! Event subscriptions: replay from the store, then live from the bus, with no gap and no
+//! duplicate, and a `Lagged` item instead of ever slowing dispatch.
+//!
+//! A subscription takes the bus's position first (`subscribe_after`: every later event reaches
+//! the live receiver), waits until the persister has stored everything up to that position,
+//! replays the stored events after the client's last seen seq up to it, and then forwards live
+//! events after it. A subscriber whose buffer overflows gets `Lagged` with the seq to resume
+//! after, and its subscription ends; resuming replays the rest from the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::{ServiceError, ToolService};
+use crate::event::Event;
+use crate::store::EventFilter;
+
+/// Events read from the store per query while replaying.
+const REPLAY_PAGE: u32 = 500;
+
+/// How long a subscription waits for the persister to catch up before replaying what is
+/// stored (a stalled store must not hang subscribers forever).
+const PERSIST_WAIT: Duration = Duration::from_secs(5);
+
+/// What a subscriber receives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventItem {
+    Event(Arc<Event>),
+    /// The subscriber fell behind; it should resubscribe after `resume_after`.
+    Lagged {
+        resume_after: u64,
+    },
+}
+
+impl ToolService {
+    /// Lets subscriptions wait for events to be stored before replaying (the daemon passes
+    /// the persister's progress; without it, replay reads what the store has).
+    pub fn set_persisted_events(&self, persisted: watch::Receiver<u64>) {
+        *self
+            .persisted_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(persisted);
+    }
+
+    /// Events matching `filter`, those after `after_seq` from the store first when given,
+    /// then live ones. At most `buffer` items wait for the subscriber. The subscription ends
+    /// when the receiver is dropped, the subscriber lags, or the daemon shuts down.
+    pub async fn subscribe_events(
+        self: &Arc<Self>,
+        filter: EventFilter,
+        after_seq: Option<u64>,
+        buffer: usize,
+    ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
+        if let Some(session_id) = &filter.session_id {
+            self.ensure_session_known(session_id).await?;
+        }
+        let (live, published) = self.events.subscribe_after();
+        let (sender, receiver) = mpsc::channel(buffer.max(1));
+        let service = self.clone();
+        tokio::spawn(async move {
+            let stopping = service.stopping.clone();
+            tokio::select! {
+                () = service.feed(filter, after_seq, live, published, &sender) => {}
+                () = sender.closed() => {}
+                () = stopping.cancelled() => {}
+            }
+        });
+        Ok(receiver)
+    }
+
+    async fn feed(
+        &self,
+        filter: EventFilter,
+        after_seq: Option<u64>,
+        mut live: broadcast::Receiver<Arc<Event>>,
+        published: u64,
+        sender: &mpsc::Sender<EventItem>,
+    ) {
+        let mut last = published;
+        if let Some(after) = after_seq {
+            last = last.max(after);
+            if self
+                .replay(&filter, after, published, sender)
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        loop {
+            match live.recv().await {
+                Ok(event) if event.seq <= last => {}
+                Ok(event) => {
+                    last = event.seq;
+                    if filter.matches(&event) && sender.send(EventItem::Event(event)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let _ = sender.send(EventItem::Lagged { resume_after: last }).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// Sends the stored events in `(after, until]`; `Err` when the subscriber is gone or the
+    /// store failed (then the subscriber gets `Lagged` at the last seq it received).
+    async fn replay(
+        &self,
+        filter: &EventFilter,
+        after: u64,
+        until: u64,
+        sender: &mpsc::Sender<EventItem>,
+    ) -> Result<(), ()> {
+        self.wait_until_persisted(until).await;
+        let mut cursor = after;
+        while cursor < until {
+            let page = match self.store.read_events(filter, cursor, REPLAY_PAGE).await {
+                Ok(page) => page,
+                Err(err) => {
+                    tracing::warn!(error = %err, "event replay failed");
+                    let _ = sender
+                        .send(EventItem::Lagged {
+                            resume_after: cursor,
+                        })
+                        .await;
+                    return Err(());
+                }
+            };
+            let full = page.len() == REPLAY_PAGE as usize;
+            for event in page {
+                if event.seq > until {
+                    return Ok(());
+                }
+                cursor = event.seq;
+                sender
+                    .send(EventItem::Event(Arc::new(event)))
+                    .await
+                    .map_err(|_| ())?;
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn wait_until_persisted(&self, seq: u64) {
+        let persisted = self
+            .persisted_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(mut persisted) = persisted {
+            let caught_up = persisted.wait_for(|stored| *stored >= seq);
+            if tokio::time::timeout(PERSIST_WAIT, caught_up).await.is_err() {
+                tracing::warn!(seq, "events not yet stored; replaying what is");
+            }
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Starts the real daemon and speaks HTTP and SSE to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+pub struct Toold {
+    child: Child,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub dir: Arc<tempfile::TempDir>,
+    pub token: Option<String>,
+}
+
+/// A response: status, headers and the body as JSON (`Null` when it is not JSON).
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Toold {
+    pub fn start() -> Toold {
+        Toold::start_with(Arc::new(tempfile::tempdir().unwrap()), &[])
+    }
+
+    /// The daemon over `dir` (`data/` and an allowed root `projects/`), with extra flags.
+    pub fn start_with(dir: Arc<tempfile::TempDir>, extra: &[&str]) -> Toold {
+        std::fs::create_dir_all(dir.path().join("projects")).unwrap();
+        let mut child = command(dir.path(), extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("toold starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let address = line
+            .trim()
+            .strip_prefix("toold listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        let token = extra
+            .windows(2)
+            .find(|w| w[0] == "--auth-token")
+            .map(|w| w[1].to_owned());
+        Toold {
+            child,
+            base: address,
+            client: reqwest::Client::new(),
+            dir,
+            token,
+        }
+    }
+
+    /// Stops this daemon with `kill -9` and starts another over the same directory.
+    pub fn kill_and_restart(mut self) -> Toold {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        Toold::start_with(self.dir.clone(), &[])
+    }
+
+    /// SIGTERM; returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap()
+    }
+
+    pub fn projects(&self) -> PathBuf {
+        self.dir.path().join("projects").canonicalize().unwrap()
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.client.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    pub async fn send(&self, builder: reqwest::RequestBuilder) -> Reply {
+        let response = builder.send().await.expect("request sent");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.unwrap();
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(self.request(reqwest::Method::DELETE, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.post_bytes(path, serde_json::to_vec(body).unwrap())
+            .await
+    }
+
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Reply {
+        let builder = self
+            .request(reqwest::Method::POST, path)
+            .header("content-type", "application/json")
+            .body(body);
+        self.send(builder).await
+    }
+
+    /// A new session in a fresh workspace; its id.
+    pub async fn session(&self) -> String {
+        let reply = self.post("/v1/sessions", &serde_json::json!({})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply.body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Opens an SSE stream (POST when `body` is given) with optional `Last-Event-ID`.
+    pub async fn sse(
+        &self,
+        path: &str,
+        body: Option<&Value>,
+        last_event_id: Option<u64>,
+    ) -> SseReader {
+        let mut builder = match body {
+            Some(body) => self
+                .request(reqwest::Method::POST, path)
+                .body(serde_json::to_vec(body).unwrap()),
+            None => self.request(reqwest::Method::GET, path),
+        }
+        .header("accept", "text/event-stream");
+        if let Some(id) = last_event_id {
+            builder = builder.header("last-event-id", id.to_string());
+        }
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        SseReader {
+            headers,
+            stream: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|b| b.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+}
+
+impl Drop for Toold {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn command(dir: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toold"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("data"))
+        .arg("--allowed-root")
+        .arg(dir.join("projects"))
+        .args(extra)
+        .env_remove("TOOLD_CONFIG")
+        .env_remove("TOOLD_LISTEN")
+        .env_remove("TOOLD_AUTH_TOKENS");
+    command
+}
+
+/// One SSE frame.
+#[derive(Debug, Clone, Default)]
+pub struct Frame {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: Value,
+}
+
+pub struct SseReader {
+    pub headers: reqwest::header::HeaderMap,
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl SseReader {
+    /// The next frame with data (keep-alive comments skipped); `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                let mut frame = Frame::default();
+                let mut data = String::new();
+                for line in raw.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        frame.id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        frame.event = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                frame.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Some(frame);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.stream.next())
+                .await
+                .expect("an SSE frame within 30 s")?;
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The real `toold` binary over real HTTP: each test starts the daemon on port 0 with a fresh
+//! data directory and talks to it with reqwest (every endpoint, bad input, SSE resume,
+//! idempotency, interrupts, restarts, `kill -9`, auth).
+
+mod bad_input;
+mod endpoints;
+mod events;
+mod harness;
+mod lifecycle;
