@@ -33,7 +33,7 @@ use crate::hooks::HookChain;
 use crate::permission::ModePolicy;
 use crate::service::{ServiceSettings, ToolService};
 use crate::store::{SqliteStore, Store, StoreError};
-use crate::tools::{BackgroundShells, ToolDeps, builtin_registry};
+use crate::tools::{BackgroundShells, SpillSettings, ToolDeps, builtin_registry};
 
 /// Why the daemon could not start (or stop cleanly).
 #[derive(Debug, thiserror::Error)]
@@ -237,7 +237,16 @@ fn build_service(
     store: Arc<dyn Store>,
     events: EventBus,
 ) -> Result<Arc<ToolService>, ServerError> {
-    let shells = Arc::new(BackgroundShells::default());
+    // Outputs too large for memory spill into the data directory, not the system's /tmp.
+    let spill_dir = data_dir.join("spill");
+    std::fs::create_dir_all(&spill_dir).map_err(|source| ServerError::DataDir {
+        path: spill_dir.clone(),
+        source,
+    })?;
+    let shells = Arc::new(BackgroundShells::with_spill_settings(SpillSettings {
+        directory: spill_dir,
+        ..SpillSettings::default()
+    }));
     let registry = builtin_registry(&ToolDeps {
         results: store.clone(),
         web_fetch: settings.web_fetch.clone(),
