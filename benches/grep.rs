@@ -130,7 +130,7 @@ fn main() {
         .build()
         .unwrap();
     let session = Arc::new(SessionState::new(SessionConfig::new("bench", &root)));
-    let tool = GrepSearch::new();
+    let tool = GrepSearch::new().expect("grep_search builds");
     println!(
         "grep benchmark: {} files, pattern {PATTERN:?}, {ROUNDS} interleaved rounds, medians",
         DIRS * FILES_PER_DIR

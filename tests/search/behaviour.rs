@@ -62,6 +62,11 @@ async fn glob_search_matches_like_a_shell_and_skips_what_rg_skips() {
             json!({"pattern": "*.py", "path": "src/nested"}),
             vec!["src/nested/util.py"],
         ),
+        // The root's `.gitignore` anchors `/src/nested/skipped.rs`; it still applies here.
+        (
+            json!({"pattern": "**/*.rs", "path": "src/nested"}),
+            vec!["src/nested/deep/mod.rs"],
+        ),
         (
             json!({"pattern": ".config/*"}),
             vec![".config/settings.toml"],
@@ -362,6 +367,7 @@ async fn a_cancelled_search_says_it_is_incomplete() {
     let ctx = ToolContext::detached(session);
     ctx.cancellation.cancel();
     let output = GrepSearch::new()
+        .unwrap()
         .execute(json!({"pattern": "needle"}), &ctx)
         .await
         .unwrap();

@@ -48,7 +48,8 @@ pub fn build(ws: &Workspace) {
         ".git/HEAD",
         "ref: refs/heads/main\nneedle in git metadata\n",
     );
-    ws.write(".gitignore", "ignored/\n*.log\n");
+    // The anchored rule is read as a parent's rule when `src` or deeper is searched.
+    ws.write(".gitignore", "ignored/\n*.log\n/src/nested/skipped.rs\n");
     ws.write(".rgignore", "rgignored.txt\n");
     ws.write(".hidden.txt", "needle in a hidden file\n");
     ws.write(".config/settings.toml", "needle = \"hidden dir\"\n");
@@ -81,6 +82,10 @@ pub fn build(ws: &Workspace) {
     ws.write(
         "src/nested/deep/mod.rs",
         "// deep needle\nstruct Needle {\n    field: u8,\n}\n",
+    );
+    ws.write(
+        "src/nested/skipped.rs",
+        "// needle in a file ignored from the root\n",
     );
     ws.write(
         "src/nested/util.py",

@@ -217,6 +217,16 @@ fn cases() -> Vec<Case> {
             &["-n"],
         ),
         case(
+            "sub-directory path, parent's anchored ignore rule",
+            with(content("needle"), json!({"path": "src/nested"})),
+            &["-n"],
+        ),
+        case(
+            "sub-directory path, glob with a slash",
+            json!({"pattern": "needle", "path": "src", "glob": "src/nested/**"}),
+            &["-l", "--glob", "src/nested/**"],
+        ),
+        case(
             "explicit binary file, content",
             with(content("needle"), json!({"path": "bin.dat"})),
             &["-n"],
@@ -348,6 +358,7 @@ async fn the_fixture_exercises_what_it_claims() {
         "ignored/",
         "build.log",
         "rgignored.txt",
+        "skipped.rs",
         "bin.dat",
         "link.rs",
         ".git/",

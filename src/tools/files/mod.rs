@@ -14,7 +14,7 @@
 //! irreversible: overwriting an existing file (`write_file`, the editor's `create`) and
 //! deleting a notebook cell are; an exact edit is not, since the returned diff undoes it.
 
-mod access;
+pub(super) mod access;
 mod diff;
 mod edit;
 mod notebook;

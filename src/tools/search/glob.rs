@@ -4,9 +4,12 @@
 //! `globset`, `*` staying inside one directory and `**` crossing them. The walk is the shared
 //! ripgrep-style walk ([`super::ripgrep_walker`]), so ignored files are never listed; hidden
 //! entries are listed only when the pattern itself names one (a component starting with `.`),
-//! as a shell's globbing does. All matches are sorted by modification time, newest first,
-//! before the first [`MAX_RESULTS`] are kept. This file does not read file contents.
+//! as a shell's globbing does. The newest [`MAX_RESULTS`] matches by modification time are kept
+//! in a bounded heap while the walk counts the rest, so memory follows the cut, not the tree.
+//! This file does not read file contents.
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -17,8 +20,11 @@ use ignore::WalkState;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{SearchRoot, check_path_syntax, ripgrep_walker, root_permission, search_root};
+use super::{
+    SearchRoot, build_spec, check_path_syntax, ripgrep_walker, root_permission, search_root,
+};
 use crate::permission::PermissionLevel;
+use crate::registry::RegistryError;
 use crate::tool::{
     ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
@@ -30,10 +36,13 @@ const DESCRIPTION: &str = "\
 Finds files by name with a glob pattern, in any size of codebase, and returns their absolute \
 paths, most recently modified first.
 
-- The pattern is matched against each file's path relative to `path` (default: the session's \
-working directory): `*` matches within one directory, `**` across any number of directories, \
-`?` one character, `[abc]` a class, `{a,b}` alternatives. So `*.rs` finds files directly in \
-`path`, `**/*.rs` finds them at any depth, `src/**/*.{ts,tsx}` under src.
+- `path` is the directory to search: absolute, or relative to the session's workspace root \
+(not the shell's directory: a `cd` in bash does not change it). Omit it to search the \
+workspace root.
+- The pattern is matched against each file's path relative to `path`: `*` matches within one \
+directory, `**` across any number of directories, `?` one character, `[abc]` a class, `{a,b}` \
+alternatives. So `*.rs` finds files directly in `path`, `**/*.rs` finds them at any depth, \
+`src/**/*.{ts,tsx}` under src.
 - Files ignored by .gitignore (inside a git repository), .ignore or .rgignore are skipped, as \
 ripgrep skips them; so are hidden files and directories unless the pattern names one \
 (`.github/**/*.yml`, `**/.env*`). Symlinks are not followed.
@@ -47,19 +56,13 @@ pub struct GlobSearch {
 }
 
 impl GlobSearch {
-    pub fn new() -> GlobSearch {
-        GlobSearch { spec: spec() }
+    pub fn new() -> Result<GlobSearch, RegistryError> {
+        Ok(GlobSearch { spec: spec()? })
     }
 }
 
-impl Default for GlobSearch {
-    fn default() -> Self {
-        GlobSearch::new()
-    }
-}
-
-fn spec() -> ToolSpec {
-    ToolSpec::builder("glob_search")
+fn spec() -> Result<ToolSpec, RegistryError> {
+    let builder = ToolSpec::builder("glob_search")
         .alias("Glob")
         .description(DESCRIPTION)
         .input_schema(json!({
@@ -72,7 +75,7 @@ fn spec() -> ToolSpec {
                 },
                 "path": {
                     "type": "string",
-                    "description": "The directory to search in; relative paths resolve against the session's working directory. Omit it to search the working directory."
+                    "description": "The directory to search in, absolute or relative to the session's workspace root (a cd in bash does not change it). Omit it to search the workspace root."
                 }
             },
             "required": ["pattern"],
@@ -87,10 +90,8 @@ fn spec() -> ToolSpec {
         .concurrency_class(ConcurrencyClass::ReadOnly)
         .interrupt_behavior(InterruptBehavior::Cancel)
         // 100 paths: bounded, but a deep tree's absolute paths can still be long.
-        .max_result_size_chars(Some(30_000))
-        .build()
-        // Invariant: the description and max_result_size_chars are set just above.
-        .expect("the glob_search spec is complete")
+        .max_result_size_chars(Some(30_000));
+    build_spec(builder)
 }
 
 #[async_trait]
@@ -106,25 +107,23 @@ impl Tool for GlobSearch {
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let query = GlobQuery::parse(&input)?;
-        let root = search_root(&input, ctx).await?;
+        let root = search_root(&input, ctx)?;
         if !root.is_dir {
             return Err(ToolError::Validation(format!(
                 "path \"{}\" is not a directory; glob_search searches directories",
                 root.shown
             )));
         }
-        let working_directory = ctx.session.working_directory().to_path_buf();
         let cancel = ctx.cancellation.clone();
-        let found =
-            tokio::task::spawn_blocking(move || find(&query, &root, &working_directory, &cancel))
-                .await
-                .map_err(|err| ToolError::Execution(format!("the file walk failed: {err}")))?;
+        let found = tokio::task::spawn_blocking(move || find(&query, &root, &cancel))
+            .await
+            .map_err(|err| ToolError::Execution(format!("the file walk failed: {err}")))?;
         Ok(render(found))
     }
 }
 
 /// A parsed, compiled pattern.
-struct GlobQuery {
+pub(super) struct GlobQuery {
     matcher: GlobMatcher,
     /// The pattern names a hidden component, so hidden entries are walked.
     names_hidden: bool,
@@ -133,7 +132,7 @@ struct GlobQuery {
 }
 
 impl GlobQuery {
-    fn parse(input: &Value) -> Result<GlobQuery, ToolError> {
+    pub(super) fn parse(input: &Value) -> Result<GlobQuery, ToolError> {
         let pattern = input
             .get("pattern")
             .and_then(Value::as_str)
@@ -178,20 +177,17 @@ impl GlobQuery {
 }
 
 /// What the walk found.
-struct Found {
-    /// Newest first; all matches.
-    files: Vec<PathBuf>,
-    cancelled: bool,
+pub(super) struct Found {
+    /// The newest [`MAX_RESULTS`] matches, newest first (ties by path).
+    pub(super) files: Vec<PathBuf>,
+    /// Matches in all.
+    pub(super) total: usize,
+    pub(super) cancelled: bool,
 }
 
-/// Walks `root` and returns every matching file, newest first (ties by path).
-fn find(
-    query: &GlobQuery,
-    root: &SearchRoot,
-    working_directory: &Path,
-    cancel: &CancellationToken,
-) -> Found {
-    let mut builder = ripgrep_walker(&root.path, working_directory);
+/// Walks `root` and keeps the newest [`MAX_RESULTS`] matching files.
+pub(super) fn find(query: &GlobQuery, root: &SearchRoot, cancel: &CancellationToken) -> Found {
+    let mut builder = ripgrep_walker(root.walk_path(), root.working_directory());
     builder.threads(super::walk_threads());
     if query.names_hidden {
         builder.hidden(false);
@@ -201,9 +197,9 @@ fn find(
             });
         }
     }
-    let matches: Mutex<Vec<(Option<SystemTime>, PathBuf)>> = Mutex::new(Vec::new());
+    let newest = Mutex::new(Newest::new(MAX_RESULTS));
     builder.build_parallel().run(|| {
-        let matches = &matches;
+        let newest = &newest;
         Box::new(move |entry| {
             if cancel.is_cancelled() {
                 return WalkState::Quit;
@@ -215,39 +211,95 @@ fn find(
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            let relative = entry
-                .path()
-                .strip_prefix(&root.path)
-                .unwrap_or(entry.path());
-            if query.matcher.is_match(relative) {
+            if query.matcher.is_match(root.relative(entry.path())) {
                 let modified = entry.metadata().ok().and_then(|m| m.modified().ok());
-                matches
+                let path = root.shown_path(entry.path()).into_owned();
+                newest
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .push((modified, entry.into_path()));
+                    .offer(Candidate { modified, path });
             }
             WalkState::Continue
         })
     });
-    let mut matches = matches
+    let newest = newest
         .into_inner()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // Newest first; a file whose time cannot be read goes last; ties by path for stable output.
-    matches.sort_by(|(t1, p1), (t2, p2)| t2.cmp(t1).then_with(|| p1.cmp(p2)));
     Found {
-        files: matches.into_iter().map(|(_, path)| path).collect(),
+        total: newest.total,
+        files: newest.into_sorted().into_iter().map(|c| c.path).collect(),
         cancelled: cancel.is_cancelled(),
+    }
+}
+
+/// A matching file and its modification time.
+#[derive(Debug, PartialEq, Eq)]
+struct Candidate {
+    /// `None` when the time cannot be read: such a file sorts after every dated one.
+    modified: Option<SystemTime>,
+    path: PathBuf,
+}
+
+/// Result order: newest first, ties by path. `Less` comes first in the output.
+impl Ord for Candidate {
+    fn cmp(&self, other: &Candidate) -> Ordering {
+        other
+            .modified
+            .cmp(&self.modified)
+            .then_with(|| self.path.cmp(&other.path))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Candidate) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The first `keep` candidates in result order, and how many were offered. The heap's top is
+/// the last one kept, so a better candidate replaces it in `O(log keep)`.
+struct Newest {
+    heap: BinaryHeap<Candidate>,
+    keep: usize,
+    total: usize,
+}
+
+impl Newest {
+    fn new(keep: usize) -> Newest {
+        Newest {
+            heap: BinaryHeap::with_capacity(keep),
+            keep,
+            total: 0,
+        }
+    }
+
+    fn offer(&mut self, candidate: Candidate) {
+        self.total += 1;
+        if self.heap.len() < self.keep {
+            self.heap.push(candidate);
+        } else if let Some(mut last) = self.heap.peek_mut()
+            && candidate < *last
+        {
+            // Replacing the top through `PeekMut` sifts it down when `last` is dropped.
+            *last = candidate;
+        }
+    }
+
+    /// The kept candidates in result order.
+    fn into_sorted(self) -> Vec<Candidate> {
+        self.heap.into_sorted_vec()
     }
 }
 
 /// One absolute path per line, then a note when the list was cut.
 fn render(found: Found) -> ToolOutput {
-    let total = found.files.len();
-    let shown = total.min(MAX_RESULTS);
-    let mut text = if total == 0 {
+    let total = found.total;
+    let shown = found.files.len();
+    let mut text = if shown == 0 {
         String::from("No files found")
     } else {
-        found.files[..shown]
+        found
+            .files
             .iter()
             .map(|path| path.to_string_lossy())
             .collect::<Vec<_>>()
@@ -267,78 +319,5 @@ fn render(found: Found) -> ToolOutput {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(pattern: &str) -> Result<GlobQuery, ToolError> {
-        GlobQuery::parse(&json!({ "pattern": pattern }))
-    }
-
-    #[test]
-    fn glob_rules() {
-        for (pattern, path, expected) in [
-            ("*.rs", "main.rs", true),
-            ("*.rs", "src/main.rs", false),
-            ("**/*.rs", "main.rs", true),
-            ("**/*.rs", "src/a/b/main.rs", true),
-            ("src/*.rs", "src/main.rs", true),
-            ("src/*.rs", "src/a/main.rs", false),
-            ("src/**/*.rs", "src/a/main.rs", true),
-            ("*.{ts,tsx}", "a.tsx", true),
-            ("*.{ts,tsx}", "a.js", false),
-            ("?.md", "a.md", true),
-            ("?.md", "ab.md", false),
-            ("[ab].txt", "b.txt", true),
-            ("[!ab].txt", "b.txt", false),
-            ("\\*.txt", "*.txt", true),
-            ("\\*.txt", "a.txt", false),
-        ] {
-            let query = parse(pattern).unwrap();
-            assert_eq!(
-                query.matcher.is_match(path),
-                expected,
-                "{pattern} vs {path}"
-            );
-        }
-    }
-
-    #[test]
-    fn hidden_components_are_noticed() {
-        for (pattern, hidden, git) in [
-            ("**/*.rs", false, false),
-            ("./*.rs", false, false),
-            (".github/**/*.yml", true, false),
-            ("**/.env*", true, false),
-            (".git/config", true, true),
-            ("**/.gitignore", true, false),
-            (".github/**", true, false),
-        ] {
-            let query = parse(pattern).unwrap();
-            assert_eq!(
-                (query.names_hidden, query.names_git_dir),
-                (hidden, git),
-                "{pattern}"
-            );
-        }
-    }
-
-    #[test]
-    fn bad_patterns_are_named() {
-        for (pattern, needle) in [
-            ("", "empty"),
-            ("/etc/*", "is absolute"),
-            ("../*.rs", "contains \"..\""),
-            ("src/../../x", "contains \"..\""),
-            ("a[", "invalid glob pattern \"a[\""),
-            ("{a,b", "invalid glob pattern \"{a,b\""),
-            ("a\0b", "NUL"),
-        ] {
-            let err = match parse(pattern) {
-                Err(err) => err,
-                Ok(_) => panic!("{pattern:?} parsed"),
-            };
-            assert!(matches!(err, ToolError::Validation(_)), "{pattern:?}");
-            assert!(err.message().contains(needle), "{pattern:?}: {err}");
-        }
-    }
-}
+#[path = "glob_tests.rs"]
+mod tests;

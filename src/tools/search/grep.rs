@@ -14,9 +14,9 @@ use ignore::types::{Types, TypesBuilder};
 use serde_json::{Value, json};
 
 use super::grep_engine::{self, OutputMode, SearchPlan, SearchResult, Stopped};
-use super::{check_path_syntax, input_count, page, root_permission, search_root};
+use super::{build_spec, check_path_syntax, input_count, page, root_permission, search_root};
 use crate::permission::PermissionLevel;
-use crate::registry::closest;
+use crate::registry::{RegistryError, closest};
 use crate::tool::{
     ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
@@ -34,11 +34,13 @@ ripgrep's behaviour.
 - Regex syntax is ripgrep's (Rust regex): \"log.*Error\", \"fn\\s+\\w+\". Escape literal \
 braces and dots: \"interface\\{\\}\" finds `interface{}`. Patterns match within one line \
 unless multiline is true.
-- path: a file or directory (default: the session's working directory). Directories are \
-searched recursively, skipping what ripgrep skips: files ignored by .gitignore (inside a git \
-repository), .ignore or .rgignore, hidden files and directories, binary files, symlinks.
+- path: a file or directory, absolute or relative to the session's workspace root (not the \
+shell's directory: a `cd` in bash does not change it); default: the workspace root. \
+Directories are searched recursively, skipping what ripgrep skips: files ignored by \
+.gitignore (inside a git repository), .ignore or .rgignore, hidden files and directories, \
+binary files, symlinks.
 - glob filters files like `rg --glob` (\"*.js\", \"*.{ts,tsx}\", \"!*.test.js\"); several may be \
-separated by spaces or commas. A glob containing / is relative to the working directory. \
+separated by spaces or commas. A glob containing / is relative to the workspace root. \
 type filters by ripgrep file type (\"rust\", \"py\", \"js\", \"md\", ...), usually faster \
 than a glob.
 - output_mode: \"files_with_matches\" (default) lists matching files; \"content\" shows \
@@ -54,14 +56,8 @@ pub struct GrepSearch {
 }
 
 impl GrepSearch {
-    pub fn new() -> GrepSearch {
-        GrepSearch { spec: spec() }
-    }
-}
-
-impl Default for GrepSearch {
-    fn default() -> Self {
-        GrepSearch::new()
+    pub fn new() -> Result<GrepSearch, RegistryError> {
+        Ok(GrepSearch { spec: spec()? })
     }
 }
 
@@ -69,15 +65,15 @@ fn context_schema(description: &str) -> Value {
     json!({"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": description})
 }
 
-fn spec() -> ToolSpec {
-    ToolSpec::builder("grep_search")
+fn spec() -> Result<ToolSpec, RegistryError> {
+    let builder = ToolSpec::builder("grep_search")
         .alias("Grep")
         .description(DESCRIPTION)
         .input_schema(json!({
             "type": "object",
             "properties": {
                 "pattern": {"type": "string", "minLength": 1, "description": "The regular expression to search for (ripgrep syntax)."},
-                "path": {"type": "string", "description": "File or directory to search; relative paths resolve against the session's working directory. Omit it to search the working directory."},
+                "path": {"type": "string", "description": "File or directory to search, absolute or relative to the session's workspace root (a cd in bash does not change it). Omit it to search the workspace root."},
                 "glob": {"type": "string", "description": "Only search files matching this glob, like rg --glob (\"*.rs\", \"*.{ts,tsx}\", \"!vendor/**\"); several globs may be separated by spaces or commas."},
                 "type": {"type": "string", "description": "Only search files of this ripgrep type, like rg --type (\"rust\", \"py\", \"js\", \"go\", \"md\", ...)."},
                 "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "description": "\"files_with_matches\" (default): matching file paths; \"content\": matching lines; \"count\": matching lines per file."},
@@ -101,10 +97,8 @@ fn spec() -> ToolSpec {
         .permission_for(PermissionLevel::ReadOnly, root_permission)
         .concurrency_class(ConcurrencyClass::ReadOnly)
         .interrupt_behavior(InterruptBehavior::Cancel)
-        .max_result_size_chars(Some(20_000))
-        .build()
-        // Invariant: the description and max_result_size_chars are set just above.
-        .expect("the grep_search spec is complete")
+        .max_result_size_chars(Some(20_000));
+    build_spec(builder)
 }
 
 #[async_trait]
@@ -121,15 +115,13 @@ impl Tool for GrepSearch {
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let request = GrepRequest::parse(&input)?;
-        let working_directory = ctx.session.working_directory().to_path_buf();
-        let plan = request.plan(&working_directory)?;
-        let root = search_root(&input, ctx).await?;
+        let root = search_root(&input, ctx)?;
+        // Globs containing `/` are relative to the working directory as the walk sees it.
+        let plan = request.plan(root.working_directory())?;
         let cancel = ctx.cancellation.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            grep_engine::run(&plan, &root.path, root.is_dir, &working_directory, &cancel)
-        })
-        .await
-        .map_err(|err| ToolError::Execution(format!("the search failed: {err}")))?;
+        let result = tokio::task::spawn_blocking(move || grep_engine::run(&plan, &root, &cancel))
+            .await
+            .map_err(|err| ToolError::Execution(format!("the search failed: {err}")))?;
         Ok(render(&request, result))
     }
 }

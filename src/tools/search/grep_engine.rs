@@ -7,8 +7,10 @@
 //! `--` between groups, `path:count`, one path per file), including rg's handling of binary
 //! files: a walked file is dropped at its first NUL byte (a warning follows matches printed
 //! before it), a file named directly reports `binary file matches`. The per-file chunks are
-//! then sorted by path, which is the order of `rg --sort path`. Paging and notes for the model
-//! are the tool's business ([`super::grep`]), not this file's.
+//! then sorted by path, which is the order of `rg --sort path`. Every sink counts what it
+//! writes against one budget shared by the walk's threads and stops mid-file once the budget
+//! is spent or the call is cancelled. Paging and notes for the model are the tool's business
+//! ([`super::grep`]), not this file's.
 
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -26,10 +28,11 @@ use ignore::overrides::Override;
 use ignore::types::Types;
 use tokio_util::sync::CancellationToken;
 
-use super::{ripgrep_walker, walk_threads};
+use super::{SearchRoot, ripgrep_walker, walk_threads};
 
 /// Output collected before the search stops (a pattern like `.` over a large tree would
-/// otherwise hold the whole tree in memory).
+/// otherwise hold the whole tree in memory). Checked after every line written, so the output
+/// ends at most a line (per walking thread) past it.
 pub const MAX_COLLECTED_BYTES: usize = 32 * 1024 * 1024;
 
 /// How far past a multi-line match rg lets the regex look when it counts matches again.
@@ -79,22 +82,33 @@ pub struct SearchResult {
 }
 
 /// Searches `root` (a directory is walked, a file is searched directly).
-pub fn run(
+pub fn run(plan: &SearchPlan, root: &SearchRoot, cancel: &CancellationToken) -> SearchResult {
+    run_capped(plan, root, cancel, MAX_COLLECTED_BYTES)
+}
+
+/// [`run`] with the output cap as a parameter (tests use a small one).
+fn run_capped(
     plan: &SearchPlan,
-    root: &Path,
-    root_is_dir: bool,
-    working_directory: &Path,
+    root: &SearchRoot,
     cancel: &CancellationToken,
+    cap: usize,
 ) -> SearchResult {
-    let collector = Collector::default();
-    if root_is_dir {
-        walk(plan, root, working_directory, cancel, &collector);
+    let collector = Collector::new(cancel.clone(), cap);
+    if root.is_dir {
+        walk(plan, root, &collector);
     } else {
         // A file named directly is "explicit" to rg: always searched, binary data reported.
         let mut searcher = searcher(plan, BinaryDetection::convert(b'\0'));
-        collector.search(plan, &mut searcher, root, Source::WholeFile);
+        let walked = root.walk_path();
+        collector.search(
+            plan,
+            &mut searcher,
+            walked,
+            &root.shown_path(walked),
+            Source::WholeFile,
+        );
     }
-    collector.finish(plan, cancel)
+    collector.finish(plan)
 }
 
 /// The searcher rg builds (`HiArgs::searcher`) for one kind of file.
@@ -113,14 +127,8 @@ fn searcher(plan: &SearchPlan, binary: BinaryDetection) -> Searcher {
     builder.build()
 }
 
-fn walk(
-    plan: &SearchPlan,
-    root: &Path,
-    working_directory: &Path,
-    cancel: &CancellationToken,
-    collector: &Collector,
-) {
-    let mut builder = ripgrep_walker(root, working_directory);
+fn walk(plan: &SearchPlan, root: &SearchRoot, collector: &Collector) {
+    let mut builder = ripgrep_walker(root.walk_path(), root.working_directory());
     builder
         .threads(walk_threads())
         .types(plan.types.clone())
@@ -129,7 +137,7 @@ fn walk(
         // Walked files are "implicit" to rg: binary ones are skipped at the first NUL.
         let mut searcher = searcher(plan, BinaryDetection::quit(b'\0'));
         Box::new(move |entry| {
-            if cancel.is_cancelled() || collector.full.load(Ordering::Relaxed) {
+            if collector.should_stop() {
                 return WalkState::Quit;
             }
             let entry = match entry {
@@ -141,20 +149,25 @@ fn walk(
             };
             // Regular files only: symlinks are not followed, directories are walked.
             if entry.file_type().is_some_and(|t| t.is_file()) {
-                collector.search(plan, &mut searcher, entry.path(), Source::Stream);
+                let shown = root.shown_path(entry.path());
+                collector.search(plan, &mut searcher, entry.path(), &shown, Source::Stream);
             }
             WalkState::Continue
         })
     });
 }
 
-/// Per-file outputs gathered from the walk's threads.
-#[derive(Default)]
+/// Per-file outputs gathered from the walk's threads, and the budget they share.
 struct Collector {
     chunks: Mutex<Vec<(PathBuf, Vec<u8>)>>,
+    /// Output written so far by every sink (counted as it is written, not per file).
     bytes: AtomicUsize,
+    /// Output allowed before the search stops.
+    cap: usize,
     errors: AtomicUsize,
+    /// `bytes` passed `cap`.
     full: AtomicBool,
+    cancel: CancellationToken,
 }
 
 /// How a file's bytes reach the searcher.
@@ -172,8 +185,43 @@ enum Source {
 const MAX_WHOLE_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Collector {
-    fn search(&self, plan: &SearchPlan, searcher: &mut Searcher, path: &Path, source: Source) {
-        let mut sink = FileSink::new(plan, path);
+    fn new(cancel: CancellationToken, cap: usize) -> Collector {
+        Collector {
+            chunks: Mutex::new(Vec::new()),
+            bytes: AtomicUsize::new(0),
+            cap,
+            errors: AtomicUsize::new(0),
+            full: AtomicBool::new(false),
+            cancel,
+        }
+    }
+
+    /// Whether the search must stop: the output passed the cap or the call was cancelled.
+    fn should_stop(&self) -> bool {
+        self.full.load(Ordering::Relaxed) || self.cancel.is_cancelled()
+    }
+
+    /// Counts `written` more bytes of output; whether the search must stop.
+    fn spend(&self, written: usize) -> bool {
+        if written > 0 && self.bytes.fetch_add(written, Ordering::Relaxed) + written > self.cap {
+            self.full.store(true, Ordering::Relaxed);
+        }
+        self.should_stop()
+    }
+
+    /// Searches the file at `path` (what is opened), showing it as `shown`.
+    fn search(
+        &self,
+        plan: &SearchPlan,
+        searcher: &mut Searcher,
+        path: &Path,
+        shown: &Path,
+        source: Source,
+    ) {
+        if self.should_stop() {
+            return;
+        }
+        let mut sink = FileSink::new(plan, shown, self);
         let whole = source == Source::WholeFile
             && std::fs::metadata(path).is_ok_and(|m| m.len() <= MAX_WHOLE_FILE_BYTES);
         let searched = if whole {
@@ -186,22 +234,20 @@ impl Collector {
             self.errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        // What `finish` wrote (a summary line, a binary warning) counts too.
+        sink.keep_going();
         if sink.out.is_empty() {
             return;
-        }
-        let total = self.bytes.fetch_add(sink.out.len(), Ordering::Relaxed) + sink.out.len();
-        if total > MAX_COLLECTED_BYTES {
-            self.full.store(true, Ordering::Relaxed);
         }
         self.chunks
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push((path.to_path_buf(), sink.out));
+            .push((shown.to_path_buf(), sink.out));
     }
 
     /// Sorts the chunks by path and joins them as rg does: with `--` between files when
     /// context lines are shown.
-    fn finish(self, plan: &SearchPlan, cancel: &CancellationToken) -> SearchResult {
+    fn finish(self, plan: &SearchPlan) -> SearchResult {
         let mut chunks = self
             .chunks
             .into_inner()
@@ -218,7 +264,7 @@ impl Collector {
             }
             output.extend_from_slice(chunk);
         }
-        let stopped = if cancel.is_cancelled() {
+        let stopped = if self.cancel.is_cancelled() {
             Some(Stopped::Cancelled)
         } else if self.full.load(Ordering::Relaxed) {
             Some(Stopped::OutputCap)
@@ -241,18 +287,23 @@ struct FileSink<'a> {
     matcher: &'a RegexMatcher,
     path: &'a [u8],
     out: Vec<u8>,
+    /// How much of `out` has been counted against the collector's budget.
+    spent: usize,
+    collector: &'a Collector,
     match_count: u64,
     /// Where binary data was first seen (reported through `binary_data`).
     binary_offset: Option<u64>,
 }
 
 impl<'a> FileSink<'a> {
-    fn new(plan: &'a SearchPlan, path: &'a Path) -> FileSink<'a> {
+    fn new(plan: &'a SearchPlan, path: &'a Path, collector: &'a Collector) -> FileSink<'a> {
         FileSink {
             mode: plan.mode,
             matcher: &plan.matcher,
             path: path.as_os_str().as_bytes(),
             out: Vec::new(),
+            spent: 0,
+            collector,
             match_count: 0,
             binary_offset: None,
         }
@@ -270,6 +321,14 @@ impl<'a> FileSink<'a> {
         if !line.ends_with(b"\n") {
             self.out.push(b'\n');
         }
+    }
+
+    /// Counts what was written since the last call; whether the search may go on (the
+    /// searcher stops reading the file when a sink method returns `false`).
+    fn keep_going(&mut self) -> bool {
+        let written = self.out.len() - self.spent;
+        self.spent = self.out.len();
+        !self.collector.spend(written)
     }
 
     /// Whether a file named directly has shown binary data: rg then stops printing lines and
@@ -291,7 +350,7 @@ impl Sink for FileSink<'_> {
             }
             OutputMode::Count => {
                 self.match_count += matches_in(searcher, self.matcher, mat)?;
-                Ok(true)
+                Ok(self.keep_going())
             }
             OutputMode::Content => {
                 self.match_count += 1;
@@ -303,7 +362,7 @@ impl Sink for FileSink<'_> {
                     self.write_line(b':', number, line);
                     number = number.map(|n| n + 1);
                 }
-                Ok(true)
+                Ok(self.keep_going())
             }
         }
     }
@@ -313,12 +372,12 @@ impl Sink for FileSink<'_> {
             return Ok(false);
         }
         self.write_line(b'-', ctx.line_number(), ctx.bytes());
-        Ok(true)
+        Ok(self.keep_going())
     }
 
     fn context_break(&mut self, _searcher: &Searcher) -> Result<bool, io::Error> {
         self.out.extend_from_slice(b"--\n");
-        Ok(true)
+        Ok(self.keep_going())
     }
 
     fn binary_data(&mut self, _searcher: &Searcher, offset: u64) -> Result<bool, io::Error> {
@@ -386,3 +445,7 @@ fn matches_in(
         .map_err(|err| io::Error::other(err.to_string()))?;
     Ok(count)
 }
+
+#[cfg(test)]
+#[path = "grep_engine_tests.rs"]
+mod tests;

@@ -190,7 +190,7 @@ fn output_pages_with_a_note() {
 
 #[test]
 fn the_spec_is_read_only_and_safe() {
-    let spec = spec();
+    let spec = spec().unwrap();
     assert_eq!(spec.aliases, vec!["Grep".to_owned()]);
     assert_eq!(spec.read_only.fixed(), Some(true));
     assert_eq!(spec.concurrency_safe.fixed(), Some(true));

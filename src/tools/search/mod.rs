@@ -4,9 +4,9 @@
 //! (`.gitignore` inside a git repository, `.ignore` and `.rgignore` everywhere, the global
 //! git excludes, hidden entries skipped, symlinks not followed), so "what is searched" is the
 //! same for both tools and the same as `rg`. This module owns that shared configuration, the
-//! optional `path` parameter (resolution, permission) and the paging of output lines. It does
-//! not own matching: globs are in [`glob`], regex search and rg's output format in [`grep`]
-//! and [`grep_engine`].
+//! optional `path` parameter's permission and the paging of output lines; resolving and
+//! pinning the root at execution is [`root`]'s. It does not own matching: globs are in
+//! [`glob`], regex search and rg's output format in [`grep`] and [`grep_engine`].
 //!
 //! Paths in results are absolute (what Claude Code shows), so a model can pass them straight to
 //! `read_file` whatever the shell's working directory is.
@@ -14,8 +14,9 @@
 mod glob;
 mod grep;
 mod grep_engine;
+mod root;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use ignore::WalkBuilder;
@@ -23,11 +24,12 @@ use serde_json::Value;
 
 pub use glob::GlobSearch;
 pub use grep::GrepSearch;
+use root::{SearchRoot, search_root};
 
 use crate::permission::PermissionLevel;
 use crate::registry::{RegistryError, ToolRegistry};
 use crate::session::SessionState;
-use crate::tool::{ToolContext, ToolError};
+use crate::tool::{BuildError, ToolError, ToolSpec, ToolSpecBuilder};
 use crate::tools::paths;
 
 /// The input field both tools take for the directory (or, for grep, the file) to search.
@@ -35,9 +37,24 @@ const PATH_FIELD: &str = "path";
 
 /// Registers `glob_search` and `grep_search` (they need nothing from [`ToolDeps`]).
 pub fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError> {
-    registry.register(Arc::new(GlobSearch::new()))?;
-    registry.register(Arc::new(GrepSearch::new()))?;
+    registry.register(Arc::new(GlobSearch::new()?))?;
+    registry.register(Arc::new(GrepSearch::new()?))?;
     Ok(())
+}
+
+/// Builds a spec, reporting a missing piece of metadata as a registration error.
+fn build_spec(builder: ToolSpecBuilder) -> Result<ToolSpec, RegistryError> {
+    builder.build().map_err(|err| {
+        let tool = match &err {
+            BuildError::MissingMaxResultSize { name }
+            | BuildError::MissingDescription { name }
+            | BuildError::SchemaNotObject { name } => name.clone(),
+        };
+        RegistryError::InvalidSchema {
+            tool,
+            problem: err.to_string(),
+        }
+    })
 }
 
 /// Whether the call names a path (absent and `null` both mean the working directory).
@@ -62,46 +79,6 @@ fn check_path_syntax(input: &Value, session: &SessionState) -> Result<(), ToolEr
         paths::resolve_input(input, PATH_FIELD, session)?;
     }
     Ok(())
-}
-
-/// Where the search starts, resolved again at execution (a `path` swapped for a symlink to
-/// the outside after the permission check is refused), and checked to exist.
-async fn search_root(input: &Value, ctx: &ToolContext) -> Result<SearchRoot, ToolError> {
-    let (path, shown) = if has_path(input) {
-        let resolved = paths::resolve_for_execution(input, PATH_FIELD, ctx)?;
-        let raw = paths::input_path(input, PATH_FIELD)?.to_owned();
-        (resolved.path, raw)
-    } else {
-        let workspace = ctx.session.working_directory();
-        let path = paths::resolve_lenient(workspace).map_err(|err| {
-            ToolError::Execution(format!(
-                "the working directory {} cannot be resolved: {err}",
-                workspace.display()
-            ))
-        })?;
-        (path, workspace.display().to_string())
-    };
-    let metadata = tokio::fs::metadata(&path).await.map_err(|err| {
-        if err.kind() == std::io::ErrorKind::NotFound {
-            ToolError::Validation(format!("path \"{shown}\" does not exist"))
-        } else {
-            ToolError::Execution(format!("path \"{shown}\" cannot be read: {err}"))
-        }
-    })?;
-    Ok(SearchRoot {
-        path,
-        shown,
-        is_dir: metadata.is_dir(),
-    })
-}
-
-/// A resolved, existing search root.
-struct SearchRoot {
-    /// Absolute, symlinks resolved.
-    path: PathBuf,
-    /// As the call gave it (for messages).
-    shown: String,
-    is_dir: bool,
 }
 
 /// A walker over `root` with ripgrep's defaults (rg 14's `walk_builder` without flags):
@@ -203,6 +180,16 @@ mod tests {
             assert_eq!(page.remaining(), remaining, "{offset} {limit:?}");
             assert_eq!(page.total, 5);
         }
+    }
+
+    #[test]
+    fn an_incomplete_spec_is_a_registry_error() {
+        let err = build_spec(ToolSpec::builder("half_built")).unwrap_err();
+        assert!(
+            matches!(&err, RegistryError::InvalidSchema { tool, .. } if tool == "half_built"),
+            "{err:?}"
+        );
+        assert!(GlobSearch::new().is_ok() && GrepSearch::new().is_ok());
     }
 
     #[test]
