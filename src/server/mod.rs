@@ -79,6 +79,8 @@ impl Daemon {
     /// Everything up to a bound listener; nothing is served yet.
     pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
         let server = &settings.server;
+        // The metrics recorder goes in first, so nothing recorded at start is lost.
+        let _ = crate::telemetry::prometheus();
         let data_dir = create_dir(&server.data_dir)?;
         let node_id = node_id(&data_dir)?;
         let store: Arc<dyn Store> =
