@@ -19,6 +19,7 @@
 //! - [`service`]: the façade both doors call; [`store`]: persistence behind a trait.
 //! - [`api`]: the doors (HTTP today) that translate wire formats into service calls.
 //! - [`server`]: wiring from settings to a listening daemon, and its shutdown.
+//! - [`telemetry`]: the metrics toold reports and the Prometheus recorder they land in.
 //!
 //! The core modules above know nothing of HTTP, gRPC or SQL; only `api` names the doors'
 //! crates and only `store` names SQL.
@@ -35,5 +36,6 @@ pub mod server;
 pub mod service;
 pub mod session;
 pub mod store;
+pub mod telemetry;
 pub mod tool;
 pub mod tools;

@@ -7,9 +7,11 @@
 //! without auth tokens, and print `toold listening on http://ADDR` on stdout (logs go to
 //! stderr). Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
 //! batches have `shutdown_grace` to finish, then their calls are cancelled; the queued events
-//! are stored, the store is closed (the audit log flushed) and `run` returns.
+//! are stored, the store is closed (the audit log flushed) and `run` returns. While serving,
+//! `retention` prunes events older than `[server] event_retention_hours`.
 
 mod persister;
+mod retention;
 mod settings;
 
 use std::net::SocketAddr;
@@ -79,6 +81,8 @@ impl Daemon {
     /// Everything up to a bound listener; nothing is served yet.
     pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
         let server = &settings.server;
+        // The metrics recorder goes in first, so nothing recorded at start is lost.
+        let _ = crate::telemetry::prometheus();
         let data_dir = create_dir(&server.data_dir)?;
         let node_id = node_id(&data_dir)?;
         let store: Arc<dyn Store> =
@@ -141,6 +145,7 @@ impl Daemon {
             event_buffer: server.event_buffer,
         };
         let draining = CancellationToken::new();
+        let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
         let mut serving = tokio::spawn(crate::api::serve_http(
             listener,
             service.clone(),
@@ -158,6 +163,12 @@ impl Daemon {
                 drain(&service, &settings, &mut serving).await
             }
         };
+        if let Some(pruning) = pruning {
+            // Stopped with the drain (cancelled here too when serving ended on its own);
+            // awaited so no prune runs against a closing store.
+            draining.cancel();
+            let _ = pruning.await;
+        }
         persister.flush_and_stop().await;
         store.close().await;
         tracing::info!("toold stopped");

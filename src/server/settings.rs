@@ -38,6 +38,8 @@ pub struct ServerSettings {
     pub shutdown_grace: Duration,
     /// Events buffered per event-stream subscriber before it gets a `lagged` event.
     pub event_buffer: usize,
+    /// Persisted events older than this many hours are pruned (hourly); 0 keeps them forever.
+    pub event_retention_hours: u64,
     /// Log filter (`info`, `toold=debug,tower_http=info`, …).
     pub log: String,
 }
@@ -55,12 +57,18 @@ impl Default for ServerSettings {
             max_concurrent_requests: 512,
             shutdown_grace: Duration::from_secs(30),
             event_buffer: 4096,
+            event_retention_hours: 168,
             log: "info".into(),
         }
     }
 }
 
 impl ServerSettings {
+    /// How long persisted events are kept (zero: forever).
+    pub fn event_retention(&self) -> Duration {
+        Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
+    }
+
     /// The database location: the configured URL, else `toold.db` under the data directory.
     pub fn database_location(&self) -> String {
         if self.database_url.is_empty() {
@@ -116,5 +124,29 @@ mod millis {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_millis(u64::deserialize(deserializer)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_retention_defaults_to_a_week_and_reads_from_the_file() {
+        assert_eq!(
+            ServerSettings::default().event_retention(),
+            Duration::from_secs(7 * 24 * 3600)
+        );
+        let file: ServerSettings = toml_from("event_retention_hours = 2");
+        assert_eq!(file.event_retention(), Duration::from_secs(2 * 3600));
+        let off: ServerSettings = toml_from("event_retention_hours = 0");
+        assert!(off.event_retention().is_zero());
+    }
+
+    fn toml_from(text: &str) -> ServerSettings {
+        use figment::providers::{Format, Toml};
+        figment::Figment::from(Toml::string(text))
+            .extract()
+            .unwrap()
     }
 }

@@ -214,6 +214,12 @@ impl ToolService {
         results: &[ToolResult],
     ) -> Result<(), ServiceError> {
         self.store.complete_batch(&record.batch_id, results).await?;
+        // Counted here, from the results, so every path (whole, streamed) counts once and a
+        // replayed retry, which runs nothing, counts nothing.
+        let elapsed = SystemTime::now()
+            .duration_since(record.created_at)
+            .unwrap_or_default();
+        crate::telemetry::record_batch(results, elapsed);
         self.store
             .save_session_state(&record.session_id, &snapshot_json(&session.state))
             .await?;

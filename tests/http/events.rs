@@ -82,3 +82,58 @@ async fn the_global_stream_filters_by_session_tool_and_type() {
         reqwest::StatusCode::NOT_FOUND
     );
 }
+
+/// A batch of `n` reads of one small file: many events in a burst, cheaply.
+fn read_batch(file: &std::path::Path, n: usize) -> serde_json::Value {
+    json!({"calls": (0..n).map(|i| json!({"id": format!("r{i}"), "name": "read_file", "input": {"file_path": file}})).collect::<Vec<_>>()})
+}
+
+#[tokio::test]
+async fn a_subscriber_that_falls_behind_gets_lagged_and_resumes_without_loss() {
+    // A tiny buffer: the burst of a 300-call batch cannot fit in it.
+    let toold = Toold::start_with_config("[server]\nevent_buffer = 2\n");
+    let id = toold.session().await;
+    let file = toold.workspace(&id).await.join("small.txt");
+    std::fs::write(&file, "small\n").unwrap();
+    let events = format!("/v1/sessions/{id}/events");
+
+    // Subscribed before the batch and not read until it is over.
+    let mut slow = toold.sse(&events, None, Some(0)).await;
+    let reply = toold
+        .post(
+            &format!("/v1/sessions/{id}/batches"),
+            &read_batch(&file, 300),
+        )
+        .await;
+    assert_eq!(reply.status, reqwest::StatusCode::OK);
+    let mut seen: Vec<u64> = Vec::new();
+    let resume_after = loop {
+        let frame = slow
+            .next()
+            .await
+            .expect("a lagged event before the stream ends");
+        if frame.event == "lagged" {
+            assert_eq!(frame.id, None, "a lagged frame carries no id");
+            break frame.data["resume_after"].as_u64().unwrap();
+        }
+        assert_ne!(frame.event, "batch:end", "the subscriber never lagged");
+        seen.push(frame.id.unwrap().parse().unwrap());
+    };
+    assert!(slow.next().await.is_none(), "the stream ends after lagged");
+    assert_eq!(seen.last().copied().unwrap_or(0), resume_after);
+
+    // Resuming from resume_after replays the rest from the store.
+    let mut resumed = toold.sse(&events, None, Some(resume_after)).await;
+    loop {
+        let frame = resumed.next().await.unwrap();
+        assert_ne!(frame.event, "lagged");
+        seen.push(frame.id.unwrap().parse().unwrap());
+        if frame.event == "batch:end" {
+            break;
+        }
+    }
+    let expected: Vec<u64> = (1..=*seen.last().unwrap()).collect();
+    assert_eq!(seen, expected, "every event exactly once, in order");
+    // session:start, batch:start, 300 × (queued, pre, post), batch:end at least.
+    assert!(seen.len() >= 3 + 300 * 3, "{} events", seen.len());
+}

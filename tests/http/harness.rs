@@ -59,6 +59,32 @@ impl Toold {
         }
     }
 
+    /// The daemon with a settings file holding `toml`, passed with `--config`.
+    pub fn start_with_config(toml: &str) -> Toold {
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        let file = dir.path().join("toold.toml");
+        std::fs::write(&file, toml).unwrap();
+        let file = file.to_str().unwrap().to_owned();
+        Toold::start_with(dir, &["--config", &file])
+    }
+
+    /// The working directory of a session.
+    pub async fn workspace(&self, session: &str) -> PathBuf {
+        let reply = self.get(&format!("/v1/sessions/{session}")).await;
+        PathBuf::from(reply.body["working_directory"].as_str().unwrap())
+    }
+
+    /// Sends SIGTERM without waiting for the exit.
+    pub fn signal_terminate(&self) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+
     /// Stops this daemon with `kill -9` and starts another over the same directory.
     pub fn kill_and_restart(mut self) -> Toold {
         self.child.kill().unwrap();
@@ -95,6 +121,16 @@ impl Toold {
             headers,
             body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         }
+    }
+
+    /// The raw text of a GET (for non-JSON bodies).
+    pub async fn get_text(&self, path: &str) -> (StatusCode, String) {
+        let response = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .expect("request sent");
+        (response.status(), response.text().await.unwrap())
     }
 
     pub async fn get(&self, path: &str) -> Reply {

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::error::{ApiError, JsonBody};
+use super::openapi::{BatchRequestBody, BatchResponseBody, BatchStatusBody, ErrorBody, EventBody};
 use crate::dispatch::BatchUpdate;
 use crate::registry::calls::format_result;
 use crate::service::{BatchStream, ToolService};
@@ -25,6 +26,12 @@ use crate::service::{BatchStream, ToolService};
 const BATCH_ID: HeaderName = HeaderName::from_static("x-toold-batch-id");
 const REPLAYED: HeaderName = HeaderName::from_static("x-toold-replayed");
 
+/// With `Accept: text/event-stream`: `tool:progress`, `result` and `done` frames instead.
+#[utoipa::path(post, path = "/v1/sessions/{id}/batches", tag = "batches", params(("id" = String, Path)),
+    request_body = BatchRequestBody,
+    responses((status = 200, description = "results in the request's shape", content(
+        (BatchResponseBody = "application/json"), (EventBody = "text/event-stream"))),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn execute(
     State(service): State<Arc<ToolService>>,
     Path(id): Path<String>,
@@ -44,6 +51,9 @@ pub async fn execute(
     Ok((headers, Json(response.body)).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/batches/{batch_id}", tag = "batches",
+    params(("id" = String, Path), ("batch_id" = String, Path)),
+    responses((status = 200, body = BatchStatusBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(service): State<Arc<ToolService>>,
     Path((id, batch_id)): Path<(String, String)>,

@@ -17,7 +17,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::HttpState;
+use utoipa::IntoParams;
+
 use super::error::{ApiError, ApiQuery};
+use super::openapi::{ErrorBody, EventBody, ResultPage};
 use crate::event::EventType;
 use crate::service::{ErrorCode, EventItem};
 use crate::store::EventFilter;
@@ -26,7 +29,8 @@ use crate::store::EventFilter;
 const DEFAULT_RESULT_PAGE: u64 = 1 << 20;
 const MAX_RESULT_PAGE: u64 = 16 << 20;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     session: Option<String>,
     tool: Option<String>,
@@ -34,6 +38,8 @@ pub struct EventsQuery {
     event_type: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery, ("Last-Event-ID" = Option<u64>, Header)),
+    responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn all(
     State(state): State<HttpState>,
     headers: HeaderMap,
@@ -56,6 +62,9 @@ pub async fn all(
     subscribe(state, filter, &headers).await
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
+    params(("id" = String, Path), ("Last-Event-ID" = Option<u64>, Header)),
+    responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn session(
     State(state): State<HttpState>,
     Path(id): Path<String>,
@@ -113,12 +122,16 @@ fn frame(item: EventItem) -> SseEvent {
     }
 }
 
-#[derive(Deserialize)]
+/// A character range: `offset` (default 0) and `limit` (default 1 Mi, at most 16 Mi).
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ResultQuery {
     offset: Option<u64>,
     limit: Option<u64>,
 }
 
+#[utoipa::path(get, path = "/v1/results/{id}", tag = "results", params(("id" = String, Path), ResultQuery),
+    responses((status = 200, body = ResultPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn result(
     State(state): State<HttpState>,
     Path(id): Path<String>,

@@ -1,12 +1,13 @@
 //! The HTTP door's gates, in the order a request meets them: shutting down (503), bearer
 //! auth (401), load shedding (429) and the request timeout (408). `/healthz` and `/readyz`
-//! pass every gate but the first, so probes work without a token and under load.
+//! pass every gate but the first, so probes work without a token and under load. Outside the
+//! gates, [`count_request`] counts every answer by route and status.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -89,4 +90,16 @@ fn authorised(tokens: &[String], request: &Request) -> bool {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Counts the request by its route template (`unmatched` for unknown paths) and status.
+pub async fn count_request(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let response = next.run(request).await;
+    crate::telemetry::record_http_request(&route, &method, response.status().as_u16());
+    response
 }

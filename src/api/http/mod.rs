@@ -3,12 +3,14 @@
 //! limit, timeout).
 //!
 //! [`router`] builds the whole app from a service, so tests can drive it without a socket;
-//! `server` binds it. Handlers only translate: every decision is the service's.
+//! `server` binds it. Handlers only translate: every decision is the service's. Every route
+//! is documented by its handler (`openapi`) and counted by `middleware::count_request`.
 
 mod batches;
 mod error;
 mod events;
 mod middleware;
+mod openapi;
 mod ops;
 mod sessions;
 
@@ -18,11 +20,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::http::HeaderName;
-use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use error::ApiError;
 pub use middleware::DaemonStatus;
@@ -110,16 +113,20 @@ pub fn router_with(
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
     });
-    routes()
+    let (routes, _document) = routes().split_for_parts();
+    routes
         .fallback(error::not_found)
         .with_state(state)
         // Outermost first: an id for every request (kept if the client sent one), a span
-        // carrying it, the id echoed on the response, then the gates and the body limit.
+        // carrying it, the id echoed on the response, the request counter, then the gates and
+        // the body limit.
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(TraceLayer::new_for_http())
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                // Outside the gates, so 401/429/503 answers are counted too.
+                .layer(axum::middleware::from_fn(middleware::count_request))
                 .layer(axum::middleware::from_fn_with_state(
                     gates,
                     middleware::gate,
@@ -129,27 +136,25 @@ pub fn router_with(
         )
 }
 
-fn routes() -> Router<HttpState> {
-    Router::new()
-        .route("/v1/sessions", post(sessions::create).get(sessions::list))
-        .route(
-            "/v1/sessions/{id}",
-            get(sessions::get).delete(sessions::close),
-        )
-        .route("/v1/sessions/{id}/tools", get(sessions::tools))
-        .route("/v1/sessions/{id}/batches", post(batches::execute))
-        .route("/v1/sessions/{id}/batches/{batch_id}", get(batches::get))
-        .route("/v1/sessions/{id}/interrupt", post(sessions::interrupt))
-        .route("/v1/sessions/{id}/approvals", get(sessions::approvals))
-        .route(
-            "/v1/sessions/{id}/approvals/{approval_id}",
-            post(sessions::resolve_approval),
-        )
-        .route("/v1/sessions/{id}/calls", get(sessions::calls))
-        .route("/v1/sessions/{id}/events", get(events::session))
-        .route("/v1/events", get(events::all))
-        .route("/v1/results/{id}", get(events::result))
-        .route("/v1/tools", get(ops::catalogue))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
+/// Every route, each registered with its handler's `#[utoipa::path]`, so the OpenAPI
+/// document (`/openapi.json`) is generated from exactly what is served.
+fn routes() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::new()
+        .routes(routes!(sessions::create, sessions::list))
+        .routes(routes!(sessions::get, sessions::close))
+        .routes(routes!(sessions::tools))
+        .routes(routes!(batches::execute))
+        .routes(routes!(batches::get))
+        .routes(routes!(sessions::interrupt))
+        .routes(routes!(sessions::approvals))
+        .routes(routes!(sessions::resolve_approval))
+        .routes(routes!(sessions::calls))
+        .routes(routes!(events::session))
+        .routes(routes!(events::all))
+        .routes(routes!(events::result))
+        .routes(routes!(ops::catalogue))
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ops::readyz))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(openapi::document))
 }

@@ -1,22 +1,28 @@
-//! Ops endpoints: liveness, readiness and the tool catalogue.
+//! Ops endpoints: liveness, readiness, Prometheus metrics and the tool catalogue.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::HttpState;
 use super::error::ApiError;
+use super::openapi::{ErrorBody, StatusBody, ToolsBody};
 use crate::service::{ErrorCode, ToolService};
 
 /// The process answers.
+#[utoipa::path(get, path = "/healthz", tag = "ops", responses((status = 200, body = StatusBody)))]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// The store is open and sessions are restored, and no shutdown has begun.
+#[utoipa::path(get, path = "/readyz", tag = "ops",
+    responses((status = 200, body = StatusBody), (status = 503, body = ErrorBody)))]
 pub async fn readyz(State(state): State<HttpState>) -> Result<Json<Value>, ApiError> {
     if state.status.shutting_down.load(Ordering::Acquire) {
         return Err(ApiError::new(
@@ -31,6 +37,17 @@ pub async fn readyz(State(state): State<HttpState>) -> Result<Json<Value>, ApiEr
 }
 
 /// Every built-in tool with all its metadata.
+#[utoipa::path(get, path = "/v1/tools", tag = "ops", responses((status = 200, body = ToolsBody), (status = 401, body = ErrorBody)))]
 pub async fn catalogue(State(service): State<Arc<ToolService>>) -> Json<Value> {
     Json(json!({"tools": service.catalogue()}))
+}
+
+/// Prometheus text format (see `telemetry` for the names).
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
+pub async fn metrics() -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::telemetry::render(),
+    )
 }

@@ -9,12 +9,20 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use utoipa::IntoParams;
+
 use super::error::{ApiError, ApiQuery, JsonBody};
+use super::openapi::{
+    ApprovalsBody, CallsPage, CreateSessionBody, ErrorBody, InterruptBody, ResolveApprovalBody,
+    ResolvedBody, SessionBody, SessionList, ToolsBody,
+};
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
 use crate::store::CallRow;
 
 type Service = State<Arc<ToolService>>;
 
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = CreateSessionBody,
+    responses((status = 201, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn create(
     State(service): Service,
     JsonBody(request): JsonBody<CreateSessionRequest>,
@@ -25,10 +33,14 @@ pub async fn create(
     ))
 }
 
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+    responses((status = 200, body = SessionList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn list(State(service): Service) -> Json<Value> {
     Json(json!({"sessions": service.list_sessions()}))
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(service): Service,
     Path(id): Path<String>,
@@ -36,6 +48,8 @@ pub async fn get(
     Ok(Json(service.get_session(&id)?))
 }
 
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn close(
     State(service): Service,
     Path(id): Path<String>,
@@ -43,11 +57,15 @@ pub async fn close(
     Ok(Json(service.close_session(&id).await?))
 }
 
-#[derive(Deserialize)]
+/// `format`: `anthropic`, `openai`, `openai_chat`, `mcp` or `toold` (the default).
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ToolsQuery {
     format: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/tools", tag = "sessions", params(("id" = String, Path), ToolsQuery),
+    responses((status = 200, body = ToolsBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn tools(
     State(service): Service,
     Path(id): Path<String>,
@@ -57,6 +75,8 @@ pub async fn tools(
     Ok(Json(json!({"tools": service.list_tools(&id, format)?})))
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/interrupt", tag = "sessions", params(("id" = String, Path)),
+    responses((status = 200, body = InterruptBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn interrupt(
     State(service): Service,
     Path(id): Path<String>,
@@ -65,6 +85,8 @@ pub async fn interrupt(
     Ok(Json(json!({"session_id": id, "interrupted": true})))
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/approvals", tag = "approvals", params(("id" = String, Path)),
+    responses((status = 200, body = ApprovalsBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn approvals(
     State(service): Service,
     Path(id): Path<String>,
@@ -74,6 +96,9 @@ pub async fn approvals(
     ))
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/approvals/{approval_id}", tag = "approvals",
+    params(("id" = String, Path), ("approval_id" = String, Path)), request_body = ResolveApprovalBody,
+    responses((status = 200, body = ResolvedBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn resolve_approval(
     State(service): Service,
     Path((id, approval_id)): Path<(String, String)>,
@@ -84,13 +109,16 @@ pub async fn resolve_approval(
     Ok(Json(json!({"id": approval_id, "decision": decision})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CallsQuery {
     /// `next_cursor` of the previous page.
     cursor: Option<i64>,
     limit: Option<u32>,
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/calls", tag = "sessions", params(("id" = String, Path), CallsQuery),
+    responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn calls(
     State(service): Service,
     Path(id): Path<String>,

@@ -1,0 +1,289 @@
+//! The OpenAPI document's body schemas, and `/openapi.json`.
+//!
+//! The paths come from the handlers themselves (`#[utoipa::path]` beside each one, collected
+//! by `utoipa_axum::routes!` as the router is built), so a route cannot be served without
+//! being documented. Most handlers answer with `serde_json::Value` built by the service; the
+//! types here describe those bodies for the document only and are never constructed. They
+//! live in the door so the core and the service know nothing of OpenAPI.
+
+// Documentation-only types: read by the `ToSchema` derive, never built.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::error::ApiError;
+use crate::service::ErrorCode;
+
+/// The document, built once from the routes (the same ones the router serves).
+static DOCUMENT: OnceLock<Result<String, String>> = OnceLock::new();
+
+/// `GET /openapi.json`: the OpenAPI 3.1 document of every route.
+#[utoipa::path(get, path = "/openapi.json", tag = "ops",
+    responses((status = 200, description = "the OpenAPI document", body = Object)))]
+pub async fn document() -> Response {
+    let built = DOCUMENT.get_or_init(|| {
+        let (_, api) = super::routes().split_for_parts();
+        api.to_pretty_json().map_err(|err| err.to_string())
+    });
+    match built {
+        Ok(json) => ([(CONTENT_TYPE, "application/json")], json.clone()).into_response(),
+        Err(err) => ApiError::new(
+            ErrorCode::Internal,
+            format!("building the OpenAPI document: {err}"),
+        )
+        .into_response(),
+    }
+}
+
+/// Every error: `{"error":{"code","message"}}`.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// `invalid_request`, `unauthenticated`, `not_found`, `conflict`, `payload_too_large`,
+    /// `overloaded`, `shutting_down`, `timeout` or `internal`.
+    pub code: String,
+    pub message: String,
+}
+
+/// `POST /v1/sessions`.
+#[derive(Serialize, ToSchema)]
+pub struct CreateSessionBody {
+    /// Under an allowed root; omitted: a fresh directory under the data directory.
+    pub working_directory: Option<String>,
+    /// `read_only`, `workspace_write`, `full_access`, ….
+    pub permission_mode: Option<String>,
+    pub rules: Option<RulesBody>,
+    pub tools: Option<ToolFilterBody>,
+    pub interactive: Option<bool>,
+    /// Names of MCP servers from the server's settings.
+    pub mcp_servers: Option<Vec<String>>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    /// The JSON Schema `structured_output` validates against.
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RulesBody {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub ask: Vec<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ToolFilterBody {
+    pub deny: Vec<String>,
+    pub mode: Option<String>,
+}
+
+/// A session.
+#[derive(Serialize, ToSchema)]
+pub struct SessionBody {
+    pub id: String,
+    pub working_directory: String,
+    pub permission_mode: String,
+    pub interactive: bool,
+    /// The daemon that runs the session.
+    pub owner: String,
+    /// RFC 3339.
+    pub created_at: String,
+    pub closed: bool,
+    pub rules: RulesBody,
+    pub tools: ToolFilterBody,
+    pub mcp_servers: Vec<String>,
+    #[schema(value_type = Object)]
+    pub metadata: Value,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SessionList {
+    pub sessions: Vec<SessionBody>,
+}
+
+/// Tool definitions in the asked format (or the full catalogue for `/v1/tools`).
+#[derive(Serialize, ToSchema)]
+pub struct ToolsBody {
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Vec<Value>,
+}
+
+/// One call of the toold shape.
+#[derive(Serialize, ToSchema)]
+pub struct CallBody {
+    pub id: String,
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub input: Value,
+}
+
+/// `POST /v1/sessions/{id}/batches`: one of four shapes; the answer mirrors it.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchRequestBody {
+    Toold {
+        calls: Vec<CallBody>,
+        idempotency_key: Option<String>,
+    },
+    /// `format: "anthropic"`; `tool_use` blocks of the assistant's content.
+    Anthropic {
+        format: String,
+        #[schema(value_type = Vec<Object>)]
+        content: Vec<Value>,
+    },
+    /// `format: "openai"`; `function_call` items of a Responses API output.
+    OpenAi {
+        format: String,
+        #[schema(value_type = Vec<Object>)]
+        output: Vec<Value>,
+    },
+    /// `format: "openai_chat"`; an assistant message with `tool_calls`.
+    OpenAiChat {
+        format: String,
+        #[schema(value_type = Object)]
+        message: Value,
+    },
+}
+
+/// The batch's results in the request's shape.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchResponseBody {
+    Toold {
+        batch_id: String,
+        results: Vec<ResultBody>,
+    },
+    /// `{"role":"user","content":[tool_result blocks]}`.
+    Anthropic {
+        role: String,
+        #[schema(value_type = Vec<Object>)]
+        content: Vec<Value>,
+    },
+    /// `{"input":[function_call_output items]}`.
+    OpenAi {
+        #[schema(value_type = Vec<Object>)]
+        input: Vec<Value>,
+    },
+    /// `{"messages":[tool messages]}`.
+    OpenAiChat {
+        #[schema(value_type = Vec<Object>)]
+        messages: Vec<Value>,
+    },
+}
+
+/// One result of the toold shape.
+#[derive(Serialize, ToSchema)]
+pub struct ResultBody {
+    pub id: String,
+    pub name: String,
+    pub is_error: bool,
+    pub output: String,
+    pub error_kind: Option<String>,
+    pub duration_ms: f64,
+    pub offloaded: Option<OffloadedBody>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OffloadedBody {
+    pub result_id: String,
+    pub total_chars: u64,
+}
+
+/// `GET /v1/sessions/{id}/batches/{batch_id}`.
+#[derive(Serialize, ToSchema)]
+pub struct BatchStatusBody {
+    pub batch_id: String,
+    pub session_id: String,
+    /// `running` or `complete`.
+    pub status: String,
+    pub format: String,
+    pub calls: u64,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+    pub results: Vec<ResultBody>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct InterruptBody {
+    pub session_id: String,
+    pub interrupted: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ApprovalsBody {
+    pub approvals: Vec<ApprovalBody>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ApprovalBody {
+    pub id: String,
+    pub call_id: String,
+    pub tool: String,
+    #[schema(value_type = Object)]
+    pub input: Value,
+    pub reason: String,
+}
+
+/// `POST .../approvals/{approval_id}`.
+#[derive(Serialize, ToSchema)]
+pub struct ResolveApprovalBody {
+    /// `allow` or `deny`.
+    pub decision: String,
+    pub reason: Option<String>,
+    pub remember: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ResolvedBody {
+    pub id: String,
+    pub decision: String,
+}
+
+/// A page of the audit log; `next_cursor` is null on the last page.
+#[derive(Serialize, ToSchema)]
+pub struct CallsPage {
+    #[schema(value_type = Vec<Object>)]
+    pub calls: Vec<Value>,
+    pub next_cursor: Option<i64>,
+}
+
+/// One SSE frame's `data` (`id:` = `seq`, `event:` = `type`); `lagged` frames carry
+/// `{"resume_after"}` instead.
+#[derive(Serialize, ToSchema)]
+pub struct EventBody {
+    pub seq: u64,
+    pub ts: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub session_id: String,
+    pub batch_id: Option<String>,
+    pub call_id: Option<String>,
+    pub tool: Option<String>,
+    #[schema(value_type = Object)]
+    pub data: Value,
+}
+
+/// `GET /v1/results/{id}`: a character range of an offloaded output.
+#[derive(Serialize, ToSchema)]
+pub struct ResultPage {
+    pub result_id: String,
+    pub total_chars: u64,
+    pub offset: u64,
+    pub content: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StatusBody {
+    /// `ok` (`/healthz`) or `ready` (`/readyz`).
+    pub status: String,
+}
