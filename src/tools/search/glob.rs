@@ -20,14 +20,9 @@ use ignore::WalkState;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    SearchRoot, build_spec, check_path_syntax, ripgrep_walker, root_permission, search_root,
-};
-use crate::permission::PermissionLevel;
+use super::{SearchRoot, build_spec, check_path_syntax, ripgrep_walker, search_flags, search_root};
 use crate::registry::RegistryError;
-use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// Most paths returned; the rest are counted in the truncation note.
 pub const MAX_RESULTS: usize = 100;
@@ -80,15 +75,8 @@ fn spec() -> Result<ToolSpec, RegistryError> {
             },
             "required": ["pattern"],
             "additionalProperties": false
-        }))
-        .read_only(true)
-        .concurrency_safe(true)
-        .destructive(false)
-        .idempotent(true)
-        .open_world(false)
-        .permission_for(PermissionLevel::ReadOnly, root_permission)
-        .concurrency_class(ConcurrencyClass::ReadOnly)
-        .interrupt_behavior(InterruptBehavior::Cancel)
+        }));
+    let builder = search_flags(builder)
         // 100 paths: bounded, but a deep tree's absolute paths can still be long.
         .max_result_size_chars(Some(30_000));
     build_spec(builder)

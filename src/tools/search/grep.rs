@@ -14,12 +14,9 @@ use ignore::types::{Types, TypesBuilder};
 use serde_json::{Value, json};
 
 use super::grep_engine::{self, OutputMode, SearchPlan, SearchResult, Stopped};
-use super::{build_spec, check_path_syntax, input_count, page, root_permission, search_root};
-use crate::permission::PermissionLevel;
+use super::{build_spec, check_path_syntax, input_count, page, search_flags, search_root};
 use crate::registry::{RegistryError, closest};
-use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// Output lines shown when the call gives no `head_limit` (Claude Code's default).
 pub const DEFAULT_HEAD_LIMIT: usize = 250;
@@ -88,16 +85,8 @@ fn spec() -> Result<ToolSpec, RegistryError> {
             },
             "required": ["pattern"],
             "additionalProperties": false
-        }))
-        .read_only(true)
-        .concurrency_safe(true)
-        .destructive(false)
-        .idempotent(true)
-        .open_world(false)
-        .permission_for(PermissionLevel::ReadOnly, root_permission)
-        .concurrency_class(ConcurrencyClass::ReadOnly)
-        .interrupt_behavior(InterruptBehavior::Cancel)
-        .max_result_size_chars(Some(20_000));
+        }));
+    let builder = search_flags(builder).max_result_size_chars(Some(20_000));
     build_spec(builder)
 }
 

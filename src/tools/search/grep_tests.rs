@@ -3,6 +3,8 @@
 use serde_json::json;
 
 use super::*;
+use crate::permission::PermissionLevel;
+use crate::tool::InterruptBehavior;
 
 fn parse(input: Value) -> Result<GrepRequest, ToolError> {
     GrepRequest::parse(&input)

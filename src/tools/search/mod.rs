@@ -29,7 +29,7 @@ use root::{SearchRoot, search_root};
 use crate::permission::PermissionLevel;
 use crate::registry::{RegistryError, ToolRegistry};
 use crate::session::SessionState;
-use crate::tool::{BuildError, ToolError, ToolSpec, ToolSpecBuilder};
+use crate::tool::{ConcurrencyClass, InterruptBehavior, ToolError, ToolSpec, ToolSpecBuilder};
 use crate::tools::paths;
 
 /// The input field both tools take for the directory (or, for grep, the file) to search.
@@ -42,19 +42,24 @@ pub fn register(registry: &mut ToolRegistry) -> Result<(), RegistryError> {
     Ok(())
 }
 
-/// Builds a spec, reporting a missing piece of metadata as a registration error.
+/// Builds a spec, reporting a missing piece of metadata as a registration error naming the
+/// tool.
 fn build_spec(builder: ToolSpecBuilder) -> Result<ToolSpec, RegistryError> {
-    builder.build().map_err(|err| {
-        let tool = match &err {
-            BuildError::MissingMaxResultSize { name }
-            | BuildError::MissingDescription { name }
-            | BuildError::SchemaNotObject { name } => name.clone(),
-        };
-        RegistryError::InvalidSchema {
-            tool,
-            problem: err.to_string(),
-        }
-    })
+    Ok(builder.build()?)
+}
+
+/// The flags both searches share: read-only walks of the workspace, safe in parallel,
+/// cancellable, `read_only` inside the workspace and `danger_full_access` outside it.
+fn search_flags(builder: ToolSpecBuilder) -> ToolSpecBuilder {
+    builder
+        .read_only(true)
+        .concurrency_safe(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false)
+        .permission_for(PermissionLevel::ReadOnly, root_permission)
+        .concurrency_class(ConcurrencyClass::ReadOnly)
+        .interrupt_behavior(InterruptBehavior::Cancel)
 }
 
 /// Whether the call names a path (absent and `null` both mean the working directory).

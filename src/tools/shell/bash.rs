@@ -97,7 +97,7 @@ pub(crate) fn parse_input(input: &Value) -> Result<BashInput, ToolError> {
     }
     let timeout_ms = match input.get("timeout") {
         None | Some(Value::Null) => DEFAULT_TIMEOUT_MS,
-        Some(value) => whole_number(value)
+        Some(value) => crate::tools::input::whole_number(value)
             .filter(|ms| (1..=MAX_TIMEOUT_MS).contains(ms))
             .ok_or_else(|| {
                 ToolError::Validation(format!(
@@ -123,15 +123,6 @@ pub(crate) fn parse_input(input: &Value) -> Result<BashInput, ToolError> {
         timeout_ms,
         run_in_background,
         description,
-    })
-}
-
-fn whole_number(value: &Value) -> Option<u64> {
-    value.as_u64().or_else(|| {
-        value
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-            .map(|f| f as u64)
     })
 }
 

@@ -54,10 +54,7 @@ pub fn register(
 ) -> Result<(), RegistryError> {
     // A spec that does not build is a programming error in this module; it surfaces as a
     // registration error rather than a panic.
-    let tools = shells.tools().map_err(|err| RegistryError::InvalidSchema {
-        tool: "bash".into(),
-        problem: err.to_string(),
-    })?;
+    let tools = shells.tools()?;
     for tool in tools {
         registry.register(tool)?;
     }
