@@ -169,6 +169,7 @@ impl Daemon {
             draining.cancel();
             let _ = pruning.await;
         }
+        service.flush_writes().await;
         persister.flush_and_stop().await;
         store.close().await;
         tracing::info!("toold stopped");

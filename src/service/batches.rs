@@ -1,16 +1,22 @@
 //! Batches: running one (whole or streamed), idempotent retries, and reading one back.
 //!
 //! A session runs one batch at a time (a second waits for the first), so "writes serially"
-//! holds across batches too. Every batch is recorded before it runs and completed with its
-//! results after, so a client that lost its connection can fetch them, and a retry with the
-//! same idempotency key gets them back without anything running again.
+//! holds across batches too. A batch runs in a task of its own, so a client that goes away
+//! loses its answer, not the batch's bookkeeping. What is stored, and when:
+//! - every call's audit row, durable before its result is returned (the dispatcher's sink);
+//! - a batch with an idempotency key is claimed in the store before it runs and completed
+//!   with its results before it answers, so a retry after a lost connection (or a restart)
+//!   gets the stored results and runs nothing again;
+//! - a batch without one is recorded (status, no results) behind the answer; its results stay
+//!   in memory for `GET .../batches/{id}` until newer batches push them out (`recent`);
+//! - the session's state is saved behind the answer (`behind`).
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::sessions::snapshot_json;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::dispatch::BatchUpdate;
 use crate::dispatch::executor::new_batch_id;
@@ -40,7 +46,7 @@ pub struct BatchStream {
 impl ToolService {
     /// Runs a batch body (any of the four shapes) and answers in its shape.
     pub async fn execute_batch(
-        &self,
+        self: &Arc<Self>,
         session_id: &str,
         body: &Value,
     ) -> Result<BatchResponse, ServiceError> {
@@ -50,18 +56,28 @@ impl ToolService {
         if let Some(replay) = self.claim(&record).await? {
             return Ok(replay);
         }
-        let results = self.run(&session, &record, request).await?;
+        let (batch_id, format) = (record.batch_id.clone(), request.format);
+        let service = self.clone();
+        let running = tokio::spawn(async move {
+            let results = service.run(&session, &record, request).await;
+            let body = format_results(format, &record.batch_id, &results);
+            service.finish(&session, record, results).await?;
+            Ok::<_, ServiceError>(body)
+        });
+        let body = running.await.map_err(|err| {
+            ServiceError::internal(format!("batch \"{batch_id}\" failed: {err}"))
+        })??;
         Ok(BatchResponse {
-            body: format_results(record_format(&record), &record.batch_id, &results),
-            batch_id: record.batch_id,
-            format: request_format(body),
+            batch_id,
+            format,
+            body,
             replayed: false,
         })
     }
 
     /// Runs a batch body and streams its progress and results.
     pub async fn execute_batch_stream(
-        self: &std::sync::Arc<Self>,
+        self: &Arc<Self>,
         session_id: &str,
         body: &Value,
     ) -> Result<BatchStream, ServiceError> {
@@ -84,11 +100,12 @@ impl ToolService {
         let batch_id = record.batch_id.clone();
         let service = self.clone();
         tokio::spawn(async move {
-            if let Err(err) = service
+            let results = service
                 .run_streaming(&session, &record, request, sender)
-                .await
-            {
-                tracing::error!(batch_id = %record.batch_id, error = %err, "streamed batch not completed in the store");
+                .await;
+            let batch_id = record.batch_id.clone();
+            if let Err(err) = service.finish(&session, record, results).await {
+                tracing::error!(%batch_id, error = %err, "streamed batch not completed in the store");
             }
         });
         Ok(BatchStream {
@@ -98,13 +115,17 @@ impl ToolService {
         })
     }
 
-    /// A batch's status and, once complete, its results (in the toold shape).
+    /// A batch's status and, once complete and while kept, its results (in the toold shape;
+    /// `null` while running or once no longer kept).
     pub async fn get_batch(&self, session_id: &str, batch_id: &str) -> Result<Value, ServiceError> {
-        let record = self
-            .store
-            .get_batch(session_id, batch_id)
-            .await?
-            .ok_or_else(|| ServiceError::not_found(format!("unknown batch \"{batch_id}\"")))?;
+        let record = match self.recent.get(session_id, batch_id) {
+            Some(record) => record,
+            None => self
+                .store
+                .get_batch(session_id, batch_id)
+                .await?
+                .ok_or_else(|| ServiceError::not_found(format!("unknown batch \"{batch_id}\"")))?,
+        };
         Ok(json!({
             "batch_id": record.batch_id,
             "session_id": record.session_id,
@@ -117,29 +138,45 @@ impl ToolService {
         }))
     }
 
-    /// Records the batch, or finds the earlier one with the same idempotency key.
+    /// For a batch with an idempotency key: records it, or finds the earlier one with the same
+    /// key. A batch without a key has nothing to find.
     async fn claim(&self, record: &BatchRecord) -> Result<Option<BatchResponse>, ServiceError> {
+        let Some(key) = record.idempotency_key.as_deref() else {
+            return Ok(None);
+        };
         match self.store.claim_batch(record).await? {
             BatchClaim::New => Ok(None),
             BatchClaim::Conflict { batch_id } => Err(ServiceError::conflict(format!(
-                "idempotency key {:?} was used for a different request (batch \"{batch_id}\")",
-                record.idempotency_key.as_deref().unwrap_or_default()
+                "idempotency key {key:?} was used for a different request (batch \"{batch_id}\")"
             ))),
             BatchClaim::Existing(earlier) if earlier.status == BatchStatus::Running => {
-                Err(ServiceError::conflict(format!(
-                    "the batch with idempotency key {:?} (\"{}\") is still running; fetch it with GET .../batches/{}",
-                    record.idempotency_key.as_deref().unwrap_or_default(),
-                    earlier.batch_id,
-                    earlier.batch_id
-                )))
+                Err(ServiceError::conflict(self.still_running(key, &earlier)))
             }
             BatchClaim::Existing(earlier) => Ok(Some(BatchResponse {
-                body: format_results(record_format(record), &earlier.batch_id, &earlier.results),
+                body: format_results(
+                    record_format(record),
+                    &earlier.batch_id,
+                    earlier.results.as_deref().unwrap_or_default(),
+                ),
                 batch_id: earlier.batch_id,
                 format: record_format(record),
                 replayed: true,
             })),
         }
+    }
+
+    fn still_running(&self, key: &str, earlier: &BatchRecord) -> String {
+        let id = &earlier.batch_id;
+        if earlier.created_at < self.started_at {
+            return format!(
+                "the batch with idempotency key {key:?} (\"{id}\") was cut off by a restart of the \
+                 daemon before it completed; its calls are in the audit log (GET .../calls)"
+            );
+        }
+        format!(
+            "the batch with idempotency key {key:?} (\"{id}\") is still running; fetch it with \
+             GET .../batches/{id}"
+        )
     }
 
     async fn stored_results(
@@ -151,39 +188,39 @@ impl ToolService {
             .store
             .get_batch(session_id, batch_id)
             .await?
-            .map(|record| record.results)
+            .and_then(|record| record.results)
             .unwrap_or_default())
     }
 
-    /// Runs a claimed batch to completion and records it.
+    /// Runs a batch to its end (its calls in a task of their own, see the dispatcher).
     async fn run(
         &self,
         session: &LiveSession,
         record: &BatchRecord,
         request: BatchRequest,
-    ) -> Result<Vec<ToolResult>, ServiceError> {
+    ) -> Vec<ToolResult> {
+        self.recent.started(record);
         let _one_at_a_time = session.batch_lock.lock().await;
-        let outcome = self
-            .dispatcher
+        self.dispatcher
             .execute_batch_with_id(
                 session.state.clone(),
                 self.pool(session),
                 record.batch_id.clone(),
                 request.calls,
             )
-            .await;
-        self.finish(session, record, &outcome.results).await?;
-        Ok(outcome.results)
+            .await
+            .results
     }
 
-    /// Runs a claimed batch, passing updates on as they come, and records it.
+    /// Runs a batch, passing updates on as they come.
     async fn run_streaming(
         &self,
         session: &LiveSession,
         record: &BatchRecord,
         request: BatchRequest,
         client: mpsc::UnboundedSender<BatchUpdate>,
-    ) -> Result<(), ServiceError> {
+    ) -> Vec<ToolResult> {
+        self.recent.started(record);
         let _one_at_a_time = session.batch_lock.lock().await;
         let (updates, mut received) = mpsc::unbounded_channel();
         let task = self.dispatcher.spawn_batch(
@@ -204,25 +241,31 @@ impl ToolService {
         if let Err(err) = task.await {
             tracing::error!(batch_id = %record.batch_id, error = %err, "batch task failed");
         }
-        self.finish(session, record, &results).await
+        results
     }
 
+    /// A batch's bookkeeping once it has run: see the module header for what is stored when.
     async fn finish(
         &self,
         session: &LiveSession,
-        record: &BatchRecord,
-        results: &[ToolResult],
+        record: BatchRecord,
+        results: Vec<ToolResult>,
     ) -> Result<(), ServiceError> {
-        self.store.complete_batch(&record.batch_id, results).await?;
         // Counted here, from the results, so every path (whole, streamed) counts once and a
         // replayed retry, which runs nothing, counts nothing.
         let elapsed = SystemTime::now()
             .duration_since(record.created_at)
             .unwrap_or_default();
-        crate::telemetry::record_batch(results, elapsed);
-        self.store
-            .save_session_state(&record.session_id, &snapshot_json(&session.state))
-            .await?;
+        crate::telemetry::record_batch(&results, elapsed);
+        self.behind.save_state(&session.state);
+        if record.idempotency_key.is_some() {
+            let stored = self.store.complete_batch(&record.batch_id, &results).await;
+            self.recent.completed(&record.batch_id, results);
+            return Ok(stored?);
+        }
+        if let Some(completed) = self.recent.completed(&record.batch_id, results) {
+            self.behind.record_batch(completed);
+        }
         Ok(())
     }
 }
@@ -236,7 +279,7 @@ fn batch_record(session_id: &str, request: &BatchRequest, body: &Value) -> Batch
         request_hash: request_hash(body),
         status: BatchStatus::Running,
         call_count: request.calls.len(),
-        results: Vec::new(),
+        results: None,
         created_at: SystemTime::now(),
         completed_at: None,
     }
@@ -256,15 +299,6 @@ fn record_format(record: &BatchRecord) -> BatchFormat {
         "anthropic" => BatchFormat::Anthropic,
         "openai" => BatchFormat::OpenAi,
         "openai_chat" => BatchFormat::OpenAiChat,
-        _ => BatchFormat::Toold,
-    }
-}
-
-fn request_format(body: &Value) -> BatchFormat {
-    match body.get("format").and_then(Value::as_str) {
-        Some("anthropic") => BatchFormat::Anthropic,
-        Some("openai") => BatchFormat::OpenAi,
-        Some("openai_chat") => BatchFormat::OpenAiChat,
         _ => BatchFormat::Toold,
     }
 }

@@ -8,13 +8,16 @@
 
 mod approvals;
 mod batches;
+mod behind;
 mod error;
 mod events;
+mod recent;
 mod sessions;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchResponse, BatchStream};
@@ -65,9 +68,16 @@ pub struct ToolService {
     persisted_events: Mutex<Option<tokio::sync::watch::Receiver<u64>>>,
     /// Fires when the daemon starts shutting down: subscriptions end.
     stopping: CancellationToken,
+    /// Running and recently completed batches, with their results.
+    recent: recent::RecentBatches,
+    /// Session state and batch records, written behind the answers.
+    behind: behind::WriteBehind,
+    /// When this service started: a batch stored as running from before then was cut off.
+    started_at: SystemTime,
 }
 
 impl ToolService {
+    /// Must be called inside a Tokio runtime: it starts the write-behind task.
     pub fn new(
         registry: Arc<ToolRegistry>,
         dispatcher: Dispatcher,
@@ -79,6 +89,7 @@ impl ToolService {
         ToolService {
             registry,
             dispatcher,
+            behind: behind::WriteBehind::spawn(store.clone()),
             store,
             events,
             shells,
@@ -86,7 +97,15 @@ impl ToolService {
             sessions: Mutex::new(HashMap::new()),
             persisted_events: Mutex::new(None),
             stopping: CancellationToken::new(),
+            recent: recent::RecentBatches::default(),
+            started_at: SystemTime::now(),
         }
+    }
+
+    /// Waits until the writes queued behind earlier answers (session state, batch records)
+    /// are in the store: graceful shutdown calls this before closing the store.
+    pub async fn flush_writes(&self) {
+        self.behind.flush().await;
     }
 
     /// Starts shutting down: event subscriptions end (so connections can drain).

@@ -26,7 +26,7 @@ pub mod sqlite;
 pub use sqlite::SqliteStore;
 
 /// Why a store operation failed. Callers map these to the one error table at the doors.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
@@ -105,8 +105,9 @@ pub struct BatchRecord {
     pub request_hash: String,
     pub status: BatchStatus,
     pub call_count: usize,
-    /// In request order; empty until the batch completes.
-    pub results: Vec<ToolResult>,
+    /// In request order, once the batch completes and when they were kept (a batch without an
+    /// idempotency key is recorded without its results: see ARCHITECTURE.md, "Batch results").
+    pub results: Option<Vec<ToolResult>>,
     pub created_at: SystemTime,
     pub completed_at: Option<SystemTime>,
 }

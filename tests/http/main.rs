@@ -4,6 +4,7 @@
 //! endpoints (`/openapi.json`, `/metrics`) and scheduling judged from persisted events).
 
 mod bad_input;
+mod batches;
 mod endpoints;
 mod events;
 mod gates;

@@ -103,7 +103,7 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
             ..DispatchSettings::default()
         },
     );
-    let service = ToolService::new(
+    let service = Arc::new(ToolService::new(
         Arc::new(registry),
         dispatcher,
         store_dyn,
@@ -114,7 +114,7 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
             workspaces_dir: data.join("workspaces"),
             allowed_roots: vec![dir.path().to_path_buf()],
         },
-    );
+    ));
     let request: CreateSessionRequest =
         serde_json::from_value(json!({"permission_mode": "danger_full_access"})).unwrap();
     let session = service.create_session(request).await.expect("session");

@@ -66,7 +66,7 @@ async fn a_claimed_batch_is_running_then_completed_with_its_results() {
         .unwrap();
     let done = fixture.store.get_batch("s1", "b1").await.unwrap().unwrap();
     assert_eq!(done.status, BatchStatus::Completed);
-    assert_eq!(done.results, results());
+    assert_eq!(done.results, Some(results()));
     assert!(done.completed_at.is_some_and(|at| at >= claimed.created_at));
     assert_eq!(done.request_hash, "h1");
     assert_eq!(done.idempotency_key.as_deref(), Some("k1"));
@@ -94,7 +94,7 @@ async fn the_same_key_and_hash_returns_the_existing_batch() {
         panic!("expected the existing batch, got {retry:?}");
     };
     assert_eq!(existing.batch_id, "b1");
-    assert_eq!(existing.results, results());
+    assert_eq!(existing.results, Some(results()));
     assert_eq!(
         fixture.store.get_batch("s1", "b2").await.unwrap(),
         None,

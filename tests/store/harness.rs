@@ -136,7 +136,7 @@ pub fn batch(batch_id: &str, session_id: &str, key: Option<&str>, hash: &str) ->
         request_hash: hash.to_owned(),
         status: BatchStatus::Running,
         call_count: 2,
-        results: Vec::new(),
+        results: None,
         created_at: now(),
         completed_at: None,
     }

@@ -5,11 +5,13 @@
 
 use std::time::SystemTime;
 
+use rusqlite::params;
 use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use super::convert::{
-    database_error, from_json, get, millis, optional_time, time, to_json, write_error,
+    database_error, from_json, get, millis, optional_time, sqlite_error, sqlite_write_error,
+    time, to_json,
 };
 use crate::store::{ApprovalRecord, StoreError};
 
@@ -23,28 +25,36 @@ impl SqliteStore {
             check_decision(decision)?;
         }
         let input = to_json(&approval.input, &what)?;
-        let mut writer = self.writer.lock().await?;
-        sqlx::query(
-            "INSERT INTO approvals (id, session_id, call_id, tool, input, reason, created_at, \
-             decision, decided_by, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )
-        .bind(&approval.id)
-        .bind(&approval.session_id)
-        .bind(&approval.call_id)
-        .bind(&approval.tool)
-        .bind(input)
-        .bind(&approval.reason)
-        .bind(millis(approval.created_at))
-        .bind(&approval.decision)
-        .bind(&approval.decided_by)
-        .bind(approval.decided_at.map(millis))
-        .execute(&mut *writer)
-        .await
-        .map_err(|err| {
-            let session = format!("session \"{}\"", approval.session_id);
-            write_error(&format!("inserting {what}"), &what, &session, err)
-        })?;
-        Ok(())
+        let approval = approval.clone();
+        self.writer
+            .write(move |connection| {
+                connection
+                    .prepare_cached(
+                        "INSERT INTO approvals (id, session_id, call_id, tool, input, reason, \
+                         created_at, decision, decided_by, decided_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    )
+                    .and_then(|mut insert| {
+                        insert.execute(params![
+                            approval.id,
+                            approval.session_id,
+                            approval.call_id,
+                            approval.tool,
+                            input,
+                            approval.reason,
+                            millis(approval.created_at),
+                            approval.decision,
+                            approval.decided_by,
+                            approval.decided_at.map(millis),
+                        ])
+                    })
+                    .map_err(|err| {
+                        let session = format!("session \"{}\"", approval.session_id);
+                        sqlite_write_error(&format!("inserting {what}"), &what, &session, err)
+                    })?;
+                Ok(())
+            })
+            .await
     }
 
     pub(super) async fn pending_approval_rows(
@@ -77,19 +87,28 @@ impl SqliteStore {
         decided_by: &str,
     ) -> Result<bool, StoreError> {
         check_decision(decision)?;
-        let mut writer = self.writer.lock().await?;
-        let done = sqlx::query(
-            "UPDATE approvals SET decision = ?1, decided_by = ?2, decided_at = ?3 \
-             WHERE id = ?4 AND decision IS NULL",
-        )
-        .bind(decision)
-        .bind(decided_by)
-        .bind(millis(SystemTime::now()))
-        .bind(approval_id)
-        .execute(&mut *writer)
-        .await
-        .map_err(|err| database_error(&format!("resolving approval \"{approval_id}\""), err))?;
-        Ok(done.rows_affected() == 1)
+        let (approval_id, decision, decided_by) = (
+            approval_id.to_owned(),
+            decision.to_owned(),
+            decided_by.to_owned(),
+        );
+        let now = millis(SystemTime::now());
+        self.writer
+            .write(move |connection| {
+                connection
+                    .prepare_cached(
+                        "UPDATE approvals SET decision = ?1, decided_by = ?2, decided_at = ?3 \
+                         WHERE id = ?4 AND decision IS NULL",
+                    )
+                    .and_then(|mut update| {
+                        update.execute(params![decision, decided_by, now, approval_id])
+                    })
+                    .map(|changed| changed == 1)
+                    .map_err(|err| {
+                        sqlite_error(&format!("resolving approval \"{approval_id}\""), err)
+                    })
+            })
+            .await
     }
 }
 

@@ -1,82 +1,27 @@
-//! The audit log on SQLite: [`AuditSink`] with group commit, and reading rows back by cursor.
+//! The audit log on SQLite: [`AuditSink`] on the writer thread, and reading rows back by
+//! cursor.
 //!
-//! Group commit: `record` converts its row to column values (in the caller's task, so JSON
-//! rendering runs in parallel), hands it to the single writer task and waits for an
-//! acknowledgement. The writer takes everything queued (up to [`GROUP_ROWS`]) and inserts it
-//! in one transaction (one statement, see [`INSERT_GROUP`]); the acknowledgements go out only
-//! after that transaction commits. A caller waits at most for the commit in progress plus its
-//! own, and one commit serves hundreds of concurrent calls. While a group commits, the next
-//! one queues up, so an idle system commits a lone row at once (no waiting for company).
-
-use std::sync::{Arc, LazyLock, Mutex};
+//! `record` converts its row to column values in the caller's task (so rendering the JSON
+//! columns runs in parallel), hands the insert to the writer thread and waits until the group
+//! holding it has committed: the row is durable before the call's result goes anywhere. Rows
+//! of concurrent calls share one commit (group commit, see `writer`).
 
 use async_trait::async_trait;
-use sqlx::SqliteConnection;
+use rusqlite::params;
 use sqlx::sqlite::SqliteRow;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 
 use super::SqliteStore;
-use super::convert::{database_error, from_i64, from_json, get, millis, time, to_i64, to_json};
-use super::writer::WriteConnection;
+use super::convert::{
+    database_error, from_i64, from_json, get, millis, sqlite_error, time, to_i64, to_json,
+};
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::{CallPage, CallRow, StoreError};
 use crate::tool::{ErrorKind, OffloadedResult};
 
-/// At most this many rows go into one transaction (a power of two, see [`INSERT_GROUP`]);
-/// at 16 parameters a row the largest statement has 8 193, under SQLite's 32 766.
-const GROUP_ROWS: usize = 512;
-
-/// Rows waiting for the writer before `record` itself waits (back-pressure).
-const QUEUE_ROWS: usize = 8192;
-
-/// The per-row columns of `calls`, in bind order (the node is bound once per statement).
-const ROW_COLUMNS: [&str; 15] = [
-    "session_id",
-    "batch_id",
-    "call_id",
-    "call_index",
-    "requested_name",
-    "tool",
-    "input",
-    "decision",
-    "is_error",
-    "error_kind",
-    "output_chars",
-    "result_id",
-    "result_total_chars",
-    "started_at",
-    "duration_ms",
-];
-
-/// `INSERT_GROUP[k]` inserts up to `2^k` rows in one statement: the node id, then a `VALUES`
-/// list of `2^k` tuples, each a row's columns plus its position, unused tuples all NULL and
-/// filtered out. Parameters are all anonymous `?`: sqlx numbers anonymous ones apart from
-/// `?N` ones, so mixing them would bind the wrong values.
-///
-/// A group is thus one statement whatever its size: one round trip to the connection's worker
-/// thread, and (a single statement in autocommit mode) its own transaction, all rows or none,
-/// durable when it returns. Ten shapes, each prepared once and kept in the statement cache;
-/// padding to a power of two costs at most twice the binds, far less than preparing a
-/// statement per group size. `ORDER BY` the position keeps cursors in arrival order.
-static INSERT_GROUP: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let columns = ROW_COLUMNS.join(", ");
-    let selected: Vec<String> = (1..=ROW_COLUMNS.len())
-        .map(|n| format!("column{n}"))
-        .collect();
-    let tuple = format!("({})", vec!["?"; ROW_COLUMNS.len() + 1].join(", "));
-    (0..=GROUP_ROWS.trailing_zeros())
-        .map(|k| {
-            format!(
-                "INSERT INTO calls (node, {columns}) SELECT ?, {} FROM (VALUES {}) \
-                 WHERE column1 IS NOT NULL ORDER BY column{}",
-                selected.join(", "),
-                vec![tuple.as_str(); 1 << k].join(", "),
-                ROW_COLUMNS.len() + 1,
-            )
-        })
-        .collect()
-});
+const INSERT_CALL: &str = "INSERT INTO calls (node, session_id, batch_id, call_id, call_index, \
+     requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
+     result_total_chars, started_at, duration_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
 const SELECT_CALLS: &str = "SELECT cursor, node, session_id, batch_id, call_id, call_index, \
      requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
@@ -84,7 +29,7 @@ const SELECT_CALLS: &str = "SELECT cursor, node, session_id, batch_id, call_id, 
      WHERE session_id = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3";
 
 /// An audit row as column values, ready to bind. Built in the caller's task, so rendering
-/// the JSON columns runs in parallel, not in the writer.
+/// the JSON columns runs in parallel, not on the writer thread.
 struct AuditRow {
     session_id: String,
     batch_id: String,
@@ -137,171 +82,51 @@ impl AuditRow {
     }
 }
 
-// Rows move through the channel by value: boxing them would cost an allocation per row to
-// save space on `Shutdown`, which is sent once.
-#[expect(clippy::large_enum_variant)]
-enum Command {
-    Record(AuditRow, oneshot::Sender<Result<(), SinkError>>),
-    /// Commit what is queued, then stop.
-    Shutdown,
-}
-
-/// The handle to the writer task.
-pub struct AuditWriter {
-    sender: mpsc::Sender<Command>,
-    task: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl AuditWriter {
-    pub fn spawn(writer: Arc<WriteConnection>, node_id: Arc<str>, location: &str) -> AuditWriter {
-        let (sender, receiver) = mpsc::channel(QUEUE_ROWS);
-        let task = tokio::spawn(run(writer, node_id, location.to_owned(), receiver));
-        AuditWriter {
-            sender,
-            task: Mutex::new(Some(task)),
-        }
+impl AuditRow {
+    /// Inserts the row on the writer thread. The `calls` table has no constraint a row could
+    /// violate (no unique keys, no references), so a failure means a failed database.
+    fn insert(&self, connection: &rusqlite::Connection, node: &str) -> Result<(), StoreError> {
+        connection
+            .prepare_cached(INSERT_CALL)
+            .and_then(|mut insert| {
+                insert.execute(params![
+                    node,
+                    self.session_id,
+                    self.batch_id,
+                    self.call_id,
+                    self.call_index,
+                    self.requested_name,
+                    self.tool,
+                    self.input,
+                    self.decision,
+                    self.is_error,
+                    self.error_kind,
+                    self.output_chars,
+                    self.result_id,
+                    self.result_total_chars,
+                    self.started_at,
+                    self.duration_ms,
+                ])
+            })
+            .map_err(|err| {
+                sqlite_error(
+                    &format!("writing the audit row of call \"{}\"", self.call_id),
+                    err,
+                )
+            })?;
+        Ok(())
     }
-
-    async fn record(&self, row: AuditRow) -> Result<(), SinkError> {
-        let closed =
-            || SinkError(StoreError::Unavailable("the store is closed".to_owned()).to_string());
-        let (ack, acked) = oneshot::channel();
-        self.sender
-            .send(Command::Record(row, ack))
-            .await
-            .map_err(|_| closed())?;
-        acked.await.map_err(|_| closed())?
-    }
-
-    /// Commits every row queued so far and waits for the task to end.
-    pub async fn shutdown(&self) {
-        // An error means the task has already ended: nothing left to commit.
-        let _ = self.sender.send(Command::Shutdown).await;
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(task) = task
-            && let Err(err) = task.await
-        {
-            tracing::error!(error = %err, "audit writer task failed");
-        }
-    }
-}
-
-/// The writer task: drain, commit, acknowledge, until shut down or every handle is gone.
-async fn run(
-    writer: Arc<WriteConnection>,
-    node_id: Arc<str>,
-    location: String,
-    mut receiver: mpsc::Receiver<Command>,
-) {
-    let mut commands = Vec::with_capacity(GROUP_ROWS);
-    let mut rows = Vec::with_capacity(GROUP_ROWS);
-    let mut acks = Vec::with_capacity(GROUP_ROWS);
-    loop {
-        if receiver.recv_many(&mut commands, GROUP_ROWS).await == 0 {
-            return;
-        }
-        let mut stop = false;
-        for command in commands.drain(..) {
-            match command {
-                Command::Record(row, ack) => {
-                    rows.push(row);
-                    acks.push(ack);
-                }
-                Command::Shutdown => stop = true,
-            }
-        }
-        let outcome = commit_group(&writer, &node_id, &location, &rows).await;
-        if let Err(err) = &outcome {
-            tracing::error!(rows = rows.len(), error = %err, "audit rows not written");
-        }
-        for ack in acks.drain(..) {
-            // The caller may have given up waiting (its task was cancelled); nothing to do.
-            let _ = ack.send(outcome.clone());
-        }
-        rows.clear();
-        if stop {
-            return;
-        }
-        // The callers just acknowledged are runnable now, and most will record their next row
-        // at once. Letting them run before draining the queue makes the next group one commit
-        // for all of them instead of a lone row followed by the rest. A lone writer pays a
-        // reschedule (about a microsecond), not a timer.
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Commits `rows` in one transaction. The `calls` table has no constraint one row could
-/// violate (no unique keys, no references), so a failed group means a failed database, and
-/// every row in it gets the error; retrying rows one by one would only fail 512 times.
-async fn commit_group(
-    writer: &WriteConnection,
-    node_id: &str,
-    location: &str,
-    rows: &[AuditRow],
-) -> Result<(), SinkError> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let mut connection = writer
-        .lock()
-        .await
-        .map_err(|err| SinkError(err.to_string()))?;
-    insert_rows(&mut connection, node_id, rows)
-        .await
-        .map_err(|err| {
-            let first = &rows[0].call_id;
-            let context = format!(
-                "writing {} audit rows (the first of call \"{first}\") to \"{location}\"",
-                rows.len()
-            );
-            SinkError(database_error(&context, err).to_string())
-        })
-}
-
-/// Inserts `rows` (at most [`GROUP_ROWS`]) in one statement.
-async fn insert_rows(
-    connection: &mut SqliteConnection,
-    node_id: &str,
-    rows: &[AuditRow],
-) -> Result<(), sqlx::Error> {
-    let shape = rows.len().max(1).next_power_of_two();
-    let sql: &'static str = &INSERT_GROUP[shape.trailing_zeros() as usize];
-    let mut insert = sqlx::query(sql).bind(node_id);
-    for (position, row) in rows.iter().enumerate() {
-        insert = insert
-            .bind(row.session_id.as_str())
-            .bind(row.batch_id.as_str())
-            .bind(row.call_id.as_str())
-            .bind(row.call_index)
-            .bind(row.requested_name.as_str())
-            .bind(row.tool.as_deref())
-            .bind(row.input.as_str())
-            .bind(row.decision.as_deref())
-            .bind(row.is_error)
-            .bind(row.error_kind)
-            .bind(row.output_chars)
-            .bind(row.result_id.as_deref())
-            .bind(row.result_total_chars)
-            .bind(row.started_at)
-            .bind(row.duration_ms)
-            // Bounded by GROUP_ROWS.
-            .bind(position as i64);
-    }
-    // Explicit NULLs: a cached statement may keep an earlier execution's bindings.
-    for _ in rows.len()..shape {
-        for _ in 0..=ROW_COLUMNS.len() {
-            insert = insert.bind(None::<i64>);
-        }
-    }
-    insert.execute(connection).await?;
-    Ok(())
 }
 
 #[async_trait]
 impl AuditSink for SqliteStore {
     async fn record(&self, record: AuditRecord) -> Result<(), SinkError> {
         let row = AuditRow::new(record).map_err(|err| SinkError(err.to_string()))?;
-        self.audit.record(row).await
+        let node = self.node_id.clone();
+        self.writer
+            .write(move |connection| row.insert(connection, &node))
+            .await
+            .map_err(|err| SinkError(err.to_string()))
     }
 }
 

@@ -86,18 +86,46 @@ pub fn database_error(context: &str, err: sqlx::Error) -> StoreError {
     }
 }
 
-/// Like [`database_error`], but a unique violation is a [`StoreError::Conflict`] on `identity`
-/// and a foreign-key violation a [`StoreError::NotFound`] of `parent`.
-pub fn write_error(context: &str, identity: &str, parent: &str, err: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &err {
-        if db.is_unique_violation() {
-            return StoreError::Conflict(identity.to_owned());
+/// Maps an error of the writer thread's connection to a store error; `context` says what was
+/// being done, with the values.
+pub fn sqlite_error(context: &str, err: rusqlite::Error) -> StoreError {
+    match err {
+        rusqlite::Error::SqliteFailure(code, _)
+            if matches!(
+                code.code,
+                rusqlite::ErrorCode::DatabaseBusy
+                    | rusqlite::ErrorCode::DatabaseLocked
+                    | rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::DiskFull
+                    | rusqlite::ErrorCode::SystemIoFailure
+            ) =>
+        {
+            StoreError::Unavailable(format!("{context}: {err}"))
         }
-        if db.is_foreign_key_violation() {
-            return StoreError::NotFound(parent.to_owned());
+        other => StoreError::Database(format!("{context}: {other}")),
+    }
+}
+
+/// Like [`sqlite_error`], but a unique violation is a [`StoreError::Conflict`] on `identity`
+/// and a foreign-key violation a [`StoreError::NotFound`] of `parent`.
+pub fn sqlite_write_error(
+    context: &str,
+    identity: &str,
+    parent: &str,
+    err: rusqlite::Error,
+) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(code, _) = &err {
+        match code.extended_code {
+            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                return StoreError::Conflict(identity.to_owned());
+            }
+            rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY => {
+                return StoreError::NotFound(parent.to_owned());
+            }
+            _ => {}
         }
     }
-    database_error(context, err)
+    sqlite_error(context, err)
 }
 
 /// A column of a row; a missing or mistyped column is corruption (the schema is ours).

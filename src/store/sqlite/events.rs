@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use rusqlite::params;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, QueryBuilder, Sqlite};
+use sqlx::{QueryBuilder, Sqlite};
 
 use super::SqliteStore;
 use super::convert::{
-    database_error, from_i64, from_json, get, millis, time, to_i64, to_json, write_error,
+    database_error, from_i64, from_json, get, millis, sqlite_error, sqlite_write_error, time,
+    to_i64, to_json,
 };
 use crate::event::{Event, EventType};
 use crate::store::{EventFilter, StoreError};
@@ -22,33 +24,49 @@ impl SqliteStore {
         if events.is_empty() {
             return Ok(());
         }
-        let context = format!("appending {} events", events.len());
-        let mut writer = self.writer.lock().await?;
-        let mut tx = writer
-            .begin()
+        // Column values are rendered here, in the caller's task, not on the writer thread.
+        let rows = events
+            .iter()
+            .map(|event| {
+                let what = format!("event seq {}", event.seq);
+                Ok(EventRow {
+                    seq: to_i64(event.seq, "event seq")?,
+                    ts: millis(event.ts),
+                    event_type: event.event_type.as_str(),
+                    data: to_json(&event.data, &what)?,
+                    event: event.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.writer
+            .write(move |connection| {
+                let mut insert = connection
+                    .prepare_cached(
+                        "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, \
+                         data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    )
+                    .map_err(|err| sqlite_error("preparing the event insert", err))?;
+                for row in &rows {
+                    let event = &row.event;
+                    insert
+                        .execute(params![
+                            row.seq,
+                            row.ts,
+                            row.event_type,
+                            &*event.session_id,
+                            event.batch_id.as_deref(),
+                            event.call_id.as_deref(),
+                            event.tool.as_deref(),
+                            row.data,
+                        ])
+                        .map_err(|err| {
+                            let what = format!("event seq {}", row.seq);
+                            sqlite_write_error(&format!("appending {what}"), &what, &what, err)
+                        })?;
+                }
+                Ok(())
+            })
             .await
-            .map_err(|err| database_error(&context, err))?;
-        for event in events {
-            let what = format!("event seq {}", event.seq);
-            sqlx::query(
-                "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, data) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .bind(to_i64(event.seq, "event seq")?)
-            .bind(millis(event.ts))
-            .bind(event.event_type.as_str())
-            .bind(&*event.session_id)
-            .bind(event.batch_id.as_deref())
-            .bind(event.call_id.as_deref())
-            .bind(event.tool.as_deref())
-            .bind(to_json(&event.data, &what)?)
-            .execute(&mut *tx)
-            .await
-            .map_err(|err| write_error(&format!("appending {what}"), &what, &what, err))?;
-        }
-        tx.commit()
-            .await
-            .map_err(|err| database_error(&context, err))
     }
 
     pub(super) async fn read_event_rows(
@@ -101,14 +119,27 @@ impl SqliteStore {
 
     pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
         let before = millis(before);
-        let mut writer = self.writer.lock().await?;
-        let done = sqlx::query("DELETE FROM events WHERE ts < ?1")
-            .bind(before)
-            .execute(&mut *writer)
+        self.writer
+            .write(move |connection| {
+                connection
+                    .prepare_cached("DELETE FROM events WHERE ts < ?1")
+                    .and_then(|mut delete| delete.execute([before]))
+                    .map(|deleted| deleted as u64)
+                    .map_err(|err| {
+                        sqlite_error(&format!("pruning events before {before} ms"), err)
+                    })
+            })
             .await
-            .map_err(|err| database_error(&format!("pruning events before {before} ms"), err))?;
-        Ok(done.rows_affected())
     }
+}
+
+/// An event's column values, ready to bind on the writer thread.
+struct EventRow {
+    seq: i64,
+    ts: i64,
+    event_type: &'static str,
+    data: String,
+    event: Arc<Event>,
 }
 
 fn event(row: &SqliteRow) -> Result<Event, StoreError> {

@@ -1,10 +1,10 @@
 //! [`SqliteStore`]: the embedded default [`Store`], on one SQLite file through sqlx.
 //!
-//! This file owns opening the database (connection settings, migrations, the write connection
+//! This file owns opening the database (connection settings, migrations, the writer thread
 //! and the read pool) and the `Store` impl, which delegates to one file per area: `audit`
-//! (group-committed audit rows), `results` (offloaded outputs in chunks), `sessions`
-//! (sessions and batches), `events`, `approvals`; `writer` holds the write connection,
-//! `convert` the shared conversions and error mapping.
+//! (audit rows), `results` (offloaded outputs in chunks), `sessions` (sessions and batches),
+//! `events`, `approvals`; `writer` runs every write on one connection with group commit,
+//! `convert` holds the shared conversions and error mapping.
 //!
 //! Settings and why:
 //! - WAL journal: readers never block the writer or each other.
@@ -14,9 +14,10 @@
 //!   OS crash or power loss can lose the last commits. That is the durability the audit log
 //!   promises ("durable before its result is returned" against a `kill -9`), at a fraction of
 //!   `FULL`'s cost (an fsync per commit).
-//! - One writer connection (SQLite admits one writer at a time anyway), shared behind a fair
-//!   lock (`writer`) so contention is a queue, not `SQLITE_BUSY` retries; a small pool of
-//!   read-only connections.
+//! - One writer connection (SQLite admits one writer at a time anyway) owned by one thread
+//!   that commits whatever is queued as one transaction (`writer`), so contention is a queue,
+//!   not `SQLITE_BUSY` retries, and concurrent writes share a commit; a small pool of
+//!   read-only connections (sqlx).
 //! - A busy timeout, for other processes touching the file (a backup, the `sqlite3` shell).
 //! - Foreign keys on: batches and approvals must name a stored session.
 //!
@@ -43,6 +44,7 @@ use serde_json::Value;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use sqlx::{ConnectOptions, Connection};
 
 use super::{
     ApprovalRecord, BatchClaim, BatchRecord, CallPage, EventFilter, SessionRecord, Store,
@@ -50,8 +52,7 @@ use super::{
 };
 use crate::event::Event;
 use crate::tool::ToolResult;
-use audit::AuditWriter;
-use writer::WriteConnection;
+use writer::WriteThread;
 
 /// How long a connection waits for another process's lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,33 +66,22 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The store on one SQLite file. Cheap to share behind an `Arc`; safe to call concurrently.
 pub struct SqliteStore {
-    /// The single writer connection.
-    writer: Arc<WriteConnection>,
+    /// The single writer connection, on its own thread.
+    writer: WriteThread,
     /// Read-only connections.
     readers: SqlitePool,
-    /// The group-commit task audit rows go through.
-    audit: AuditWriter,
     /// This daemon's node id, written into every audit row.
     node_id: Arc<str>,
 }
 
 impl SqliteStore {
     /// Opens (creating if missing) the database at `path_or_url` (a file path, or a
-    /// `sqlite://` URL) and applies the migrations in `migrations/sqlite`. Must be called
-    /// inside a Tokio runtime: it spawns the audit writer task.
+    /// `sqlite://` URL) and applies the migrations in `migrations/sqlite`.
     pub async fn open(path_or_url: &str, node_id: &str) -> Result<SqliteStore, StoreError> {
         let options = connect_options(path_or_url)?;
         check_directory(path_or_url, options.get_filename())?;
-        let writer = Arc::new(WriteConnection::connect(&options, path_or_url).await?);
-        {
-            let mut connection = writer.lock().await?;
-            sqlx::migrate!("./migrations/sqlite")
-                .run(&mut *connection)
-                .await
-                .map_err(|err| {
-                    StoreError::Migration(format!("database \"{path_or_url}\": {err}"))
-                })?;
-        }
+        migrate(&options, path_or_url).await?;
+        let writer = WriteThread::open(options.get_filename(), path_or_url, BUSY_TIMEOUT)?;
         // Readers open after the writer so the file, the WAL and the shared memory exist.
         // No liveness ping before each acquire: an SQLite connection is a file in this process.
         let readers = SqlitePoolOptions::new()
@@ -103,7 +93,6 @@ impl SqliteStore {
             .map_err(|err| open_error(path_or_url, err))?;
         let node_id: Arc<str> = Arc::from(node_id);
         Ok(SqliteStore {
-            audit: AuditWriter::spawn(writer.clone(), node_id.clone(), path_or_url),
             writer,
             readers,
             node_id,
@@ -114,6 +103,23 @@ impl SqliteStore {
     pub fn node_id(&self) -> &str {
         &self.node_id
     }
+}
+
+/// Creates the file if missing and applies the migrations, on a connection of its own that
+/// is closed before the writer thread opens the file.
+async fn migrate(options: &SqliteConnectOptions, path_or_url: &str) -> Result<(), StoreError> {
+    let mut connection = options
+        .connect()
+        .await
+        .map_err(|err| open_error(path_or_url, err))?;
+    sqlx::migrate!("./migrations/sqlite")
+        .run(&mut connection)
+        .await
+        .map_err(|err| StoreError::Migration(format!("database \"{path_or_url}\": {err}")))?;
+    connection
+        .close()
+        .await
+        .map_err(|err| open_error(path_or_url, err))
 }
 
 /// Connection settings for `path_or_url`, with the pragmas described in the header.
@@ -248,10 +254,9 @@ impl Store for SqliteStore {
 
     /// Idempotent: each step does nothing the second time.
     async fn close(&self) {
-        // The writer task commits everything queued before the shutdown request, so every
-        // `record` that was waiting gets its acknowledgement.
-        self.audit.shutdown().await;
-        self.readers.close().await;
+        // The writer thread commits everything queued before the close, so every write that
+        // was waiting gets its answer.
         self.writer.close().await;
+        self.readers.close().await;
     }
 }

@@ -17,11 +17,11 @@
 //! `total_chars` 0 that no one can name (a later sweep may remove such rows).
 
 use async_trait::async_trait;
-use sqlx::Connection;
+use rusqlite::params;
 use tokio::io::AsyncReadExt;
 
 use super::SqliteStore;
-use super::convert::{database_error, from_i64, get, millis, to_i64};
+use super::convert::{database_error, from_i64, get, millis, sqlite_error, to_i64};
 use crate::dispatch::sinks::{OffloadSource, TextChunk, TextChunker};
 use crate::dispatch::{ResultPage, ResultStore, SinkError};
 use crate::store::StoreError;
@@ -118,90 +118,106 @@ impl SqliteStore {
                 }
             }
             let chunks: Vec<TextChunk> = std::iter::from_fn(|| chunker.pop()).collect();
-            self.write_chunks(write, &chunks, read == 0).await?;
+            self.write_chunks(write, chunks, read == 0).await?;
             if read == 0 {
                 return Ok(());
             }
         }
     }
 
-    /// One transaction: the result's row if it is not written yet, `chunks`, and with `last`
-    /// the final `total_chars`.
+    /// One job on the writer thread: the result's row if it is not written yet, `chunks`,
+    /// and with `last` the final `total_chars`.
     async fn write_chunks(
         &self,
         write: &mut ResultWrite<'_>,
-        chunks: &[TextChunk],
+        chunks: Vec<TextChunk>,
         last: bool,
     ) -> Result<(), StoreError> {
-        let result_id = write.result_id.as_str();
+        let result_id = write.result_id.clone();
         let context = format!(
             "storing result \"{result_id}\" of call \"{}\"",
             write.call_id
         );
-        let fail = |err| database_error(&context, err);
-        let mut offset = write.written_chars;
-        let mut writer = self.writer.lock().await?;
-        let mut tx = writer.begin().await.map_err(fail)?;
-        if !write.row_written {
-            sqlx::query(
-                "INSERT INTO results (id, session_id, call_id, total_chars, chunk_chars, created_at) \
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+        let first = (!write.row_written).then(|| {
+            (
+                write.session_id.to_owned(),
+                write.call_id.to_owned(),
+                millis(std::time::SystemTime::now()),
             )
-            .bind(result_id)
-            .bind(write.session_id)
-            .bind(write.call_id)
-            .bind(to_i64(CHUNK_CHARS, "chunk_chars")?)
-            .bind(millis(std::time::SystemTime::now()))
-            .execute(&mut *tx)
-            .await
-            .map_err(fail)?;
-        }
-        for chunk in chunks {
-            sqlx::query(
-                "INSERT INTO result_chunks (result_id, char_offset, char_count, content) \
-                 VALUES (?1, ?2, ?3, ?4)",
-            )
-            .bind(result_id)
-            .bind(to_i64(offset, "char_offset")?)
-            .bind(to_i64(chunk.chars, "char_count")?)
-            .bind(chunk.text.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(fail)?;
-            offset += chunk.chars;
-        }
-        if last {
-            sqlx::query("UPDATE results SET total_chars = ?2 WHERE id = ?1")
-                .bind(result_id)
-                .bind(to_i64(offset, "total_chars")?)
-                .execute(&mut *tx)
-                .await
-                .map_err(fail)?;
-        }
-        tx.commit().await.map_err(fail)?;
+        });
+        let start = write.written_chars;
+        let chunk_chars = to_i64(CHUNK_CHARS, "chunk_chars")?;
+        let written = self
+            .writer
+            .write(move |connection| {
+                let fail = |err| sqlite_error(&context, err);
+                if let Some((session_id, call_id, created_at)) = first {
+                    connection
+                        .prepare_cached(
+                            "INSERT INTO results (id, session_id, call_id, total_chars, \
+                             chunk_chars, created_at) VALUES (?1, ?2, ?3, 0, ?4, ?5)",
+                        )
+                        .and_then(|mut insert| {
+                            insert.execute(params![
+                                result_id,
+                                session_id,
+                                call_id,
+                                chunk_chars,
+                                created_at
+                            ])
+                        })
+                        .map_err(fail)?;
+                }
+                let mut offset = start;
+                let mut insert = connection
+                    .prepare_cached(
+                        "INSERT INTO result_chunks (result_id, char_offset, char_count, content) \
+                         VALUES (?1, ?2, ?3, ?4)",
+                    )
+                    .map_err(fail)?;
+                for chunk in &chunks {
+                    insert
+                        .execute(params![
+                            result_id,
+                            to_i64(offset, "char_offset")?,
+                            to_i64(chunk.chars, "char_count")?,
+                            chunk.text
+                        ])
+                        .map_err(fail)?;
+                    offset += chunk.chars;
+                }
+                if last {
+                    let total = to_i64(offset, "total_chars")?;
+                    connection
+                        .prepare_cached("UPDATE results SET total_chars = ?2 WHERE id = ?1")
+                        .and_then(|mut update| update.execute(params![result_id, total]))
+                        .map_err(fail)?;
+                }
+                Ok(offset)
+            })
+            .await?;
         write.row_written = true;
-        write.written_chars = offset;
+        write.written_chars = written;
         Ok(())
     }
 
     /// Removes a result that failed midway (its chunks go with it: `ON DELETE CASCADE`).
     async fn delete_result(&self, result_id: &str) {
-        let deleted = match self.writer.lock().await {
-            Ok(mut writer) => sqlx::query("DELETE FROM results WHERE id = ?1")
-                .bind(result_id)
-                .execute(&mut *writer)
-                .await
-                .map(|_| ())
-                .map_err(|err| err.to_string()),
-            Err(err) => Err(err.to_string()),
-        };
+        let id = result_id.to_owned();
+        let deleted = self
+            .writer
+            .write(move |connection| {
+                connection
+                    .prepare_cached("DELETE FROM results WHERE id = ?1")
+                    .and_then(|mut delete| delete.execute([&id]))
+                    .map_err(|err| sqlite_error(&format!("deleting result \"{id}\""), err))
+            })
+            .await;
         if let Err(err) = deleted {
             tracing::warn!(result_id, error = %err, "a partly stored result could not be deleted");
         }
     }
 
-    /// A page of `result_id`; with `owner`, only if that session stored it. `None` when the
-    /// result is unknown (to that owner).
     async fn result_page(
         &self,
         owner: Option<&str>,

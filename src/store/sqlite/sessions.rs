@@ -1,19 +1,19 @@
 //! Sessions and batches on SQLite, including idempotent batch claims.
 //!
-//! A claim is one statement on the single writer connection:
-//! `INSERT … ON CONFLICT (session_id, idempotency_key) DO NOTHING`. If it inserted nothing,
-//! the key is taken and the existing row decides between `Existing` (same request hash) and
-//! `Conflict`. The insert and the read share a transaction, so no other claim can slip in
-//! between; two concurrent claims with one key give exactly one `New`.
+//! A claim is one job on the writer thread: `INSERT … ON CONFLICT (session_id,
+//! idempotency_key) DO NOTHING`, and if that inserted nothing, the key's existing row (read in
+//! the same transaction, so no other claim can slip in between) decides between `Existing`
+//! (same request hash) and `Conflict`. Two concurrent claims with one key give exactly one
+//! `New`.
 
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
-use sqlx::Connection;
 use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use super::convert::{
-    database_error, from_i64, from_json, get, millis, optional_time, time, to_i64, to_json,
-    write_error,
+    database_error, from_i64, from_json, get, millis, optional_time, sqlite_error,
+    sqlite_write_error, time, to_i64, to_json,
 };
 use crate::store::{BatchClaim, BatchRecord, BatchStatus, SessionRecord, StoreError};
 use crate::tool::ToolResult;
@@ -34,41 +34,61 @@ macro_rules! batch_columns {
     };
 }
 
+/// What a claim found when the key was taken: the earlier batch's id and request hash.
+struct TakenKey {
+    batch_id: String,
+    request_hash: String,
+}
+
 impl SqliteStore {
     pub(super) async fn insert_session_row(
         &self,
         session: &SessionRecord,
     ) -> Result<(), StoreError> {
-        let id = &session.id;
-        let directory = session.working_directory.to_str().ok_or_else(|| {
-            StoreError::Invalid(format!(
-                "working directory {:?} of session \"{id}\" is not UTF-8",
-                session.working_directory
-            ))
-        })?;
+        let id = session.id.clone();
+        let directory = session
+            .working_directory
+            .to_str()
+            .ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "working directory {:?} of session \"{id}\" is not UTF-8",
+                    session.working_directory
+                ))
+            })?
+            .to_owned();
         let what = format!("session \"{id}\"");
         let (options, state) = (
             to_json(&session.options, &what)?,
             to_json(&session.state, &what)?,
         );
-        let mut writer = self.writer.lock().await?;
-        sqlx::query(
-            "INSERT INTO sessions (id, working_directory, permission_mode, interactive, owner, \
-             created_at, closed_at, options, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )
-        .bind(id)
-        .bind(directory)
-        .bind(session.permission_mode.as_str())
-        .bind(session.interactive)
-        .bind(&session.owner)
-        .bind(millis(session.created_at))
-        .bind(session.closed_at.map(millis))
-        .bind(options)
-        .bind(state)
-        .execute(&mut *writer)
-        .await
-        .map_err(|err| write_error(&format!("inserting {what}"), &what, &what, err))?;
-        Ok(())
+        let mode = session.permission_mode.as_str();
+        let (interactive, owner) = (session.interactive, session.owner.clone());
+        let (created_at, closed_at) = (millis(session.created_at), session.closed_at.map(millis));
+        self.writer
+            .write(move |connection| {
+                connection
+                    .prepare_cached(
+                        "INSERT INTO sessions (id, working_directory, permission_mode, \
+                         interactive, owner, created_at, closed_at, options, state) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    )
+                    .and_then(|mut insert| {
+                        insert.execute(params![
+                            id,
+                            directory,
+                            mode,
+                            interactive,
+                            owner,
+                            created_at,
+                            closed_at,
+                            options,
+                            state
+                        ])
+                    })
+                    .map_err(|err| sqlite_write_error(&format!("inserting {what}"), &what, &what, err))?;
+                Ok(())
+            })
+            .await
     }
 
     pub(super) async fn save_session_state_row(
@@ -78,17 +98,19 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let what = format!("session \"{session_id}\"");
         let state = to_json(state, &what)?;
-        let mut writer = self.writer.lock().await?;
-        let done = sqlx::query("UPDATE sessions SET state = ?1 WHERE id = ?2")
-            .bind(state)
-            .bind(session_id)
-            .execute(&mut *writer)
+        let session_id = session_id.to_owned();
+        self.writer
+            .write(move |connection| {
+                let changed = connection
+                    .prepare_cached("UPDATE sessions SET state = ?1 WHERE id = ?2")
+                    .and_then(|mut update| update.execute(params![state, session_id]))
+                    .map_err(|err| sqlite_error(&format!("saving the state of {what}"), err))?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound(what));
+                }
+                Ok(())
+            })
             .await
-            .map_err(|err| database_error(&format!("saving the state of {what}"), err))?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound(what));
-        }
-        Ok(())
     }
 
     pub(super) async fn get_session_row(
@@ -130,15 +152,21 @@ impl SqliteStore {
     }
 
     pub(super) async fn close_session_row(&self, session_id: &str) -> Result<bool, StoreError> {
-        let mut writer = self.writer.lock().await?;
-        let done =
-            sqlx::query("UPDATE sessions SET closed_at = ?1 WHERE id = ?2 AND closed_at IS NULL")
-                .bind(millis(std::time::SystemTime::now()))
-                .bind(session_id)
-                .execute(&mut *writer)
-                .await
-                .map_err(|err| database_error(&format!("closing session \"{session_id}\""), err))?;
-        Ok(done.rows_affected() == 1)
+        let session_id = session_id.to_owned();
+        let now = millis(std::time::SystemTime::now());
+        self.writer
+            .write(move |connection| {
+                connection
+                    .prepare_cached(
+                        "UPDATE sessions SET closed_at = ?1 WHERE id = ?2 AND closed_at IS NULL",
+                    )
+                    .and_then(|mut update| update.execute(params![now, session_id]))
+                    .map(|changed| changed == 1)
+                    .map_err(|err| {
+                        sqlite_error(&format!("closing session \"{session_id}\""), err)
+                    })
+            })
+            .await
     }
 
     pub(super) async fn claim_batch_row(
@@ -148,63 +176,76 @@ impl SqliteStore {
         let what = format!("batch \"{}\"", batch.batch_id);
         let session = format!("session \"{}\"", batch.session_id);
         let context = format!("claiming {what}");
-        let results = match batch.status {
-            BatchStatus::Completed => Some(to_json(&batch.results, &what)?),
-            BatchStatus::Running => None,
-        };
-        let mut writer = self.writer.lock().await?;
-        let mut tx = writer
-            .begin()
-            .await
-            .map_err(|err| database_error(&context, err))?;
-        let inserted = sqlx::query(
-            "INSERT INTO batches (batch_id, session_id, format, idempotency_key, request_hash, \
-             status, call_count, results, created_at, completed_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-             ON CONFLICT (session_id, idempotency_key) DO NOTHING",
-        )
-        .bind(&batch.batch_id)
-        .bind(&batch.session_id)
-        .bind(&batch.format)
-        .bind(&batch.idempotency_key)
-        .bind(&batch.request_hash)
-        .bind(status_text(batch.status))
-        .bind(to_i64(batch.call_count, "call_count")?)
-        .bind(results)
-        .bind(millis(batch.created_at))
-        .bind(batch.completed_at.map(millis))
-        .execute(&mut *tx)
-        .await
-        .map_err(|err| write_error(&context, &what, &session, err))?;
-        if inserted.rows_affected() == 1 {
-            tx.commit()
-                .await
-                .map_err(|err| database_error(&context, err))?;
-            return Ok(BatchClaim::New);
-        }
-        // Only the (session, key) constraint is ignored on conflict, so the key is set here.
-        const SQL: &str = concat!(
-            "SELECT ",
-            batch_columns!(),
-            " FROM batches WHERE session_id = ?1 AND idempotency_key = ?2"
+        let results = batch
+            .results
+            .as_ref()
+            .map(|results| to_json(results, &what))
+            .transpose()?;
+        let call_count = to_i64(batch.call_count, "call_count")?;
+        let row = (
+            batch.batch_id.clone(),
+            batch.session_id.clone(),
+            batch.format.clone(),
+            batch.idempotency_key.clone(),
+            batch.request_hash.clone(),
+            status_text(batch.status),
+            results,
+            millis(batch.created_at),
+            batch.completed_at.map(millis),
         );
-        let existing = sqlx::query(SQL)
-            .bind(&batch.session_id)
-            .bind(&batch.idempotency_key)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|err| database_error(&context, err))?;
-        let existing = batch_record(&existing)?;
-        tx.commit()
-            .await
-            .map_err(|err| database_error(&context, err))?;
-        Ok(if existing.request_hash == batch.request_hash {
-            BatchClaim::Existing(existing)
-        } else {
-            BatchClaim::Conflict {
-                batch_id: existing.batch_id,
-            }
-        })
+        let taken = self
+            .writer
+            .write(move |connection| {
+                let inserted = connection
+                    .prepare_cached(
+                        "INSERT INTO batches (batch_id, session_id, format, idempotency_key, \
+                         request_hash, status, call_count, results, created_at, completed_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                         ON CONFLICT (session_id, idempotency_key) DO NOTHING",
+                    )
+                    .and_then(|mut insert| {
+                        insert.execute(params![
+                            row.0, row.1, row.2, row.3, row.4, row.5, call_count, row.6, row.7,
+                            row.8
+                        ])
+                    })
+                    .map_err(|err| sqlite_write_error(&context, &what, &session, err))?;
+                if inserted == 1 {
+                    return Ok(None);
+                }
+                // Only the (session, key) constraint is ignored on conflict, so the key is set.
+                connection
+                    .prepare_cached(
+                        "SELECT batch_id, request_hash FROM batches \
+                         WHERE session_id = ?1 AND idempotency_key = ?2",
+                    )
+                    .and_then(|mut select| {
+                        select
+                            .query_row(params![row.1, row.3], |found| {
+                                Ok(TakenKey {
+                                    batch_id: found.get(0)?,
+                                    request_hash: found.get(1)?,
+                                })
+                            })
+                            .optional()
+                    })
+                    .map_err(|err| sqlite_error(&context, err))
+            })
+            .await?;
+        let Some(taken) = taken else {
+            return Ok(BatchClaim::New);
+        };
+        if taken.request_hash != batch.request_hash {
+            return Ok(BatchClaim::Conflict {
+                batch_id: taken.batch_id,
+            });
+        }
+        // Committed before the write answered, so the readers see it.
+        let existing = self
+            .get_batch_row(&batch.session_id, &taken.batch_id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("batch \"{}\"", taken.batch_id)))?;
+        Ok(BatchClaim::Existing(existing))
     }
 
     pub(super) async fn complete_batch_row(
@@ -214,21 +255,23 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let what = format!("batch \"{batch_id}\"");
         let results = to_json(results, &what)?;
-        let mut writer = self.writer.lock().await?;
-        let done = sqlx::query(
-            "UPDATE batches SET status = 'completed', results = ?1, completed_at = ?2 \
-             WHERE batch_id = ?3",
-        )
-        .bind(results)
-        .bind(millis(std::time::SystemTime::now()))
-        .bind(batch_id)
-        .execute(&mut *writer)
-        .await
-        .map_err(|err| database_error(&format!("completing {what}"), err))?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound(what));
-        }
-        Ok(())
+        let batch_id = batch_id.to_owned();
+        let now = millis(std::time::SystemTime::now());
+        self.writer
+            .write(move |connection| {
+                let changed = connection
+                    .prepare_cached(
+                        "UPDATE batches SET status = 'completed', results = ?1, completed_at = ?2 \
+                         WHERE batch_id = ?3",
+                    )
+                    .and_then(|mut update| update.execute(params![results, now, batch_id]))
+                    .map_err(|err| sqlite_error(&format!("completing {what}"), err))?;
+                if changed == 0 {
+                    return Err(StoreError::NotFound(what));
+                }
+                Ok(())
+            })
+            .await
     }
 
     pub(super) async fn get_batch_row(
@@ -293,10 +336,9 @@ fn batch_record(row: &SqliteRow) -> Result<BatchRecord, StoreError> {
             )));
         }
     };
-    let results = match get::<Option<String>>(row, "results")? {
-        Some(text) => from_json(&text, &what("results"))?,
-        None => Vec::new(),
-    };
+    let results = get::<Option<String>>(row, "results")?
+        .map(|text| from_json(&text, &what("results")))
+        .transpose()?;
     Ok(BatchRecord {
         session_id: get(row, "session_id")?,
         format: get(row, "format")?,

@@ -1,0 +1,105 @@
+//! Writes a batch's answer does not wait for: each session's state after its batches, and the
+//! record of a completed batch that has no idempotency key.
+//!
+//! The audit rows are what must be durable before a result is returned (DESIGN §6); the state
+//! a session carries on with after a restart and the bookkeeping of a finished batch are not.
+//! Writing them on the request path cost a batch two further commits, so a task writes them
+//! behind: state saves are coalesced per session (the latest snapshot wins; it is taken when
+//! written, not when queued), and batch records go out as they come. Graceful shutdown
+//! flushes what is queued before the store closes; a `kill -9` can lose the state of the last
+//! batches (the audit log has every call) and their batch records.
+//!
+//! Deliberately absent: retries beyond logging (a store that refuses a state save refuses the
+//! next batch's audit rows too, and that is where it is reported).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::sessions::snapshot_json;
+use crate::session::SessionState;
+use crate::store::{BatchRecord, Store, StoreError};
+
+enum Item {
+    State(Arc<SessionState>),
+    Batch(BatchRecord),
+    /// Answer once everything queued before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The handle to the write-behind task.
+pub struct WriteBehind {
+    /// The task ends when this closes (the service is dropped), after writing what is queued.
+    sender: mpsc::UnboundedSender<Item>,
+}
+
+impl WriteBehind {
+    /// Starts the task. Must be called inside a Tokio runtime.
+    pub fn spawn(store: Arc<dyn Store>) -> WriteBehind {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(run(store, receiver));
+        WriteBehind { sender }
+    }
+
+    /// Saves the session's state soon (its state as it is then).
+    pub fn save_state(&self, session: &Arc<SessionState>) {
+        self.send(Item::State(session.clone()));
+    }
+
+    /// Records a completed batch soon.
+    pub fn record_batch(&self, record: BatchRecord) {
+        self.send(Item::Batch(record));
+    }
+
+    /// Waits until everything queued so far is written.
+    pub async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        self.send(Item::Flush(done));
+        let _ = flushed.await;
+    }
+
+    fn send(&self, item: Item) {
+        // The task ends only when this handle is dropped, so this cannot fail while in use.
+        if self.sender.send(item).is_err() {
+            tracing::error!("the write-behind task has stopped; a write was dropped");
+        }
+    }
+}
+
+async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>) {
+    let mut items = Vec::new();
+    let mut states: HashMap<Arc<str>, Arc<SessionState>> = HashMap::new();
+    let mut batches = Vec::new();
+    let mut flushes = Vec::new();
+    while receiver.recv_many(&mut items, 1024).await > 0 {
+        for item in items.drain(..) {
+            match item {
+                Item::State(session) => {
+                    states.insert(session.shared_id(), session);
+                }
+                Item::Batch(record) => batches.push(record),
+                Item::Flush(done) => flushes.push(done),
+            }
+        }
+        for record in batches.drain(..) {
+            if let Err(err) = store.claim_batch(&record).await {
+                log_failure("recording batch", &record.batch_id, &err);
+            }
+        }
+        for (id, session) in states.drain() {
+            match store.save_session_state(&id, &snapshot_json(&session)).await {
+                // Closed and deleted sessions have nothing left to save.
+                Ok(()) | Err(StoreError::NotFound(_)) => {}
+                Err(err) => log_failure("saving the state of session", &id, &err),
+            }
+        }
+        for done in flushes.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn log_failure(what: &str, id: &str, err: &StoreError) {
+    tracing::error!(error = %err, "{what} \"{id}\" failed");
+}

@@ -1,0 +1,164 @@
+//! Batches this daemon ran lately, kept in memory: the running ones (so `GET .../batches/{id}`
+//! answers before anything is stored) and the completed ones with their results, until a
+//! byte budget pushes the oldest out.
+//!
+//! Why memory and not the store: a batch's results are its outputs, often kilobytes per call;
+//! writing every output to SQLite again, beside the audit row, would make the store's write
+//! volume the ceiling of the whole service. The store keeps results only where a client asked
+//! for durability, with an idempotency key; the audit log keeps every call's record. See
+//! ARCHITECTURE.md, "Batch results".
+//!
+//! Deliberately absent: persistence (a restart forgets this), and sharing across daemons.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use crate::store::{BatchRecord, BatchStatus};
+use crate::tool::ToolResult;
+
+/// Completed batches' results kept in memory at most (outputs plus a fixed cost per result).
+const RESULT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Completed batches kept at most, whatever their size.
+const COMPLETED_BATCHES: usize = 10_000;
+
+/// What a result costs besides its output (ids, names, the struct).
+const RESULT_OVERHEAD_BYTES: usize = 256;
+
+#[derive(Default)]
+pub struct RecentBatches {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    batches: HashMap<String, BatchRecord>,
+    /// Completed batch ids, oldest first: the eviction order.
+    completed: VecDeque<String>,
+    bytes: usize,
+}
+
+impl RecentBatches {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Every critical section leaves the map and the queue consistent before it can panic.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records `record` (status running) as started.
+    pub fn started(&self, record: &BatchRecord) {
+        let mut inner = self.inner();
+        inner
+            .batches
+            .insert(record.batch_id.clone(), record.clone());
+    }
+
+    /// Marks a started batch completed with its results; returns its record as completed,
+    /// without the results.
+    pub fn completed(&self, batch_id: &str, results: Vec<ToolResult>) -> Option<BatchRecord> {
+        let mut inner = self.inner();
+        let record = inner.batches.get_mut(batch_id)?;
+        record.status = BatchStatus::Completed;
+        record.completed_at = Some(SystemTime::now());
+        let completed = record.clone();
+        let bytes = cost(&results);
+        record.results = Some(results);
+        inner.bytes += bytes;
+        inner.completed.push_back(batch_id.to_owned());
+        inner.evict();
+        Some(completed)
+    }
+
+    /// The batch, if it is `session_id`'s and still remembered.
+    pub fn get(&self, session_id: &str, batch_id: &str) -> Option<BatchRecord> {
+        self.inner()
+            .batches
+            .get(batch_id)
+            .filter(|record| record.session_id == session_id)
+            .cloned()
+    }
+}
+
+impl Inner {
+    fn evict(&mut self) {
+        while self.bytes > RESULT_BYTES || self.completed.len() > COMPLETED_BATCHES {
+            let Some(oldest) = self.completed.pop_front() else {
+                return;
+            };
+            if let Some(record) = self.batches.remove(&oldest) {
+                self.bytes -= record.results.as_deref().map_or(0, cost);
+            }
+        }
+    }
+}
+
+fn cost(results: &[ToolResult]) -> usize {
+    results
+        .iter()
+        .map(|result| result.output.len() + RESULT_OVERHEAD_BYTES)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> BatchRecord {
+        BatchRecord {
+            batch_id: id.to_owned(),
+            session_id: "s1".to_owned(),
+            format: "toold".to_owned(),
+            idempotency_key: None,
+            request_hash: String::new(),
+            status: BatchStatus::Running,
+            call_count: 1,
+            results: None,
+            created_at: SystemTime::now(),
+            completed_at: None,
+        }
+    }
+
+    fn result(bytes: usize) -> ToolResult {
+        ToolResult {
+            id: "c1".to_owned(),
+            name: "read_file".to_owned(),
+            output: "x".repeat(bytes),
+            is_error: false,
+            error_kind: None,
+            duration_ms: 0.0,
+            offloaded: None,
+            structured: None,
+            metadata: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_batch_is_running_then_completed_and_only_its_session_sees_it() {
+        let recent = RecentBatches::default();
+        recent.started(&record("b1"));
+        assert_eq!(
+            recent.get("s1", "b1").map(|r| r.status),
+            Some(BatchStatus::Running)
+        );
+        assert!(recent.get("s2", "b1").is_none());
+        recent.completed("b1", vec![result(10)]);
+        let done = recent.get("s1", "b1").expect("remembered");
+        assert_eq!(done.status, BatchStatus::Completed);
+        assert_eq!(done.results.map(|r| r.len()), Some(1));
+    }
+
+    #[test]
+    fn the_oldest_completed_batches_leave_first_when_over_budget() {
+        let recent = RecentBatches::default();
+        let big = RESULT_BYTES / 3;
+        for id in ["b1", "b2", "b3", "b4"] {
+            recent.started(&record(id));
+            recent.completed(id, vec![result(big)]);
+        }
+        recent.started(&record("running"));
+        assert!(recent.get("s1", "b1").is_none(), "the oldest is evicted");
+        for id in ["b2", "b3", "b4", "running"] {
+            assert!(recent.get("s1", id).is_some(), "{id} is kept");
+        }
+    }
+}
