@@ -20,7 +20,7 @@ const CORE_MODULES: &[&str] = &[
 const DOOR_CRATES: &[&str] = &["axum", "tonic", "prost", "hyper", "http"];
 
 /// Crates only the store (`store/`) may name.
-const STORE_CRATES: &[&str] = &["sqlx"];
+const STORE_CRATES: &[&str] = &["sqlx", "rusqlite"];
 
 fn src() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -102,25 +102,51 @@ impl Dispatcher {
         batch_id: String,
         calls: Vec<ToolCall>,
     ) -> BatchOutcome {
+        let ids: Vec<(String, String)> = calls
+            .iter()
+            .map(|c| (c.id.clone(), c.name.clone()))
+            .collect();
+        let dispatcher = self.clone();
+        let id = batch_id.clone();
+        let joined =
+            tokio::spawn(async move { dispatcher.collect_batch(session, pool, id, calls).await })
+                .await;
+        joined.unwrap_or_else(|err| {
+            tracing::error!(%batch_id, error = %err, "batch task failed");
+            // Only a panic in the batch task itself leaves calls unanswered; answer them.
+            let results = ids.iter().map(|(id, name)| lost_call(id, name).result);
+            BatchOutcome {
+                batch_id,
+                results: results.collect(),
+            }
+        })
+    }
+
+    /// Runs a whole batch in the caller's task (dropping this future drops the batch's calls:
+    /// callers that may be dropped use [`Dispatcher::execute_batch_with_id`], or run this in
+    /// a task of their own) and collects its results in request order.
+    pub async fn collect_batch(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        batch_id: String,
+        calls: Vec<ToolCall>,
+    ) -> BatchOutcome {
         let (updates, mut received) = mpsc::unbounded_channel();
         let ids: Vec<(String, String)> = calls
             .iter()
             .map(|c| (c.id.clone(), c.name.clone()))
             .collect();
         let stream = futures::stream::iter(calls);
-        let joined = self
-            .spawn_batch(session, pool, batch_id.clone(), stream, updates)
+        self.run_batch(session, pool, batch_id.clone(), stream, updates)
             .await;
-        if let Err(err) = joined {
-            tracing::error!(%batch_id, error = %err, "batch task failed");
-        }
         let mut results = Vec::with_capacity(ids.len());
         while let Ok(update) = received.try_recv() {
             if let BatchUpdate::Result { result, .. } = update {
                 results.push(result);
             }
         }
-        // Only a panic in the batch task itself leaves calls unanswered; answer them anyway.
+        // Every call gets its result, whatever happened to the batch.
         for (id, name) in ids.iter().skip(results.len()) {
             results.push(lost_call(id, name).result);
         }

@@ -1,8 +1,9 @@
 //! The event persister: drains the bus's sink and appends events to the store in batches,
 //! so publishing never waits for a disk.
 //!
-//! It takes whatever has queued up (at most [`MAX_BATCH`]) per write, so the batch size grows
-//! with the load and an idle daemon writes each event at once. After each write it publishes
+//! It takes whatever has queued up (at most [`MAX_BATCH`]), waiting [`LINGER`] after the first
+//! event for the rest of its burst (a call publishes three or four events within
+//! microseconds), so the batch size grows with the load and one commit carries a burst. After each write it publishes
 //! the highest stored seq, which event subscriptions wait on before replaying.
 
 use std::sync::Arc;
@@ -17,6 +18,10 @@ use crate::store::Store;
 
 /// Events written per transaction at most.
 const MAX_BATCH: usize = 1024;
+
+/// How long a write waits for more events after the first arrives. A subscription that starts
+/// waits for the persister to catch up, so this bounds what that wait adds.
+const LINGER: Duration = Duration::from_millis(5);
 
 /// Pause before retrying a failed write (the events are kept and retried).
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -70,6 +75,18 @@ async fn run(
         };
         if received == 0 {
             return;
+        }
+        // Gather a little longer (unless stopping): a burst of events becomes one write.
+        if batch.len() < MAX_BATCH {
+            tokio::select! {
+                () = tokio::time::sleep(LINGER) => {}
+                () = stop.cancelled() => {}
+            }
+            while batch.len() < MAX_BATCH
+                && let Ok(event) = events.try_recv()
+            {
+                batch.push(event);
+            }
         }
         write(&*store, &mut batch, &stored, usize::MAX).await;
     }

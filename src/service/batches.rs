@@ -192,7 +192,7 @@ impl ToolService {
             .unwrap_or_default())
     }
 
-    /// Runs a batch to its end (its calls in a task of their own, see the dispatcher).
+    /// Runs a batch to its end, in the caller's task (a task of its own, see the callers).
     async fn run(
         &self,
         session: &LiveSession,
@@ -202,7 +202,7 @@ impl ToolService {
         self.recent.started(record);
         let _one_at_a_time = session.batch_lock.lock().await;
         self.dispatcher
-            .execute_batch_with_id(
+            .collect_batch(
                 session.state.clone(),
                 self.pool(session),
                 record.batch_id.clone(),

@@ -4,8 +4,9 @@
 //! The audit rows are what must be durable before a result is returned (DESIGN §6); the state
 //! a session carries on with after a restart and the bookkeeping of a finished batch are not.
 //! Writing them on the request path cost a batch two further commits, so a task writes them
-//! behind: state saves are coalesced per session (the latest snapshot wins; it is taken when
-//! written, not when queued), and batch records go out as they come. Graceful shutdown
+//! behind, gathering for [`LINGER`] after the first: state saves are coalesced per session
+//! (the latest snapshot wins; it is taken when written, not when queued), and batch records
+//! go out together. Graceful shutdown
 //! flushes what is queued before the store closes; a `kill -9` can lose the state of the last
 //! batches (the audit log has every call) and their batch records.
 //!
@@ -14,12 +15,20 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::sessions::snapshot_json;
 use crate::session::SessionState;
 use crate::store::{BatchRecord, Store, StoreError};
+
+/// How long the task gathers writes after the first one arrives: a session running batch
+/// after batch has its state saved once per interval, not once per batch.
+const LINGER: Duration = Duration::from_millis(20);
+
+/// Writes gathered at most before they go out.
+const MAX_ITEMS: usize = 1024;
 
 enum Item {
     State(Arc<SessionState>),
@@ -72,7 +81,13 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>)
     let mut states: HashMap<Arc<str>, Arc<SessionState>> = HashMap::new();
     let mut batches = Vec::new();
     let mut flushes = Vec::new();
-    while receiver.recv_many(&mut items, 1024).await > 0 {
+    while receiver.recv_many(&mut items, MAX_ITEMS).await > 0 {
+        tokio::time::sleep(LINGER).await;
+        while items.len() < MAX_ITEMS
+            && let Ok(item) = receiver.try_recv()
+        {
+            items.push(item);
+        }
         for item in items.drain(..) {
             match item {
                 Item::State(session) => {

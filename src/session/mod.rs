@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -84,6 +84,8 @@ pub struct SessionState {
     /// Fired once, when the session closes: every running call stops, whatever its tool's
     /// interrupt behaviour.
     closed: CancellationToken,
+    /// The working directory with its symlinks resolved, worked out on first use.
+    real_working_directory: OnceLock<PathBuf>,
 }
 
 impl SessionState {
@@ -94,7 +96,19 @@ impl SessionState {
             state: Mutex::new(MutableState::default()),
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
+            real_working_directory: OnceLock::new(),
         }
+    }
+
+    /// The working directory with its symlinks resolved (as written if it cannot be), worked
+    /// out once: path checks compare against it and walk only what lies below it. Sessions
+    /// are created with a canonical directory, so this is normally the same path; the
+    /// workspace's own ancestors are outside what a session can change.
+    pub fn real_working_directory(&self) -> &Path {
+        self.real_working_directory.get_or_init(|| {
+            std::fs::canonicalize(&self.config.working_directory)
+                .unwrap_or_else(|_| self.config.working_directory.clone())
+        })
     }
 
     pub fn id(&self) -> &str {

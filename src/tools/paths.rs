@@ -74,7 +74,9 @@ pub fn input_path<'a>(input: &'a Value, field: &str) -> Result<&'a str, PathErro
     Ok(raw)
 }
 
-/// Resolves `raw` against `base` and judges it against `workspace`.
+/// Resolves `raw` against `base` and judges it against `workspace`, which must be a real path
+/// (symlinks resolved: [`SessionState::real_working_directory`]); below it only the rest of
+/// the path is walked.
 pub fn resolve(
     raw: &str,
     field: &str,
@@ -92,7 +94,7 @@ pub fn resolve(
         });
     }
     let joined = base.join(raw);
-    let path = resolve_lenient(&joined).map_err(|_| PathError::SymlinkLoop {
+    let path = resolve_lenient_from(workspace, &joined).map_err(|_| PathError::SymlinkLoop {
         field: field.to_owned(),
         path: raw.to_owned(),
     })?;
@@ -102,7 +104,6 @@ pub fn resolve(
             lossy: path.to_string_lossy().into_owned(),
         });
     }
-    let workspace = resolve_lenient(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     Ok(ResolvedPath {
         inside_workspace: path.starts_with(&workspace),
         path,
@@ -116,8 +117,12 @@ pub fn resolve_input(
     session: &SessionState,
 ) -> Result<ResolvedPath, PathError> {
     let raw = input_path(input, field)?;
-    let workspace = session.working_directory();
-    resolve(raw, field, workspace, workspace)
+    resolve(
+        raw,
+        field,
+        session.working_directory(),
+        session.real_working_directory(),
+    )
 }
 
 /// The permission `input[field]` needs: `inside` for a path in the workspace, else
@@ -159,8 +164,21 @@ pub fn resolve_for_execution(
 /// followed, `.` and `..` applied in order, a missing tail kept as written. Fails only on a
 /// symlink loop.
 pub fn resolve_lenient(path: &Path) -> io::Result<PathBuf> {
-    let mut resolved = PathBuf::from("/");
-    let mut pending: VecDeque<OsString> = components(path);
+    walk(PathBuf::from("/"), components(path))
+}
+
+/// [`resolve_lenient`], trusting `real` (a path without symlinks, such as a session's real
+/// working directory): when `path` starts with it, only the rest is walked, which saves a
+/// `stat` per component of the workspace on every path a call names.
+pub fn resolve_lenient_from(real: &Path, path: &Path) -> io::Result<PathBuf> {
+    match path.strip_prefix(real) {
+        Ok(rest) if real.is_absolute() => walk(real.to_path_buf(), components(rest)),
+        _ => resolve_lenient(path),
+    }
+}
+
+/// Applies `pending` to `resolved` (a real path), following symlinks as they are met.
+fn walk(mut resolved: PathBuf, mut pending: VecDeque<OsString>) -> io::Result<PathBuf> {
     let mut links_followed = 0;
     while let Some(part) = pending.pop_front() {
         if part == ".." {

@@ -21,6 +21,7 @@
 //! Deliberately absent: retries (a failed commit means a failed disk; callers decide), and any
 //! knowledge of the tables (each area's file writes its own statements).
 
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -180,11 +181,14 @@ fn commit_group(connection: &Connection, group: &mut Vec<Job>) {
     // If the transaction cannot begin (another process holds the lock past the busy timeout),
     // each job's savepoint is a transaction of its own: slower, but every write still lands or
     // fails on its own.
-    let began = connection.execute_batch("BEGIN IMMEDIATE").is_ok();
-    let replies: Vec<Reply> = group.drain(..).map(|job| job(connection)).collect();
+    let began = execute(connection, "BEGIN IMMEDIATE").is_ok();
+    let replies: Vec<Reply> = group
+        .drain(..)
+        .filter_map(|job| run_job(connection, job))
+        .collect();
     let committed = if began {
-        connection.execute_batch("COMMIT").map_err(|err| {
-            let _ = connection.execute_batch("ROLLBACK");
+        execute(connection, "COMMIT").map(drop).map_err(|err| {
+            let _ = execute(connection, "ROLLBACK");
             StoreError::Unavailable(format!(
                 "committing {} writes failed: {err}",
                 replies.len()
@@ -198,16 +202,35 @@ fn commit_group(connection: &Connection, group: &mut Vec<Job>) {
     }
 }
 
+/// Runs one job. A job that panics (a bug) is undone and its caller's answer dropped, which
+/// the caller sees as an unavailable store; the thread and the rest of the group carry on.
+fn run_job(connection: &Connection, job: Job) -> Option<Reply> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| job(connection))) {
+        Ok(reply) => Some(reply),
+        Err(_) => {
+            tracing::error!("a store write panicked; it was undone");
+            let _ = execute(connection, "ROLLBACK TO job");
+            let _ = execute(connection, "RELEASE job");
+            None
+        }
+    }
+}
+
+/// Runs a statement without parameters from the cache (`execute_batch` would prepare it anew
+/// every time).
+fn execute(connection: &Connection, sql: &str) -> rusqlite::Result<usize> {
+    connection
+        .prepare_cached(sql)
+        .and_then(|mut statement| statement.execute([]))
+}
+
 /// Runs `work` inside a savepoint: its statements stand only if it succeeds.
 fn in_savepoint<T>(
     connection: &Connection,
     work: impl FnOnce(&Connection) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     let statement = |sql: &str| {
-        connection
-            .prepare_cached(sql)
-            .and_then(|mut statement| statement.execute([]))
-            .map_err(|err| StoreError::Database(format!("{sql}: {err}")))
+        execute(connection, sql).map_err(|err| StoreError::Database(format!("{sql}: {err}")))
     };
     statement("SAVEPOINT job")?;
     let outcome = work(connection);

@@ -83,7 +83,7 @@ impl Location {
         let root = if resolved.path.starts_with(workspace) {
             workspace.to_path_buf()
         } else {
-            paths::resolve_lenient(workspace).unwrap_or_else(|_| workspace.to_path_buf())
+            ctx.session.real_working_directory().to_path_buf()
         };
         Location::beneath(resolved.path, root).ok_or_else(|| {
             // resolve_for_execution refuses outside paths for such calls; this is that check's

@@ -59,12 +59,7 @@ struct Pin {
 /// the root is pinned ([`SearchRoot::pin`]).
 pub(super) fn search_root(input: &Value, ctx: &ToolContext) -> Result<SearchRoot, ToolError> {
     let working_directory = ctx.session.working_directory();
-    let workspace = paths::resolve_lenient(working_directory).map_err(|err| {
-        ToolError::Execution(format!(
-            "the working directory {} cannot be resolved: {err}",
-            working_directory.display()
-        ))
-    })?;
+    let workspace = ctx.session.real_working_directory().to_path_buf();
     let shown = if has_path(input) {
         paths::input_path(input, PATH_FIELD)?.to_owned()
     } else {

@@ -30,7 +30,7 @@ pub(crate) fn starting_directory(session: &SessionState) -> PathBuf {
 /// `Ok` when `cwd` and every reported path lie inside the session's workspace; otherwise the
 /// first that does not, for a message.
 pub(crate) fn check(paths: &[PathWord], session: &SessionState, cwd: &Path) -> Result<(), String> {
-    let workspace = session.working_directory();
+    let workspace = session.real_working_directory();
     let Some(cwd_text) = cwd.to_str() else {
         return Err(format!(
             "the shell's directory \"{}\" is not valid UTF-8",
