@@ -223,7 +223,8 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     ) -> Result<Vec<Event>, StoreError>;
     /// The highest seq stored (0 when none): the event bus continues after it.
     async fn last_event_seq(&self) -> Result<u64, StoreError>;
-    /// Deletes events older than `before`; returns how many.
+    /// Deletes events older than `before`; returns how many. Seqs are given in time order, so
+    /// an implementation may delete the events before the first one at or after `before`.
     async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError>;
 
     // Approvals.

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::serve::ListenerExt;
 use axum::http::HeaderName;
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
@@ -80,6 +81,13 @@ pub async fn serve(
     status: Arc<DaemonStatus>,
     drain: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
+    // Responses go out as soon as they are written: without TCP_NODELAY a response written in
+    // two pieces waits for the client's acknowledgement of the first.
+    let listener = listener.tap_io(|stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(error = %err, "TCP_NODELAY not set on a connection");
+        }
+    });
     axum::serve(listener, router_with(service, &settings, status))
         .with_graceful_shutdown(drain.cancelled_owned())
         .await

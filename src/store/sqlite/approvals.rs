@@ -27,7 +27,7 @@ impl SqliteStore {
         let input = to_json(&approval.input, &what)?;
         let approval = approval.clone();
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 connection
                     .prepare_cached(
                         "INSERT INTO approvals (id, session_id, call_id, tool, input, reason, \
@@ -94,7 +94,7 @@ impl SqliteStore {
         );
         let now = millis(SystemTime::now());
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 connection
                     .prepare_cached(
                         "UPDATE approvals SET decision = ?1, decided_by = ?2, decided_at = ?3 \

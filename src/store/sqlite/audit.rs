@@ -124,7 +124,7 @@ impl AuditSink for SqliteStore {
         let row = AuditRow::new(record).map_err(|err| SinkError(err.to_string()))?;
         let node = self.node_id.clone();
         self.writer
-            .write(move |connection| row.insert(connection, &node))
+            .write_one(move |connection| row.insert(connection, &node))
             .await
             .map_err(|err| SinkError(err.to_string()))
     }

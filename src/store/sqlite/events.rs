@@ -120,9 +120,17 @@ impl SqliteStore {
     pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
         let before = millis(before);
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
+                // Seqs are given in time order, so the events older than `before` are those
+                // before the first that is not: found by walking the primary key from the
+                // start, which visits only the rows about to go (no index on `ts` to keep up
+                // on every insert).
                 connection
-                    .prepare_cached("DELETE FROM events WHERE ts < ?1")
+                    .prepare_cached(
+                        "DELETE FROM events WHERE seq < coalesce(\
+                         (SELECT seq FROM events WHERE ts >= ?1 ORDER BY seq LIMIT 1), \
+                         (SELECT max(seq) + 1 FROM events))",
+                    )
                     .and_then(|mut delete| delete.execute([before]))
                     .map(|deleted| deleted as u64)
                     .map_err(|err| {

@@ -4,7 +4,8 @@
 //! and the read pool) and the `Store` impl, which delegates to one file per area: `audit`
 //! (audit rows), `results` (offloaded outputs in chunks), `sessions` (sessions and batches),
 //! `events`, `approvals`; `writer` runs every write on one connection with group commit,
-//! `convert` holds the shared conversions and error mapping.
+//! `checkpoint` copies the write-ahead log back beside it, `convert` holds the shared
+//! conversions and error mapping.
 //!
 //! Settings and why:
 //! - WAL journal: readers never block the writer or each other.
@@ -28,6 +29,7 @@
 
 mod approvals;
 mod audit;
+mod checkpoint;
 mod convert;
 mod events;
 mod results;
@@ -52,6 +54,7 @@ use super::{
 };
 use crate::event::Event;
 use crate::tool::ToolResult;
+use checkpoint::Checkpointer;
 use writer::WriteThread;
 
 /// How long a connection waits for another process's lock before failing with `SQLITE_BUSY`.
@@ -68,6 +71,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct SqliteStore {
     /// The single writer connection, on its own thread.
     writer: WriteThread,
+    /// Copies the write-ahead log back into the database, beside the writer.
+    checkpointer: Checkpointer,
     /// Read-only connections.
     readers: SqlitePool,
     /// This daemon's node id, written into every audit row.
@@ -82,6 +87,7 @@ impl SqliteStore {
         check_directory(path_or_url, options.get_filename())?;
         migrate(&options, path_or_url).await?;
         let writer = WriteThread::open(options.get_filename(), path_or_url, BUSY_TIMEOUT)?;
+        let checkpointer = Checkpointer::start(options.get_filename(), path_or_url, BUSY_TIMEOUT)?;
         // Readers open after the writer so the file, the WAL and the shared memory exist.
         // No liveness ping before each acquire: an SQLite connection is a file in this process.
         let readers = SqlitePoolOptions::new()
@@ -94,6 +100,7 @@ impl SqliteStore {
         let node_id: Arc<str> = Arc::from(node_id);
         Ok(SqliteStore {
             writer,
+            checkpointer,
             readers,
             node_id,
         })
@@ -256,6 +263,7 @@ impl Store for SqliteStore {
     async fn close(&self) {
         // The writer thread commits everything queued before the close, so every write that
         // was waiting gets its answer.
+        self.checkpointer.stop();
         self.writer.close().await;
         self.readers.close().await;
     }

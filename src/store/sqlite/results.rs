@@ -206,7 +206,7 @@ impl SqliteStore {
         let id = result_id.to_owned();
         let deleted = self
             .writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 connection
                     .prepare_cached("DELETE FROM results WHERE id = ?1")
                     .and_then(|mut delete| delete.execute([&id]))

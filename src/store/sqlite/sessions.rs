@@ -65,7 +65,7 @@ impl SqliteStore {
         let (interactive, owner) = (session.interactive, session.owner.clone());
         let (created_at, closed_at) = (millis(session.created_at), session.closed_at.map(millis));
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 connection
                     .prepare_cached(
                         "INSERT INTO sessions (id, working_directory, permission_mode, \
@@ -100,7 +100,7 @@ impl SqliteStore {
         let state = to_json(state, &what)?;
         let session_id = session_id.to_owned();
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 let changed = connection
                     .prepare_cached("UPDATE sessions SET state = ?1 WHERE id = ?2")
                     .and_then(|mut update| update.execute(params![state, session_id]))
@@ -155,7 +155,7 @@ impl SqliteStore {
         let session_id = session_id.to_owned();
         let now = millis(std::time::SystemTime::now());
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 connection
                     .prepare_cached(
                         "UPDATE sessions SET closed_at = ?1 WHERE id = ?2 AND closed_at IS NULL",
@@ -195,7 +195,7 @@ impl SqliteStore {
         );
         let taken = self
             .writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 let inserted = connection
                     .prepare_cached(
                         "INSERT INTO batches (batch_id, session_id, format, idempotency_key, \
@@ -258,7 +258,7 @@ impl SqliteStore {
         let batch_id = batch_id.to_owned();
         let now = millis(std::time::SystemTime::now());
         self.writer
-            .write(move |connection| {
+            .write_one(move |connection| {
                 let changed = connection
                     .prepare_cached(
                         "UPDATE batches SET status = 'completed', results = ?1, completed_at = ?2 \

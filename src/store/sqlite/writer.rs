@@ -31,6 +31,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+use super::checkpoint::WRITER_AUTOCHECKPOINT_PAGES;
 use crate::store::StoreError;
 
 /// At most this many jobs share a transaction, so a flood of writes still commits (and
@@ -82,15 +83,36 @@ impl WriteThread {
         })
     }
 
-    /// Runs `work` on the write connection and returns its outcome once it is committed.
+    /// Runs `work` on the write connection and returns its outcome once it is committed. The
+    /// work runs in a savepoint: if it fails, none of its statements stand.
     pub async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.submit(move |connection| in_savepoint(connection, work))
+            .await
+    }
+
+    /// [`WriteThread::write`] for work that changes the database with one statement at most,
+    /// which SQLite makes all-or-nothing by itself: no savepoint around it (two statements
+    /// saved per audit row, the commonest write).
+    pub async fn write_one<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.submit(work).await
+    }
+
+    async fn submit<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (answer, answered) = oneshot::channel();
         self.send(Box::new(move |connection: &Connection| {
-            let outcome = in_savepoint(connection, work);
+            let outcome = work(connection);
             Box::new(move |committed: Result<(), StoreError>| {
                 // The caller may have stopped waiting (its task was cancelled): the write
                 // stands all the same, as a statement already sent to a server would.
@@ -141,6 +163,12 @@ fn open_connection(file: &Path, busy_timeout: Duration) -> rusqlite::Result<Conn
     // `journal_mode` answers with a row, so it is read rather than executed.
     let _mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     connection.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
+    // The checkpointer thread copies the log back; the writer only as a safety net.
+    let _pages: i64 = connection.query_row(
+        &format!("PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"),
+        [],
+        |row| row.get(0),
+    )?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(connection)
 }
