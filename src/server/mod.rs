@@ -209,36 +209,36 @@ async fn drain(
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(settings: Settings) -> Result<(), ServerError> {
     let daemon = Daemon::start(settings).await?;
+    // Handlers first: a SIGTERM sent as soon as the line below is read drains like any other.
+    let stop = CancellationToken::new();
+    tokio::spawn(wait_for_signal(signals(), stop.clone()));
     // The one line scripts and tests wait for; stdout so it never mixes with the logs.
     println!("toold listening on http://{}", daemon.address);
     tracing::info!(address = %daemon.address, "listening");
-    let stop = CancellationToken::new();
-    tokio::spawn(wait_for_signal(stop.clone()));
     daemon.serve(stop).await
 }
 
-async fn wait_for_signal(stop: CancellationToken) {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut signal) => {
-                    signal.recv().await;
-                }
-                Err(err) => {
-                    tracing::error!(error = %err, "cannot listen for SIGTERM");
-                    std::future::pending::<()>().await;
-                }
-            }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            () = terminate => {}
-        }
+/// SIGTERM and SIGINT, registered now (a signal that arrives before its handler is
+/// registered takes its default action: the process would die without draining).
+fn signals() -> Vec<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    [SignalKind::terminate(), SignalKind::interrupt()]
+        .into_iter()
+        .filter_map(|kind| {
+            signal(kind)
+                .map_err(|err| tracing::error!(error = %err, ?kind, "cannot listen for a signal"))
+                .ok()
+        })
+        .collect()
+}
+
+async fn wait_for_signal(mut signals: Vec<tokio::signal::unix::Signal>, stop: CancellationToken) {
+    let received = signals.iter_mut().map(|signal| Box::pin(signal.recv()));
+    if received.len() > 0 {
+        futures::future::select_all(received).await;
+    } else {
+        std::future::pending::<()>().await;
     }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
     stop.cancel();
 }
 
