@@ -71,6 +71,8 @@ impl Phase for Permission {
             .policy
             .decide(&PermissionRequest {
                 session_id: &request.ctx.session_id,
+                session: &request.ctx.session,
+                batch_id: &request.batch_id,
                 call_id: &request.call.id,
                 tool: &spec.name,
                 input: request.input(),
