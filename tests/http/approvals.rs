@@ -36,6 +36,13 @@ fn echo_batch(call: &str, text: &str) -> Value {
     json!({"calls": [{"id": call, "name": "bash", "input": {"command": format!("echo {text}")}}]})
 }
 
+/// Runs `echo TEXT` as call `call` in a batch of its own.
+async fn run_echo(toold: &Toold, session: &str, call: &str, text: &str) -> Reply {
+    toold
+        .post(&format!("/v1/sessions/{session}/batches"), &echo_batch(call, text))
+        .await
+}
+
 /// The first pending approval of the session, once there is one (30 s guard).
 async fn pending(toold: &Toold, session: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -75,7 +82,7 @@ async fn an_allowed_approval_runs_the_call_and_the_audit_row_names_the_approver(
     let mut events = toold
         .sse(&format!("/v1/sessions/{id}/events"), None, Some(0))
         .await;
-    let batch = toold.post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c1", "approved"));
+    let batch = run_echo(&toold, &id, "c1", "approved");
     let approve = async {
         let approval = pending(&toold, &id).await;
         assert_eq!(approval["call_id"], "c1");
@@ -123,7 +130,7 @@ async fn an_allowed_approval_runs_the_call_and_the_audit_row_names_the_approver(
 async fn a_denied_approval_refuses_the_call_with_the_reason() {
     let toold = start(ASK_ECHO, None);
     let id = session(&toold, json!({"interactive": true})).await;
-    let batch = toold.post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c1", "no"));
+    let batch = run_echo(&toold, &id, "c1", "no");
     let deny = async {
         let approval = pending(&toold, &id).await;
         let body = json!({"decision": "deny", "reason": "not on a Friday"});
@@ -195,7 +202,7 @@ async fn a_non_interactive_session_is_refused_at_once_with_a_clear_reason() {
 async fn of_two_concurrent_resolutions_exactly_one_wins() {
     let toold = start(ASK_ECHO, None);
     let id = session(&toold, json!({"interactive": true})).await;
-    let batch = toold.post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c1", "race"));
+    let batch = run_echo(&toold, &id, "c1", "race");
     let race = async {
         let approval = pending(&toold, &id).await;
         let approval_id = approval["id"].as_str().unwrap();
@@ -224,7 +231,7 @@ async fn of_two_concurrent_resolutions_exactly_one_wins() {
 async fn remember_answers_the_same_call_for_the_rest_of_the_session() {
     let toold = start(ASK_ECHO, None);
     let id = session(&toold, json!({"interactive": true})).await;
-    let batch = toold.post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c1", "again"));
+    let batch = run_echo(&toold, &id, "c1", "again");
     let approve = async {
         let approval = pending(&toold, &id).await;
         let body = json!({"decision": "allow", "remember": true});
