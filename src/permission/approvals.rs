@@ -162,7 +162,10 @@ impl Approvals {
             decided_at: None,
         };
         if let Err(err) = self.store.insert_approval(&record).await {
-            return (id, WaitOutcome::Failed(format!("the approval could not be recorded: {err}")));
+            return (
+                id,
+                WaitOutcome::Failed(format!("the approval could not be recorded: {err}")),
+            );
         }
         self.events.publish(
             EventDraft::new(EventType::PermissionAsk, ask.session_id)
@@ -192,9 +195,15 @@ impl Approvals {
             // A resolution settled it first; its answer is on the way.
             Ok(false) => match tokio::time::timeout(WINNER_GRACE, receiver).await {
                 Ok(Ok(resolution)) => (id, WaitOutcome::Resolved(resolution)),
-                _ => (id, WaitOutcome::Failed("the approval's resolution was lost".to_owned())),
+                _ => (
+                    id,
+                    WaitOutcome::Failed("the approval's resolution was lost".to_owned()),
+                ),
             },
-            Err(err) => (id, WaitOutcome::Failed(format!("the approval could not be settled: {err}"))),
+            Err(err) => (
+                id,
+                WaitOutcome::Failed(format!("the approval could not be settled: {err}")),
+            ),
         }
     }
 

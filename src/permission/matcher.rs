@@ -170,18 +170,21 @@ pub fn allowing<'r>(rules: &[&'r Rule], facts: &CallFacts<'_>) -> Option<Vec<&'r
     if facts.tool == BASH {
         return allowing_line(&relevant, facts);
     }
-    let rule = relevant.iter().copied().find(|rule| match &rule.specifier {
-        Some(Specifier::Path(pattern)) => facts.paths().is_some_and(|paths| {
-            paths
-                .resolved
-                .as_deref()
-                .is_some_and(|path| path_matches(pattern, path, false))
-        }),
-        Some(Specifier::Domain(pattern)) => {
-            facts.tool == WEB_FETCH && facts.host().is_some_and(|h| domain_matches(pattern, h))
-        }
-        Some(Specifier::Command(_)) | None => false,
-    })?;
+    let rule = relevant
+        .iter()
+        .copied()
+        .find(|rule| match &rule.specifier {
+            Some(Specifier::Path(pattern)) => facts.paths().is_some_and(|paths| {
+                paths
+                    .resolved
+                    .as_deref()
+                    .is_some_and(|path| path_matches(pattern, path, false))
+            }),
+            Some(Specifier::Domain(pattern)) => {
+                facts.tool == WEB_FETCH && facts.host().is_some_and(|h| domain_matches(pattern, h))
+            }
+            Some(Specifier::Command(_)) | None => false,
+        })?;
     Some(vec![rule])
 }
 
@@ -192,9 +195,9 @@ fn allowing_line<'r>(rules: &[&'r Rule], facts: &CallFacts<'_>) -> Option<Vec<&'
         _ => None,
     };
     if let Some(line) = facts.raw_command() {
-        let exact = rules.iter().find(|rule| {
-            matches!(pattern(rule), Some(CommandPattern::Exact(text)) if *text == line)
-        });
+        let exact = rules.iter().find(
+            |rule| matches!(pattern(rule), Some(CommandPattern::Exact(text)) if *text == line),
+        );
         if let Some(rule) = exact {
             return Some(vec![rule]);
         }
@@ -243,10 +246,7 @@ const WRAPPERS: &[&str] = &[
 fn broad_texts(command: &SimpleCommand) -> Vec<String> {
     let mut texts = Vec::new();
     let mut words: &[String] = &command.words;
-    loop {
-        let Some((name, rest)) = words.split_first() else {
-            break;
-        };
+    while let Some((name, rest)) = words.split_first() {
         texts.push(words.join(" "));
         let base = name.rsplit('/').next().unwrap_or(name);
         if base != name {

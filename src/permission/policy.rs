@@ -16,8 +16,7 @@ use async_trait::async_trait;
 use super::approvals::{ApprovalAsk, Approvals, Resolution, WaitOutcome};
 use super::matcher::{CallFacts, allowing, matches_broadly};
 use super::rules::{
-    BASH, PATH_TOOLS, RememberedRule, Rule, RuleContext, RuleKind, RuleSource, ToolNames,
-    WEB_FETCH,
+    BASH, PATH_TOOLS, RememberedRule, Rule, RuleContext, RuleKind, RuleSource, ToolNames, WEB_FETCH,
 };
 use super::{DecidedBy, PermissionDecision, PermissionPolicy, PermissionRequest};
 
@@ -51,7 +50,6 @@ impl RulePolicy {
             timeout,
         }
     }
-
 }
 
 /// What the rules and the mode say about a call, before anyone is asked. `tools` and `home`
@@ -62,56 +60,56 @@ fn judge(
     request: &PermissionRequest<'_>,
     facts: &CallFacts<'_>,
 ) -> Verdict {
-        let rules = request.session.permission_rules();
-        let tool = request.tool;
-        if let Some(rule) = rules
-            .of_kind(RuleKind::Deny)
-            .find(|r| matches_broadly(r, facts))
-        {
-            let reason = format!(
-                "\"{tool}\" is denied by the {} rule \"{}\"",
-                rule.source, rule.text
-            );
-            return Verdict::Deny(by_rules(&[rule]), reason);
-        }
-        if let Some(verdict) = remembered(tools, home, request, facts) {
-            return verdict;
-        }
-        if let Some(hook) = request.hook_asked {
-            let reason = format!("hook \"{hook}\" asks for confirmation of \"{tool}\"");
-            let by = DecidedBy::Hook {
-                hook: hook.to_owned(),
-            };
-            return Verdict::Ask(by, reason);
-        }
-        if let Some(rule) = rules
-            .of_kind(RuleKind::Ask)
-            .find(|r| matches_broadly(r, facts))
-        {
-            let reason = format!(
-                "the {} rule \"{}\" asks for approval of \"{tool}\"",
-                rule.source, rule.text
-            );
-            return Verdict::Ask(by_rules(&[rule]), reason);
-        }
-        let allow: Vec<&Rule> = rules.of_kind(RuleKind::Allow).collect();
-        if let Some(used) = allowing(&allow, facts) {
-            return Verdict::Allow(by_rules(&used));
-        }
-        let by = DecidedBy::Mode { mode: request.mode };
-        if request.required <= request.mode {
-            return Verdict::Allow(by);
-        }
+    let rules = request.session.permission_rules();
+    let tool = request.tool;
+    if let Some(rule) = rules
+        .of_kind(RuleKind::Deny)
+        .find(|r| matches_broadly(r, facts))
+    {
         let reason = format!(
-            "\"{tool}\" needs {} for this input; the session's mode is {}",
-            request.required, request.mode
+            "\"{tool}\" is denied by the {} rule \"{}\"",
+            rule.source, rule.text
         );
-        if request.interactive {
-            Verdict::Ask(by, reason)
-        } else {
-            Verdict::Deny(by, reason)
-        }
+        return Verdict::Deny(by_rules(&[rule]), reason);
     }
+    if let Some(verdict) = remembered(tools, home, request, facts) {
+        return verdict;
+    }
+    if let Some(hook) = request.hook_asked {
+        let reason = format!("hook \"{hook}\" asks for confirmation of \"{tool}\"");
+        let by = DecidedBy::Hook {
+            hook: hook.to_owned(),
+        };
+        return Verdict::Ask(by, reason);
+    }
+    if let Some(rule) = rules
+        .of_kind(RuleKind::Ask)
+        .find(|r| matches_broadly(r, facts))
+    {
+        let reason = format!(
+            "the {} rule \"{}\" asks for approval of \"{tool}\"",
+            rule.source, rule.text
+        );
+        return Verdict::Ask(by_rules(&[rule]), reason);
+    }
+    let allow: Vec<&Rule> = rules.of_kind(RuleKind::Allow).collect();
+    if let Some(used) = allowing(&allow, facts) {
+        return Verdict::Allow(by_rules(&used));
+    }
+    let by = DecidedBy::Mode { mode: request.mode };
+    if request.required <= request.mode {
+        return Verdict::Allow(by);
+    }
+    let reason = format!(
+        "\"{tool}\" needs {} for this input; the session's mode is {}",
+        request.required, request.mode
+    );
+    if request.interactive {
+        Verdict::Ask(by, reason)
+    } else {
+        Verdict::Deny(by, reason)
+    }
+}
 
 /// Answers remembered for the rest of the session: a remembered deny matches broadly, a
 /// remembered allow narrowly, like the rules they stand for.
@@ -121,35 +119,35 @@ fn remembered(
     request: &PermissionRequest<'_>,
     facts: &CallFacts<'_>,
 ) -> Option<Verdict> {
-        let context = RuleContext {
-            workspace: request.session.working_directory(),
-            home,
-            tools,
-        };
-        for remembered in request.session.remembered_rules() {
-            let rule = match compile_remembered(&remembered, &context) {
-                Ok(rule) => rule,
-                Err(err) => {
-                    tracing::warn!(session = request.session_id, error = %err, "a remembered rule no longer parses; ignoring it");
-                    continue;
-                }
-            };
-            let by = by_rules(&[&rule]);
-            match rule.kind {
-                RuleKind::Deny if matches_broadly(&rule, facts) => {
-                    let reason = format!(
-                        "\"{}\" is denied by an answer remembered from approval \"{}\"",
-                        request.tool, remembered.approval_id
-                    );
-                    return Some(Verdict::Deny(by, reason));
-                }
-                RuleKind::Allow if allowing(&[&rule], facts).is_some() => {
-                    return Some(Verdict::Allow(by));
-                }
-                _ => {}
+    let context = RuleContext {
+        workspace: request.session.working_directory(),
+        home,
+        tools,
+    };
+    for remembered in request.session.remembered_rules() {
+        let rule = match compile_remembered(&remembered, &context) {
+            Ok(rule) => rule,
+            Err(err) => {
+                tracing::warn!(session = request.session_id, error = %err, "a remembered rule no longer parses; ignoring it");
+                continue;
             }
+        };
+        let by = by_rules(&[&rule]);
+        match rule.kind {
+            RuleKind::Deny if matches_broadly(&rule, facts) => {
+                let reason = format!(
+                    "\"{}\" is denied by an answer remembered from approval \"{}\"",
+                    request.tool, remembered.approval_id
+                );
+                return Some(Verdict::Deny(by, reason));
+            }
+            RuleKind::Allow if allowing(&[&rule], facts).is_some() => {
+                return Some(Verdict::Allow(by));
+            }
+            _ => {}
         }
-        None
+    }
+    None
 }
 
 impl RulePolicy {

@@ -235,7 +235,9 @@ impl Rule {
             kind,
             source,
             tool: ToolTarget::Named(BASH.to_owned()),
-            specifier: Some(Specifier::Command(CommandPattern::Exact(normalise_words(line)))),
+            specifier: Some(Specifier::Command(CommandPattern::Exact(normalise_words(
+                line,
+            )))),
         }
     }
 
@@ -254,14 +256,18 @@ fn tool_target(name: &str, tools: &ToolNames) -> Result<ToolTarget, String> {
         let (server, tool) = rest.split_once("__").unwrap_or((rest, "*"));
         let plain = |part: &str| !part.is_empty() && is_valid_tool_name(part);
         if !plain(server) {
-            return Err(format!("\"{name}\" is not mcp__SERVER__TOOL or mcp__SERVER__*"));
+            return Err(format!(
+                "\"{name}\" is not mcp__SERVER__TOOL or mcp__SERVER__*"
+            ));
         }
         return match tool {
             "*" => Ok(ToolTarget::McpServer(format!("{MCP_PREFIX}{server}__"))),
             tool if plain(tool) && is_valid_tool_name(name) => {
                 Ok(ToolTarget::Named(name.to_owned()))
             }
-            _ => Err(format!("\"{name}\" is not mcp__SERVER__TOOL or mcp__SERVER__*")),
+            _ => Err(format!(
+                "\"{name}\" is not mcp__SERVER__TOOL or mcp__SERVER__*"
+            )),
         };
     }
     if !is_valid_tool_name(name) {
@@ -299,7 +305,10 @@ fn command_pattern(spec: &str) -> Result<CommandPattern, String> {
     if let Some(prefix) = spec.strip_suffix(":*") {
         let prefix = normalise_words(prefix);
         if prefix.is_empty() {
-            return Err("the prefix before \":*\" is empty; write \"bash\" to match every command".to_owned());
+            return Err(
+                "the prefix before \":*\" is empty; write \"bash\" to match every command"
+                    .to_owned(),
+            );
         }
         return Ok(CommandPattern::Prefix(prefix));
     }
@@ -373,7 +382,9 @@ fn path_pattern(spec: &str, context: &RuleContext<'_>) -> Result<PathPattern, St
     let pattern = pattern.trim_end_matches('/');
     let pattern = if pattern.is_empty() { "/" } else { pattern };
     if pattern.split('/').any(|part| part == "..") {
-        return Err("\"..\" is not allowed in a path rule; name the directory it leads to".to_owned());
+        return Err(
+            "\"..\" is not allowed in a path rule; name the directory it leads to".to_owned(),
+        );
     }
     let glob: Glob = GlobBuilder::new(pattern)
         .literal_separator(true)

@@ -32,7 +32,7 @@ use crate::config::Settings;
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::HookChain;
-use crate::permission::{Approvals, RuleContext, RuleSet, RuleSource, RulePolicy};
+use crate::permission::{Approvals, RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{ServiceSettings, ToolService, tool_names};
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::tools::{BackgroundShells, SpillSettings, ToolDeps, builtin_registry};

@@ -10,9 +10,7 @@ use serde_json::{Value, json};
 
 use super::{LiveSession, ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
-use crate::permission::{
-    PermissionLevel, RuleContext, RuleSet, RuleSource, SessionRules,
-};
+use crate::permission::{PermissionLevel, RuleContext, RuleSet, RuleSource, SessionRules};
 use crate::registry::PoolOptions;
 use crate::session::{SessionConfig, SessionSnapshot, SessionState};
 use crate::store::SessionRecord;

@@ -39,7 +39,10 @@ fn echo_batch(call: &str, text: &str) -> Value {
 /// Runs `echo TEXT` as call `call` in a batch of its own.
 async fn run_echo(toold: &Toold, session: &str, call: &str, text: &str) -> Reply {
     toold
-        .post(&format!("/v1/sessions/{session}/batches"), &echo_batch(call, text))
+        .post(
+            &format!("/v1/sessions/{session}/batches"),
+            &echo_batch(call, text),
+        )
         .await
 }
 
@@ -47,19 +50,27 @@ async fn run_echo(toold: &Toold, session: &str, call: &str, text: &str) -> Reply
 async fn pending(toold: &Toold, session: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let reply = toold.get(&format!("/v1/sessions/{session}/approvals")).await;
+        let reply = toold
+            .get(&format!("/v1/sessions/{session}/approvals"))
+            .await;
         assert_eq!(reply.status, StatusCode::OK);
         if let Some(first) = reply.body["approvals"].as_array().and_then(|a| a.first()) {
             return first.clone();
         }
-        assert!(tokio::time::Instant::now() < deadline, "no approval appeared");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no approval appeared"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 async fn resolve(toold: &Toold, session: &str, approval: &str, body: Value) -> Reply {
     toold
-        .post(&format!("/v1/sessions/{session}/approvals/{approval}"), &body)
+        .post(
+            &format!("/v1/sessions/{session}/approvals/{approval}"),
+            &body,
+        )
         .await
 }
 
@@ -89,7 +100,10 @@ async fn an_allowed_approval_runs_the_call_and_the_audit_row_names_the_approver(
         assert_eq!(approval["tool"], "bash");
         assert_eq!(approval["input"]["command"], "echo approved");
         assert!(
-            approval["reason"].as_str().unwrap().contains("bash(echo:*)"),
+            approval["reason"]
+                .as_str()
+                .unwrap()
+                .contains("bash(echo:*)"),
             "{approval}"
         );
         let approval_id = approval["id"].as_str().unwrap().to_owned();
@@ -118,7 +132,10 @@ async fn an_allowed_approval_runs_the_call_and_the_audit_row_names_the_approver(
     assert_eq!(decided_by["approver"], "http");
     assert_eq!(decided_by["approval_id"], approval_id.as_str());
     let token = decided_by["token"].as_str().unwrap();
-    assert!(token.starts_with("sha256:") && !token.contains("secret"), "{token}");
+    assert!(
+        token.starts_with("sha256:") && !token.contains("secret"),
+        "{token}"
+    );
     assert_eq!(decided_by["asked_by"]["by"], "rule");
     assert_eq!(decided_by["asked_by"]["rule"], "bash(echo:*)");
     assert_eq!(decided_by["asked_by"]["source"], "server");
@@ -153,13 +170,13 @@ async fn a_denied_approval_refuses_the_call_with_the_reason() {
 
 #[tokio::test]
 async fn an_unanswered_approval_times_out_as_a_denial() {
-    let toold = start(
-        &format!("{ASK_ECHO}approval_timeout_ms = 200\n"),
-        None,
-    );
+    let toold = start(&format!("{ASK_ECHO}approval_timeout_ms = 200\n"), None);
     let id = session(&toold, json!({"interactive": true})).await;
     let reply = toold
-        .post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c1", "late"))
+        .post(
+            &format!("/v1/sessions/{id}/batches"),
+            &echo_batch("c1", "late"),
+        )
         .await;
     let result = &reply.body["results"][0];
     assert_eq!(result["error_kind"], "permission_denied", "{result}");
@@ -173,7 +190,9 @@ async fn an_unanswered_approval_times_out_as_a_denial() {
     // The timed-out approval is settled: no longer pending, and resolving it is refused.
     let left = toold.get(&format!("/v1/sessions/{id}/approvals")).await;
     assert_eq!(left.body, json!({"approvals": []}));
-    let approval_id = row["decision"]["decided_by"]["approval_id"].as_str().unwrap();
+    let approval_id = row["decision"]["decided_by"]["approval_id"]
+        .as_str()
+        .unwrap();
     let late = resolve(&toold, &id, approval_id, json!({"decision": "allow"})).await;
     assert_eq!(late.status, StatusCode::NOT_FOUND, "{}", late.body);
 }
@@ -183,7 +202,10 @@ async fn a_non_interactive_session_is_refused_at_once_with_a_clear_reason() {
     let toold = start(ASK_ECHO, None);
     let id = session(&toold, json!({"interactive": false})).await;
     let reply = toold
-        .post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c1", "hi"))
+        .post(
+            &format!("/v1/sessions/{id}/batches"),
+            &echo_batch("c1", "hi"),
+        )
         .await;
     let result = &reply.body["results"][0];
     assert_eq!(result["error_kind"], "permission_denied", "{result}");
@@ -224,7 +246,11 @@ async fn of_two_concurrent_resolutions_exactly_one_wins() {
     );
     // The call went the winner's way.
     let allowed = a.status == StatusCode::OK;
-    assert_eq!(reply.body["results"][0]["is_error"], !allowed, "{}", reply.body);
+    assert_eq!(
+        reply.body["results"][0]["is_error"], !allowed,
+        "{}",
+        reply.body
+    );
 }
 
 #[tokio::test]
@@ -243,13 +269,23 @@ async fn remember_answers_the_same_call_for_the_rest_of_the_session() {
     // The same line again runs without asking (the guard only stops a hang).
     let second = tokio::time::timeout(
         Duration::from_secs(30),
-        toold.post(&format!("/v1/sessions/{id}/batches"), &echo_batch("c2", "again")),
+        toold.post(
+            &format!("/v1/sessions/{id}/batches"),
+            &echo_batch("c2", "again"),
+        ),
     )
     .await
     .expect("the remembered call is not asked about again");
-    assert_eq!(second.body["results"][0]["is_error"], false, "{}", second.body);
+    assert_eq!(
+        second.body["results"][0]["is_error"], false,
+        "{}",
+        second.body
+    );
     let row = audit(&toold, &id, "c2").await;
-    assert_eq!(row["decision"]["decided_by"]["source"], "remembered", "{row}");
+    assert_eq!(
+        row["decision"]["decided_by"]["source"], "remembered",
+        "{row}"
+    );
     assert_eq!(row["decision"]["decided_by"]["rule"], "bash(echo again)");
 }
 
@@ -258,22 +294,35 @@ async fn session_rules_narrow_the_servers_and_bad_ones_are_refused() {
     let toold = start(ASK_ECHO, None);
     let widen = json!({"rules": {"allow": ["bash(rm:*)", "Bash"]}, "permission_mode": "danger_full_access"});
     let id = session(&toold, widen).await;
-    let batch = json!({"calls": [{"id": "c1", "name": "bash", "input": {"command": "rm -f nothing"}}]});
-    let reply = toold.post(&format!("/v1/sessions/{id}/batches"), &batch).await;
+    let batch =
+        json!({"calls": [{"id": "c1", "name": "bash", "input": {"command": "rm -f nothing"}}]});
+    let reply = toold
+        .post(&format!("/v1/sessions/{id}/batches"), &batch)
+        .await;
     let result = &reply.body["results"][0];
     assert_eq!(result["error_kind"], "permission_denied", "{result}");
-    assert!(result["output"].as_str().unwrap().contains("server rule \"bash(rm:*)\""));
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("server rule \"bash(rm:*)\"")
+    );
 
     let narrow = json!({"rules": {"deny": ["Bash(ls:*)"]}});
     let id = session(&toold, narrow).await;
     let batch = json!({"calls": [{"id": "c1", "name": "bash", "input": {"command": "ls"}}]});
-    let reply = toold.post(&format!("/v1/sessions/{id}/batches"), &batch).await;
+    let reply = toold
+        .post(&format!("/v1/sessions/{id}/batches"), &batch)
+        .await;
     assert_eq!(reply.body["results"][0]["error_kind"], "permission_denied");
     let row = audit(&toold, &id, "c1").await;
     assert_eq!(row["decision"]["decided_by"]["source"], "session", "{row}");
 
     let bad = toold
-        .post("/v1/sessions", &json!({"rules": {"deny": ["reed_file(./x)"]}}))
+        .post(
+            "/v1/sessions",
+            &json!({"rules": {"deny": ["reed_file(./x)"]}}),
+        )
         .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     let message = bad.body["error"]["message"].as_str().unwrap();
@@ -290,5 +339,8 @@ async fn a_bad_server_rule_stops_the_start() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("bash(") && stderr.contains("permissions"), "{stderr}");
+    assert!(
+        stderr.contains("bash(") && stderr.contains("permissions"),
+        "{stderr}"
+    );
 }

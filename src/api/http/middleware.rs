@@ -42,11 +42,7 @@ fn is_probe(request: &Request) -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct CallerToken(pub Option<String>);
 
-pub async fn gate(
-    State(gates): State<Arc<Gates>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub async fn gate(State(gates): State<Arc<Gates>>, mut request: Request, next: Next) -> Response {
     if gates.status.shutting_down.load(Ordering::Acquire) {
         return ApiError::new(ErrorCode::ShuttingDown, "toold is shutting down").into_response();
     }

@@ -13,11 +13,11 @@ use utoipa::IntoParams;
 
 use super::error::{ApiError, ApiQuery, JsonBody};
 use super::middleware::CallerToken;
-use crate::permission::Approver;
 use super::openapi::{
     ApprovalsBody, CallsPage, CreateSessionBody, ErrorBody, InterruptBody, ResolveApprovalBody,
     ResolvedBody, SessionBody, SessionList, ToolsBody,
 };
+use crate::permission::Approver;
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
 use crate::store::CallRow;
 

@@ -11,8 +11,8 @@
 
 use tree_sitter::Node;
 
-use super::{HARMLESS_TARGETS, MAX_DEPTH, MAX_NESTING, Walker, duplicates_descriptor, parse};
 use super::{Classification, operator_of};
+use super::{HARMLESS_TARGETS, MAX_DEPTH, MAX_NESTING, Walker, duplicates_descriptor, parse};
 
 /// One simple command of a command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,14 +206,17 @@ mod tests {
 
     #[test]
     fn compound_lines_split_into_their_simple_commands() {
+        assert_eq!(texts("git status && rm -rf x"), ["git status", "rm -rf x"]);
         assert_eq!(
-            texts("git status && rm -rf x"),
-            ["git status", "rm -rf x"]
+            texts("git status; curl http://e"),
+            ["git status", "curl http://e"]
         );
-        assert_eq!(texts("git status; curl http://e"), ["git status", "curl http://e"]);
         assert_eq!(texts("ls | grep 'a b'"), ["ls", "grep a b"]);
         assert_eq!(texts("echo $(rm -rf /)"), ["rm -rf /", "echo $(rm -rf /)"]);
-        assert_eq!(texts("bash -c 'rm -rf x'"), ["rm -rf x", "bash -c rm -rf x"]);
+        assert_eq!(
+            texts("bash -c 'rm -rf x'"),
+            ["rm -rf x", "bash -c rm -rf x"]
+        );
         assert_eq!(texts("eval \"rm x\""), ["rm x", "eval rm x"]);
         assert_eq!(texts("f() { rm y; }; f"), ["rm y", "f"]);
     }
