@@ -344,3 +344,53 @@ async fn a_bad_server_rule_stops_the_start() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn an_interrupt_ends_the_wait_and_settles_the_approval() {
+    let toold = start(ASK_ECHO, None);
+    let id = session(&toold, json!({"interactive": true})).await;
+    let batch = run_echo(&toold, &id, "c1", "stop");
+    let interrupt = async {
+        pending(&toold, &id).await;
+        let reply = toold
+            .post(&format!("/v1/sessions/{id}/interrupt"), &json!({}))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK);
+    };
+    let (reply, ()) = tokio::join!(batch, interrupt);
+    let output = reply.body["results"][0]["output"].as_str().unwrap();
+    assert!(output.contains("cancelled while approval"), "{output}");
+    let left = toold.get(&format!("/v1/sessions/{id}/approvals")).await;
+    assert_eq!(left.body, json!({"approvals": []}));
+}
+
+#[tokio::test]
+async fn approvals_left_pending_by_a_crash_are_denied_after_the_restart() {
+    let toold = start(ASK_ECHO, None);
+    let id = session(&toold, json!({"interactive": true})).await;
+    let url = format!("{}/v1/sessions/{id}/batches", toold.base);
+    let client = toold.client.clone();
+    // The batch's connection dies with the daemon; its answer does not matter.
+    let orphan = tokio::spawn(async move {
+        let body = serde_json::to_vec(&echo_batch("c1", "orphan")).unwrap();
+        let request = client.post(url).header("content-type", "application/json");
+        let _ = request.body(body).send().await;
+    });
+    let approval = pending(&toold, &id).await;
+    let toold = toold.kill_and_restart();
+    let _ = orphan.await;
+    let left = toold.get(&format!("/v1/sessions/{id}/approvals")).await;
+    assert_eq!(
+        left.body,
+        json!({"approvals": []}),
+        "restored with {approval}"
+    );
+    let late = resolve(
+        &toold,
+        &id,
+        approval["id"].as_str().unwrap(),
+        json!({"decision": "allow"}),
+    )
+    .await;
+    assert_eq!(late.status, StatusCode::NOT_FOUND);
+}
