@@ -100,6 +100,31 @@ impl Splitter<'_, '_> {
                 let writes = writes_file || self.redirects_output(node);
                 self.visit_children(node, depth, writes);
             }
+            // `export X=…`, `local`, `declare`, `unset`, a bare `X=…`: they change what later
+            // commands do, so they stand as commands of their own that no allow rule vouches
+            // for (their words: the text split on whitespace).
+            "declaration_command" | "unset_command" | "variable_assignment" => {
+                let words = self
+                    .walker
+                    .text(node)
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect();
+                self.line.commands.push(SimpleCommand {
+                    words,
+                    has_assignments: true,
+                    writes_file,
+                });
+                let mut cursor = node.walk();
+                for child in node.named_children(&mut cursor) {
+                    // `export A=…`'s assignment is this command, not another one.
+                    if child.kind() == "variable_assignment" {
+                        self.visit_children(child, depth + 1, false);
+                    } else {
+                        self.visit(child, depth + 1, false);
+                    }
+                }
+            }
             "comment" => {}
             _ => self.visit_children(node, depth, writes_file),
         }
@@ -155,8 +180,13 @@ impl Splitter<'_, '_> {
                     (_, "variable_assignment") => command.has_assignments = true,
                     _ => {}
                 }
-                // Substitutions inside words, assignments and redirections hold commands too.
-                self.visit(child, depth + 1, false);
+                // Substitutions inside words, assignments and redirections hold commands too
+                // (a prefix assignment is part of this command, not one of its own).
+                if child.kind() == "variable_assignment" {
+                    self.visit_children(child, depth + 1, false);
+                } else {
+                    self.visit(child, depth + 1, false);
+                }
             }
             more = cursor.goto_next_sibling();
         }
@@ -232,5 +262,10 @@ mod tests {
         assert!(line.commands[0].writes_file);
         assert!(!line.incomplete);
         assert!(simple_commands("git status &&").incomplete);
+        let line = simple_commands("export PATH=/x; FOO=$(id) && git status");
+        let texts: Vec<String> = line.commands.iter().map(SimpleCommand::text).collect();
+        assert_eq!(texts, ["export PATH=/x", "FOO=$(id)", "id", "git status"]);
+        assert!(line.commands[0].has_assignments && line.commands[1].has_assignments);
+        assert!(!line.commands[3].has_assignments);
     }
 }
