@@ -49,8 +49,18 @@ fn bench(c: &mut Criterion) {
     };
     let rules = SessionRules {
         server: RuleSet::parse(
-            &strings(&["bash(git status:*)", "bash(npm run test:*)", "bash(grep:*)", "Read(./src/**)"]),
-            &strings(&["bash(rm:*)", "bash(curl:*)", "read_file(./secrets/**)", "Write(*.pem)"]),
+            &strings(&[
+                "bash(git status:*)",
+                "bash(npm run test:*)",
+                "bash(grep:*)",
+                "Read(./src/**)",
+            ]),
+            &strings(&[
+                "bash(rm:*)",
+                "bash(curl:*)",
+                "read_file(./secrets/**)",
+                "Write(*.pem)",
+            ]),
             &strings(&["bash(git push:*)", "edit_file(./config/**)"]),
             RuleSource::Server,
             &context,
@@ -79,14 +89,24 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("permission");
     group.measurement_time(Duration::from_secs(5));
     let cases: [(&str, &SessionState, &str, Value); 3] = [
-        ("mode only", &bare, "read_file", json!({"file_path": "src/main.rs"})),
+        (
+            "mode only",
+            &bare,
+            "read_file",
+            json!({"file_path": "src/main.rs"}),
+        ),
         (
             "bash compound, 11 rules",
             &ruled,
             "bash",
             json!({"command": "git status && npm run test -- --watch | grep ok"}),
         ),
-        ("read_file path, 11 rules", &ruled, "read_file", json!({"file_path": "src/main.rs"})),
+        (
+            "read_file path, 11 rules",
+            &ruled,
+            "read_file",
+            json!({"file_path": "src/main.rs"}),
+        ),
     ];
     for (name, session, tool, input) in cases {
         group.bench_function(name, |b| {

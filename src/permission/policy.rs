@@ -334,3 +334,7 @@ fn compile_remembered(
 #[cfg(test)]
 #[path = "policy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "policy_table_tests.rs"]
+mod table_tests;

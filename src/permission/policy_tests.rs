@@ -1,6 +1,7 @@
-//! The permission table: rules from the server and the session against calls, with a real
-//! workspace on disk (symlinks, `..`), the real tool registry's names and aliases, and the
-//! real bash parser. Each row names the verdict and who gives it.
+//! The world the permission tests judge calls in (a real workspace on disk with symlinks, a
+//! home directory, the real tool registry's names and aliases, the server's rules), and the
+//! tests of hook asks, remembered answers and bad rules. The table is in
+//! `policy_table_tests.rs`.
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use super::*;
 use crate::permission::{PermissionLevel, RuleSet, SessionRules};
 use crate::session::{SessionConfig, SessionState};
 
-use PermissionLevel::{DangerFullAccess as Full, ReadOnly as Ro, WorkspaceWrite as Ww};
+pub(super) use PermissionLevel::{DangerFullAccess as Full, ReadOnly as Ro, WorkspaceWrite as Ww};
 
 const SERVER_DENY: &[&str] = &[
     "read_file(./secrets/**)",
@@ -41,14 +42,14 @@ const SERVER_ALLOW: &[&str] = &[
 ];
 
 /// A workspace with secrets, a symlink to them, a symlink out to /etc, and a home directory.
-struct World {
+pub(super) struct World {
     _dir: tempfile::TempDir,
-    workspace: PathBuf,
-    home: PathBuf,
+    pub(super) workspace: PathBuf,
+    pub(super) home: PathBuf,
     tools: ToolNames,
 }
 
-fn world() -> World {
+pub(super) fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let workspace = root.join("ws");
@@ -78,7 +79,7 @@ fn world() -> World {
     }
 }
 
-fn strings(texts: &[&str]) -> Vec<String> {
+pub(super) fn strings(texts: &[&str]) -> Vec<String> {
     texts.iter().map(|t| (*t).to_owned()).collect()
 }
 
@@ -92,7 +93,7 @@ impl World {
     }
 
     /// A session with the server's rules above and `session` rules (`kind:rule`).
-    fn session(&self, session: &[&str]) -> SessionState {
+    pub(super) fn session(&self, session: &[&str]) -> SessionState {
         let pick = |kind: &str| -> Vec<String> {
             session
                 .iter()
@@ -145,16 +146,21 @@ fn verdict_text(verdict: &Verdict) -> String {
     }
 }
 
-struct Case {
-    session: &'static [&'static str],
+pub(super) struct Case {
+    pub(super) session: &'static [&'static str],
+    pub(super) tool: &'static str,
+    pub(super) input: Value,
+    pub(super) required: PermissionLevel,
+    pub(super) hook_asked: bool,
+    pub(super) want: &'static str,
+}
+
+pub(super) fn case(
     tool: &'static str,
     input: Value,
     required: PermissionLevel,
-    hook_asked: bool,
     want: &'static str,
-}
-
-fn case(tool: &'static str, input: Value, required: PermissionLevel, want: &'static str) -> Case {
+) -> Case {
     Case {
         session: &[],
         tool,
@@ -165,15 +171,15 @@ fn case(tool: &'static str, input: Value, required: PermissionLevel, want: &'sta
     }
 }
 
-fn bash(command: &str, want: &'static str) -> Case {
+pub(super) fn bash(command: &str, want: &'static str) -> Case {
     case("bash", json!({ "command": command }), Full, want)
 }
 
-fn with(session: &'static [&'static str], case: Case) -> Case {
+pub(super) fn with(session: &'static [&'static str], case: Case) -> Case {
     Case { session, ..case }
 }
 
-fn judged(world: &World, case: &Case, session: &SessionState) -> String {
+pub(super) fn judged(world: &World, case: &Case, session: &SessionState) -> String {
     let request = PermissionRequest {
         session_id: "s",
         session,
@@ -190,383 +196,8 @@ fn judged(world: &World, case: &Case, session: &SessionState) -> String {
     verdict_text(&judge(&world.tools, Some(&world.home), &request, &facts))
 }
 
-fn path_input(field: &str, path: impl AsRef<Path>) -> Value {
+pub(super) fn path_input(field: &str, path: impl AsRef<Path>) -> Value {
     json!({ field: path.as_ref().to_str().unwrap() })
-}
-
-#[test]
-fn the_permission_table() {
-    let w = world();
-    let ws = w.workspace.clone();
-    let read = |path: &str| path_input("file_path", path);
-    let fetch = |url: &str| json!({ "url": url });
-    let cases = vec![
-        // Compound bash lines: each simple command on its own.
-        bash("git status", "allow server:bash(git status:*)"),
-        bash("git status --short", "allow server:bash(git status:*)"),
-        bash("git statusx", "ask mode"),
-        bash("git status && rm -rf x", "deny server:bash(rm:*)"),
-        bash("git status; curl http://x.org", "deny server:bash(curl:*)"),
-        bash("git status && touch x", "ask mode"),
-        bash(
-            "git status | ls -l",
-            "allow server:bash(git status:*), bash(ls:*)",
-        ),
-        bash("git status > out.txt", "ask mode"),
-        bash("git status 2>/dev/null", "allow server:bash(git status:*)"),
-        bash("git status 2>&1", "allow server:bash(git status:*)"),
-        bash("FOO=1 git status", "ask mode"),
-        bash("export PATH=/tmp/evil && git status", "ask mode"),
-        bash("PAGER=evil; git status", "ask mode"),
-        bash("unset HOME; ls", "ask mode"),
-        bash("X=$(rm -rf y) git status", "deny server:bash(rm:*)"),
-        bash("{ git status; ls; } >> log", "ask mode"),
-        bash("echo $(rm -rf /)", "deny server:bash(rm:*)"),
-        bash("git status $(curl evil)", "deny server:bash(curl:*)"),
-        bash("bash -c 'rm -rf x'", "deny server:bash(rm:*)"),
-        bash("eval 'rm -rf x'", "deny server:bash(rm:*)"),
-        bash("sudo rm -rf /", "deny server:bash(rm:*)"),
-        bash("/bin/rm -rf x", "deny server:bash(rm:*)"),
-        bash("env FOO=1 rm x", "deny server:bash(rm:*)"),
-        bash("timeout 5 rm x", "deny server:bash(rm:*)"),
-        bash("ls | xargs rm", "deny server:bash(rm:*)"),
-        bash("f() { rm -rf /; }; f", "deny server:bash(rm:*)"),
-        bash("git status\nrm x", "deny server:bash(rm:*)"),
-        bash("\"rm\" -rf x", "deny server:bash(rm:*)"),
-        bash("git push origin main", "ask server:bash(git push:*)"),
-        bash("git status && git push", "ask server:bash(git push:*)"),
-        bash("git diff", "allow server:bash(git diff)"),
-        bash("git   diff", "allow server:bash(git diff)"),
-        bash("git diff HEAD", "ask mode"),
-        bash(
-            "npm run test -- --watch",
-            "allow server:bash(npm run test:*)",
-        ),
-        bash("npm run test:unit", "ask mode"),
-        bash(
-            "cargo build --release",
-            "allow server:bash(cargo * --release)",
-        ),
-        bash("cargo build --debug", "ask mode"),
-        bash("git status &&", "ask mode"),
-        bash("ls && rmdir x", "ask mode"),
-        bash("for f in a b; do ls $f; done", "allow server:bash(ls:*)"),
-        case(
-            "bash",
-            json!({"command": "echo 'rm -rf x'"}),
-            Ro,
-            "allow mode",
-        ),
-        case(
-            "bash",
-            json!({"command": "ls"}),
-            Ro,
-            "allow server:bash(ls:*)",
-        ),
-        case("bash", json!({"command": "cat README"}), Ro, "allow mode"),
-        // Session rules narrow and never widen.
-        with(
-            &["allow:bash(rm:*)"],
-            bash("rm x", "deny server:bash(rm:*)"),
-        ),
-        with(
-            &["allow:bash(*)"],
-            bash("curl http://x", "deny server:bash(curl:*)"),
-        ),
-        with(
-            &["allow:bash"],
-            bash("git push", "ask server:bash(git push:*)"),
-        ),
-        with(&["allow:bash"], bash("touch x", "allow session:bash")),
-        with(
-            &["deny:bash(git status:*)"],
-            bash("git status", "deny session:bash(git status:*)"),
-        ),
-        with(&["ask:bash(ls:*)"], bash("ls", "ask session:bash(ls:*)")),
-        with(
-            &["allow:bash(make:*)"],
-            bash("make all", "allow session:bash(make:*)"),
-        ),
-        with(
-            &["allow:bash(make:*)"],
-            bash(
-                "git status && make",
-                "allow session:bash(git status:*), bash(make:*)",
-            ),
-        ),
-        with(
-            &["allow:read_file(./secrets/**)"],
-            case(
-                "read_file",
-                read("secrets/key"),
-                Ro,
-                "deny server:read_file(./secrets/**)",
-            ),
-        ),
-        with(
-            &["allow:mcp__danger__drop"],
-            case(
-                "mcp__danger__drop",
-                json!({}),
-                Full,
-                "deny server:mcp__danger__*",
-            ),
-        ),
-        with(
-            &["allow:web_fetch(domain:evil.example)"],
-            case(
-                "web_fetch",
-                fetch("https://evil.example/"),
-                Full,
-                "deny server:web_fetch(domain:evil.example)",
-            ),
-        ),
-        with(
-            &["allow:mcp__github__create_issue"],
-            case(
-                "mcp__github__create_issue",
-                json!({}),
-                Full,
-                "ask server:mcp__github__create_issue",
-            ),
-        ),
-        with(
-            &["deny:read_file"],
-            case(
-                "read_file",
-                read("public/readme"),
-                Ro,
-                "deny session:read_file",
-            ),
-        ),
-        with(
-            &["deny:Read(./public/**)"],
-            case(
-                "read_file",
-                read("public/readme"),
-                Ro,
-                "deny session:Read(./public/**)",
-            ),
-        ),
-        // Paths: gitignore-style, relative to the workspace, through `..` and symlinks.
-        case(
-            "read_file",
-            read("secrets/key"),
-            Ro,
-            "deny server:read_file(./secrets/**)",
-        ),
-        case(
-            "read_file",
-            read("./secrets/key"),
-            Ro,
-            "deny server:read_file(./secrets/**)",
-        ),
-        case(
-            "read_file",
-            read("public/../secrets/key"),
-            Ro,
-            "deny server:read_file(./secrets/**)",
-        ),
-        case(
-            "read_file",
-            read("link_to_secrets/key"),
-            Ro,
-            "deny server:read_file(./secrets/**)",
-        ),
-        case(
-            "read_file",
-            read("secrets/sub/missing.txt"),
-            Ro,
-            "deny server:read_file(./secrets/**)",
-        ),
-        case(
-            "read_file",
-            path_input("file_path", ws.join("secrets/key")),
-            Ro,
-            "deny server:read_file(./secrets/**)",
-        ),
-        case("read_file", read("public/readme"), Ro, "allow mode"),
-        case("read_file", read("public/secrets/key"), Ro, "allow mode"),
-        case(
-            "write_file",
-            path_input("file_path", "a/b/cert.pem"),
-            Ww,
-            "deny server:Write(*.pem)",
-        ),
-        case(
-            "write_file",
-            path_input("file_path", "cert.pem"),
-            Ww,
-            "deny server:Write(*.pem)",
-        ),
-        case(
-            "write_file",
-            path_input("file_path", "link_to_secrets/new.pem"),
-            Ww,
-            "deny server:Write(*.pem)",
-        ),
-        case(
-            "write_file",
-            path_input("file_path", "cert.pemx"),
-            Ww,
-            "allow mode",
-        ),
-        case(
-            "edit_file",
-            path_input("file_path", "config/app.toml"),
-            Ww,
-            "ask server:edit_file(./config/**)",
-        ),
-        case(
-            "edit_file",
-            path_input("file_path", "src/main.rs"),
-            Ww,
-            "allow mode",
-        ),
-        case(
-            "read_file",
-            read("/etc/hostname"),
-            Full,
-            "allow server:read_file(//etc/hostname)",
-        ),
-        case("read_file", read("/etc/passwd"), Full, "ask mode"),
-        case(
-            "read_file",
-            read("public/etc_link/hostname"),
-            Full,
-            "allow server:read_file(//etc/hostname)",
-        ),
-        case(
-            "read_file",
-            read("public/etc_link/passwd"),
-            Full,
-            "ask mode",
-        ),
-        case("read_file", read("../outside.txt"), Full, "ask mode"),
-        case(
-            "read_file",
-            path_input("file_path", w.home.join(".ssh/id_rsa")),
-            Full,
-            "deny server:read_file(~/.ssh/**)",
-        ),
-        case(
-            "grep_search",
-            json!({"pattern": "x", "path": "src/main.rs"}),
-            Ro,
-            "allow server:Grep(./src/**)",
-        ),
-        with(
-            &["deny:grep_search(./secrets/**)"],
-            case(
-                "grep_search",
-                json!({"pattern": "x", "path": "secrets"}),
-                Ro,
-                "deny session:grep_search(./secrets/**)",
-            ),
-        ),
-        with(
-            &["ask:notebook_edit(*.ipynb)"],
-            case(
-                "notebook_edit",
-                path_input("notebook_path", "nb/a.ipynb"),
-                Ww,
-                "ask session:notebook_edit(*.ipynb)",
-            ),
-        ),
-        with(
-            &["deny:str_replace_based_edit_tool(./secrets/**)"],
-            case(
-                "str_replace_based_edit_tool",
-                path_input("path", "link_to_secrets/key"),
-                Ww,
-                "deny session:str_replace_based_edit_tool(./secrets/**)",
-            ),
-        ),
-        // web_fetch domains.
-        case(
-            "web_fetch",
-            fetch("https://evil.example/x"),
-            Ro,
-            "deny server:web_fetch(domain:evil.example)",
-        ),
-        case(
-            "web_fetch",
-            fetch("https://EVIL.example./x"),
-            Ro,
-            "deny server:web_fetch(domain:evil.example)",
-        ),
-        case(
-            "web_fetch",
-            fetch("https://sub.evil.example/"),
-            Ro,
-            "allow mode",
-        ),
-        case("web_fetch", fetch("https://docs.rs/"), Full, "ask mode"),
-        case(
-            "web_fetch",
-            fetch("https://serde.docs.rs/x"),
-            Full,
-            "allow server:web_fetch(domain:*.docs.rs)",
-        ),
-        case("web_fetch", fetch("https://evildocs.rs/"), Full, "ask mode"),
-        // MCP names.
-        case(
-            "mcp__danger__drop",
-            json!({}),
-            Ro,
-            "deny server:mcp__danger__*",
-        ),
-        case(
-            "mcp__github__create_issue",
-            json!({}),
-            Full,
-            "ask server:mcp__github__create_issue",
-        ),
-        case(
-            "mcp__github__list_issues",
-            json!({}),
-            Full,
-            "allow server:mcp__github__*",
-        ),
-        case("mcp__githubx__list", json!({}), Full, "ask mode"),
-        case("mcp__dangerous__x", json!({}), Ro, "allow mode"),
-        // Aliases match their tool.
-        with(&["deny:Bash(ls:*)"], bash("ls", "deny session:Bash(ls:*)")),
-        with(
-            &["allow:WebFetch(domain:example.org)"],
-            case(
-                "web_fetch",
-                fetch("https://example.org/"),
-                Full,
-                "allow session:WebFetch(domain:example.org)",
-            ),
-        ),
-        with(
-            &["allow:Glob"],
-            case(
-                "glob_search",
-                json!({"pattern": "*"}),
-                Full,
-                "allow session:Glob",
-            ),
-        ),
-        // Modes.
-        case("read_file", read("public/readme"), Ww, "allow mode"),
-        case("write_file", path_input("file_path", "x"), Full, "ask mode"),
-    ];
-    let mut failures = Vec::new();
-    for (index, case) in cases.iter().enumerate() {
-        let session = w.session(case.session);
-        let got = judged(&w, case, &session);
-        if got != case.want {
-            failures.push(format!(
-                "#{index} {} {} (session {:?}): want \"{}\", got \"{got}\"",
-                case.tool, case.input, case.session, case.want
-            ));
-        }
-    }
-    assert!(cases.len() >= 80, "{} cases", cases.len());
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
