@@ -8,6 +8,7 @@ use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
+use crate::permission::PermissionSettings;
 use crate::server::ServerSettings;
 use crate::tools::{SkillSettings, WebFetchSettings};
 
@@ -19,6 +20,7 @@ pub struct Settings {
     pub web_fetch: WebFetchSettings,
     pub skills: SkillSettings,
     pub server: ServerSettings,
+    pub permissions: PermissionSettings,
 }
 
 /// How an environment variable's text becomes a setting's value.
@@ -131,6 +133,10 @@ impl Settings {
             ),
             ("server.body_limit_bytes", self.server.body_limit_bytes),
             ("server.event_buffer", self.server.event_buffer),
+            (
+                "permissions.approval_timeout_ms",
+                usize::try_from(self.permissions.approval_timeout_ms).unwrap_or(usize::MAX),
+            ),
         ];
         for (key, value) in counts {
             if value == 0 {

@@ -2,8 +2,23 @@
 //!
 //! This module owns the ordered modes (`read_only` < `workspace_write` < `danger_full_access`),
 //! the [`PermissionPolicy`] trait the dispatcher asks, and [`ModePolicy`], which compares the
-//! session's mode with what the call requires. Rules, approvals and their timeouts arrive with
-//! the permissions issue as further policies behind the same trait.
+//! session's mode with what the call requires. The rule grammar is in [`rules`], matching a
+//! rule against a call in [`matcher`], waiting for a person in [`approvals`], and the policy
+//! the daemon runs (deny → remembered → hook ask → ask → allow → mode) in [`policy`].
+
+pub mod approvals;
+pub mod matcher;
+pub mod policy;
+pub mod rules;
+mod settings;
+
+pub use approvals::{Approvals, Approver, Resolution};
+pub use policy::RulePolicy;
+pub use rules::{
+    RememberedRule, Rule, RuleContext, RuleError, RuleKind, RuleSet, RuleSource, SessionRules,
+    ToolNames,
+};
+pub use settings::PermissionSettings;
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,6 +26,8 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::session::SessionState;
 
 /// A permission mode, and what a call requires. Ordered: a mode grants every level below it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -62,12 +79,24 @@ impl FromStr for PermissionLevel {
 pub enum DecidedBy {
     /// The session's mode against the call's required level.
     Mode { mode: PermissionLevel },
-    /// A configured rule (its text).
-    Rule { rule: String },
+    /// A configured rule (its text; several joined by ", " when the simple commands of a
+    /// bash line were allowed by different rules) and where it came from.
+    Rule { rule: String, source: RuleSource },
     /// A pre-tool hook.
     Hook { hook: String },
-    /// A person resolving an approval.
-    Approver { approver: String },
+    /// A person resolving an approval: the door and token they used, and what asked.
+    Approver {
+        approver: String,
+        token: Option<String>,
+        approval_id: String,
+        asked_by: Box<DecidedBy>,
+    },
+    /// Nobody resolved the approval in time.
+    Timeout {
+        approval_id: String,
+        timeout_ms: u64,
+        asked_by: Box<DecidedBy>,
+    },
 }
 
 /// The outcome of a permission check.
@@ -93,6 +122,9 @@ impl PermissionDecision {
 #[derive(Clone, Debug)]
 pub struct PermissionRequest<'a> {
     pub session_id: &'a str,
+    /// The session: its workspace, rules and remembered answers.
+    pub session: &'a SessionState,
+    pub batch_id: &'a str,
     pub call_id: &'a str,
     pub tool: &'a str,
     pub input: &'a Value,
@@ -119,7 +151,7 @@ impl PermissionPolicy for ModePolicy {
     async fn decide(&self, request: &PermissionRequest<'_>) -> PermissionDecision {
         let decided_by = DecidedBy::Mode { mode: request.mode };
         if let Some(hook) = request.hook_asked {
-            // Without an approver (the permissions issue adds one), an ask cannot be granted.
+            // The mode alone has no approver, so an ask cannot be granted ([`RulePolicy`] asks).
             return PermissionDecision::Deny {
                 decided_by: DecidedBy::Hook {
                     hook: hook.to_owned(),
@@ -166,8 +198,11 @@ mod tests {
     #[tokio::test]
     async fn mode_policy_compares_required_with_mode() {
         let input = serde_json::json!({});
+        let session = SessionState::new(crate::session::SessionConfig::new("s", "/ws"));
         let mut request = PermissionRequest {
             session_id: "s",
+            session: &session,
+            batch_id: "b",
             call_id: "c",
             tool: "write_file",
             input: &input,

@@ -32,8 +32,8 @@ use crate::config::Settings;
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::HookChain;
-use crate::permission::ModePolicy;
-use crate::service::{ServiceSettings, ToolService};
+use crate::permission::{Approvals, RuleContext, RulePolicy, RuleSet, RuleSource};
+use crate::service::{ServiceSettings, ToolService, tool_names};
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::tools::{BackgroundShells, SpillSettings, ToolDeps, builtin_registry};
 
@@ -50,6 +50,8 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error("building the tool registry: {0}")]
     Registry(String),
+    #[error("[permissions]: {0}")]
+    Permissions(String),
     #[error("restoring sessions: {0}")]
     Restore(String),
     #[error("cannot listen on \"{address}\": {source}")]
@@ -266,9 +268,34 @@ fn build_service(
         shells: shells.clone(),
     })
     .map_err(|err| ServerError::Registry(err.to_string()))?;
+    let names = tool_names(&registry);
+    // The home directory is read here, at the edge, and handed down as what `~/` means.
+    let home = std::env::home_dir();
+    // The server's rules are checked now (against a stand-in workspace), so a bad rule stops
+    // the start instead of every session's creation.
+    let rules = &settings.permissions;
+    RuleSet::parse(
+        &rules.allow,
+        &rules.deny,
+        &rules.ask,
+        RuleSource::Server,
+        &RuleContext {
+            workspace: &data_dir.join("workspaces"),
+            home: home.as_deref(),
+            tools: &names,
+        },
+    )
+    .map_err(|err| ServerError::Permissions(err.to_string()))?;
+    let approvals = Arc::new(Approvals::new(store.clone(), events.clone()));
+    let policy = RulePolicy::new(
+        approvals.clone(),
+        Arc::new(names),
+        home.clone(),
+        settings.permissions.approval_timeout(),
+    );
     let dispatcher = Dispatcher::new(
         DispatchDeps {
-            permission: Arc::new(ModePolicy),
+            permission: Arc::new(policy),
             hooks: HookChain::default(),
             results: store.clone(),
             audit: store.clone(),
@@ -282,10 +309,13 @@ fn build_service(
         store,
         events,
         shells,
+        approvals,
         ServiceSettings {
             node_id: node_id.to_owned(),
             workspaces_dir: data_dir.join("workspaces"),
             allowed_roots: settings.server.allowed_roots.clone(),
+            permissions: settings.permissions.clone(),
+            home,
         },
     )))
 }

@@ -1,14 +1,18 @@
 //! Approvals as the doors see them: the pending list of a session, and resolving one.
 //!
-//! Creating approvals (and waiting on them inside the pipeline) arrives with the permissions
-//! issue; until then an approval exists only if something stored it, and resolving records the
-//! decision in the store and publishes `permission:decision`.
+//! The waiting side lives in the permission policy ([`crate::permission::RulePolicy`]): an
+//! `ask` in an interactive session records an approval and waits. Resolving here settles it in
+//! the store (exactly once) and hands the answer to the waiting call, whose permission phase
+//! then publishes `permission:decision` and records the approver in the audit row. Every door
+//! calls [`ToolService::resolve_approval`] with the approver it authenticated.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
+use crate::permission::approvals::ResolveError;
+use crate::permission::{Approver, Resolution};
 
 /// A pending approval (`GET /v1/sessions/{id}/approvals`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,7 +32,8 @@ pub struct ResolveApprovalRequest {
     pub decision: String,
     #[serde(default)]
     pub reason: Option<String>,
-    /// Remember the decision for the rest of the session (applied by the permissions issue).
+    /// Apply the answer to the same call (the same bash line, resolved path, host, or tool)
+    /// for the rest of the session.
     #[serde(default)]
     pub remember: bool,
 }
@@ -53,44 +58,65 @@ impl ToolService {
             .collect())
     }
 
-    /// Resolves a pending approval of the session; `not_found` if it is unknown, another
-    /// session's, or already resolved.
+    /// Resolves a pending approval of the session as `approver`: `not_found` if it is
+    /// unknown, another session's, or already resolved; `conflict` if another resolution (or
+    /// the timeout) settled it while this one was on its way.
     pub async fn resolve_approval(
         &self,
         session_id: &str,
         approval_id: &str,
         request: ResolveApprovalRequest,
+        approver: Approver,
     ) -> Result<(), ServiceError> {
-        if !matches!(request.decision.as_str(), "allow" | "deny") {
-            return Err(ServiceError::invalid(format!(
-                "decision must be \"allow\" or \"deny\", got \"{}\"",
-                request.decision
-            )));
-        }
-        let unknown = || ServiceError::not_found(format!("unknown approval \"{approval_id}\""));
+        let allow = match request.decision.as_str() {
+            "allow" => true,
+            "deny" => false,
+            other => {
+                return Err(ServiceError::invalid(format!(
+                    "decision must be \"allow\" or \"deny\", got \"{other}\""
+                )));
+            }
+        };
+        self.ensure_session_known(session_id).await?;
+        let unknown = || {
+            ServiceError::not_found(format!(
+                "unknown approval \"{approval_id}\" (or it is already resolved)"
+            ))
+        };
         let pending = self.store.pending_approvals(session_id).await?;
         let approval = pending
             .into_iter()
             .find(|a| a.id == approval_id)
             .ok_or_else(unknown)?;
-        if !self
-            .store
-            .resolve_approval(approval_id, &request.decision, "api")
-            .await?
-        {
-            return Err(unknown());
+        let resolution = Resolution {
+            allow,
+            reason: request.reason.clone(),
+            remember: request.remember,
+            approver: approver.clone(),
+        };
+        let delivered = match self.approvals.resolve(approval_id, resolution).await {
+            Ok(delivered) => delivered,
+            Err(ResolveError::AlreadyResolved(_)) => {
+                return Err(ServiceError::conflict(format!(
+                    "approval \"{approval_id}\" was resolved by someone else first"
+                )));
+            }
+            Err(ResolveError::Store(err)) => return Err(err.into()),
+        };
+        if !delivered {
+            // No call waits (it ended meanwhile): the decision is still published.
+            self.events.publish(
+                EventDraft::new(EventType::PermissionDecision, session_id)
+                    .call(approval.call_id, approval.tool)
+                    .data(json!({
+                        "approval_id": approval_id,
+                        "decision": request.decision,
+                        "reason": request.reason,
+                        "remember": request.remember,
+                        "decided_by": approver.to_string(),
+                    })),
+            );
         }
-        self.events.publish(
-            EventDraft::new(EventType::PermissionDecision, session_id)
-                .call(approval.call_id, approval.tool)
-                .data(json!({
-                    "approval_id": approval_id,
-                    "decision": request.decision,
-                    "reason": request.reason,
-                    "remember": request.remember,
-                    "decided_by": "api",
-                })),
-        );
         Ok(())
     }
 }

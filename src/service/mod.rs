@@ -23,16 +23,22 @@ pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchResponse, BatchStream};
 pub use error::{ErrorCode, ServiceError};
 pub use events::EventItem;
-pub use sessions::{CreateSessionRequest, RuleSet, SessionInfo, ToolFilter};
+pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
 
 use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
 use crate::event::EventBus;
+use crate::permission::{Approvals, PermissionSettings, ToolNames};
 use crate::registry::{PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, Store};
 use crate::tools::BackgroundShells;
 use tokio_util::sync::CancellationToken;
+
+/// The names and aliases of `registry`'s tools, for resolving the tools rules name.
+pub fn tool_names(registry: &ToolRegistry) -> ToolNames {
+    ToolNames::new(registry.tools().map(|tool| tool.name()), registry.aliases())
+}
 
 /// What the service needs to know about where it runs.
 #[derive(Clone, Debug)]
@@ -43,6 +49,10 @@ pub struct ServiceSettings {
     pub workspaces_dir: PathBuf,
     /// Roots a session's working directory may lie under (the workspaces directory always is).
     pub allowed_roots: Vec<PathBuf>,
+    /// The server's permission rules (compiled against each session's workspace).
+    pub permissions: PermissionSettings,
+    /// What `~/` means in path rules: the daemon's home directory.
+    pub home: Option<PathBuf>,
 }
 
 /// A session the daemon is running.
@@ -58,10 +68,14 @@ pub struct LiveSession {
 /// The core service.
 pub struct ToolService {
     registry: Arc<ToolRegistry>,
+    /// The registry's names and aliases, for the tools permission rules name.
+    tool_names: ToolNames,
     dispatcher: Dispatcher,
     store: Arc<dyn Store>,
     events: EventBus,
     shells: Arc<BackgroundShells>,
+    /// Pending approvals; the same one the dispatcher's permission policy waits on.
+    approvals: Arc<Approvals>,
     settings: ServiceSettings,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
     /// The persister's progress (highest stored seq), when events are persisted.
@@ -77,22 +91,27 @@ pub struct ToolService {
 }
 
 impl ToolService {
-    /// Must be called inside a Tokio runtime: it starts the write-behind task.
+    /// `approvals` must be the one the dispatcher's [`crate::permission::RulePolicy`] waits
+    /// on, so that resolutions reach the waiting calls. Must be called inside a Tokio runtime:
+    /// it starts the write-behind task.
     pub fn new(
         registry: Arc<ToolRegistry>,
         dispatcher: Dispatcher,
         store: Arc<dyn Store>,
         events: EventBus,
         shells: Arc<BackgroundShells>,
+        approvals: Arc<Approvals>,
         settings: ServiceSettings,
     ) -> ToolService {
         ToolService {
+            tool_names: tool_names(&registry),
             registry,
             dispatcher,
             behind: behind::WriteBehind::spawn(store.clone()),
             store,
             events,
             shells,
+            approvals,
             settings,
             sessions: Mutex::new(HashMap::new()),
             persisted_events: Mutex::new(None),

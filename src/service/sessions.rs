@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{LiveSession, ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
-use crate::permission::PermissionLevel;
+use crate::permission::{PermissionLevel, RuleContext, RuleSet, RuleSource, SessionRules};
 use crate::registry::PoolOptions;
 use crate::session::{SessionConfig, SessionSnapshot, SessionState};
 use crate::store::SessionRecord;
@@ -18,7 +18,7 @@ use crate::store::SessionRecord;
 /// Permission rules a session adds to the server's (`Tool` or `Tool(specifier)`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct RuleSet {
+pub struct SessionRuleTexts {
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     pub ask: Vec<String>,
@@ -41,7 +41,7 @@ pub struct CreateSessionRequest {
     /// Must lie under an allowed root; omitted: a fresh directory under the data directory.
     pub working_directory: Option<PathBuf>,
     pub permission_mode: Option<PermissionLevel>,
-    pub rules: RuleSet,
+    pub rules: SessionRuleTexts,
     pub tools: ToolFilter,
     pub interactive: bool,
     /// Names of MCP servers from the server's settings.
@@ -63,7 +63,7 @@ pub struct SessionInfo {
     /// RFC 3339.
     pub created_at: String,
     pub closed: bool,
-    pub rules: RuleSet,
+    pub rules: SessionRuleTexts,
     pub tools: ToolFilter,
     pub mcp_servers: Vec<String>,
     pub metadata: Value,
@@ -88,8 +88,14 @@ impl ToolService {
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
         let working_directory = match &request.working_directory {
             Some(dir) => self.allowed_directory(dir)?,
-            None => self.fresh_workspace(&id)?,
+            None => {
+                // Rules are checked before a fresh workspace is made for a refused request.
+                let probe = self.settings.workspaces_dir.join(&id);
+                self.session_rules(&probe, &request.rules)?;
+                self.fresh_workspace(&id)?
+            }
         };
+        self.session_rules(&working_directory, &request.rules)?;
         let record = SessionRecord {
             id: id.clone(),
             working_directory,
@@ -127,12 +133,14 @@ impl ToolService {
             .permission_mode(record.permission_mode)
             .interactive(record.interactive);
         config.output_schema = request.output_schema.clone();
+        config.rules = Arc::new(self.session_rules(&record.working_directory, &request.rules)?);
         let mode = request
             .tools
             .mode
             .map_or(record.permission_mode, |m| m.min(record.permission_mode));
         let mut deny = request.tools.deny.clone();
         deny.extend(request.rules.deny.iter().cloned());
+        deny.extend(self.settings.permissions.deny.iter().cloned());
         let live = Arc::new(LiveSession {
             state: Arc::new(SessionState::restore(config, snapshot)),
             info: session_info(record, &request),
@@ -160,6 +168,8 @@ impl ToolService {
                     SessionSnapshot::default()
                 });
             self.go_live(&record, snapshot)?;
+            // No call waits for an approval made before the restart: deny what is left.
+            self.approvals.settle_orphans(&record.id).await?;
             restored += 1;
         }
         Ok(restored)
@@ -193,6 +203,39 @@ impl ToolService {
         let mut info = live.info.clone();
         info.closed = true;
         Ok(info)
+    }
+
+    /// The server's rules and the session's, compiled against `workspace`.
+    fn session_rules(
+        &self,
+        workspace: &Path,
+        rules: &SessionRuleTexts,
+    ) -> Result<SessionRules, ServiceError> {
+        let context = RuleContext {
+            workspace,
+            home: self.settings.home.as_deref(),
+            tools: &self.tool_names,
+        };
+        let server = &self.settings.permissions;
+        let invalid = |err: crate::permission::RuleError| ServiceError::invalid(err.to_string());
+        Ok(SessionRules {
+            server: RuleSet::parse(
+                &server.allow,
+                &server.deny,
+                &server.ask,
+                RuleSource::Server,
+                &context,
+            )
+            .map_err(|err| ServiceError::internal(err.to_string()))?,
+            session: RuleSet::parse(
+                &rules.allow,
+                &rules.deny,
+                &rules.ask,
+                RuleSource::Session,
+                &context,
+            )
+            .map_err(invalid)?,
+        })
     }
 
     /// A directory under an allowed root, canonical.

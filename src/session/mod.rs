@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::permission::PermissionLevel;
+use crate::permission::{PermissionLevel, RememberedRule, SessionRules};
 use crate::tool::{ContextUpdate, FileStateEntry};
 
 /// Fixed facts of a session, given when it is created.
@@ -24,6 +24,8 @@ pub struct SessionConfig {
     pub interactive: bool,
     /// The schema `structured_output` validates against, when the session supplies one.
     pub output_schema: Option<Value>,
+    /// The server's and the session's permission rules, compiled against the workspace.
+    pub rules: Arc<SessionRules>,
 }
 
 impl SessionConfig {
@@ -35,6 +37,7 @@ impl SessionConfig {
             permission_mode: PermissionLevel::WorkspaceWrite,
             interactive: false,
             output_schema: None,
+            rules: Arc::default(),
         }
     }
 
@@ -58,6 +61,8 @@ struct MutableState {
     todos: Value,
     /// Settings the `config` tool reads and changes (e.g. the default shell timeout).
     runtime_settings: BTreeMap<String, Value>,
+    /// Rules added by approvals resolved with "remember", oldest first.
+    remembered_rules: Vec<RememberedRule>,
 }
 
 /// What calls left behind, in a form the store can keep: a session restored from it carries
@@ -70,6 +75,7 @@ pub struct SessionSnapshot {
     pub loaded_tools: BTreeSet<String>,
     pub todos: Value,
     pub runtime_settings: BTreeMap<String, Value>,
+    pub remembered_rules: Vec<RememberedRule>,
 }
 
 /// A live session.
@@ -204,6 +210,24 @@ impl SessionState {
         self.state().runtime_settings.clone()
     }
 
+    /// The server's and the session's permission rules.
+    pub fn permission_rules(&self) -> &SessionRules {
+        &self.config.rules
+    }
+
+    /// Rules remembered from approvals, oldest first.
+    pub fn remembered_rules(&self) -> Vec<RememberedRule> {
+        self.state().remembered_rules.clone()
+    }
+
+    /// Remembers an approval's answer for the rest of the session (a repeat is kept once).
+    pub fn remember_rule(&self, rule: RememberedRule) {
+        let mut state = self.state();
+        if !state.remembered_rules.contains(&rule) {
+            state.remembered_rules.push(rule);
+        }
+    }
+
     /// What calls have left behind so far.
     pub fn snapshot(&self) -> SessionSnapshot {
         let state = self.state();
@@ -213,6 +237,7 @@ impl SessionState {
             loaded_tools: state.loaded_tools.clone(),
             todos: state.todos.clone(),
             runtime_settings: state.runtime_settings.clone(),
+            remembered_rules: state.remembered_rules.clone(),
         }
     }
 
@@ -230,6 +255,7 @@ impl SessionState {
             state.loaded_tools = snapshot.loaded_tools;
             state.todos = snapshot.todos;
             state.runtime_settings = snapshot.runtime_settings;
+            state.remembered_rules = snapshot.remembered_rules;
         }
         session
     }

@@ -142,9 +142,16 @@ pub struct HarnessBuilder {
     hooks: Vec<Arc<dyn ToolHook>>,
     mode: PermissionLevel,
     interactive: bool,
+    events: Option<EventBus>,
 }
 
 impl HarnessBuilder {
+    /// Publish on `events` (shared with something built before the dispatcher).
+    pub fn events(mut self, events: EventBus) -> Self {
+        self.events = Some(events);
+        self
+    }
+
     pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
         self.tools.push(tool);
         self
@@ -180,7 +187,7 @@ impl HarnessBuilder {
         for tool in self.tools {
             registry.register(tool).expect("test tool registers");
         }
-        let events = EventBus::new(65_536);
+        let events = self.events.unwrap_or_else(|| EventBus::new(65_536));
         let audit = InMemoryAuditLog::default();
         let results = InMemoryResultStore::default();
         let deps = DispatchDeps {
@@ -221,6 +228,7 @@ impl Harness {
             hooks: Vec::new(),
             mode: PermissionLevel::WorkspaceWrite,
             interactive: false,
+            events: None,
         }
     }
 

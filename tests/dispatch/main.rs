@@ -3,6 +3,7 @@
 
 mod formats;
 mod harness;
+mod hook_asks;
 mod phases;
 mod robustness;
 mod scheduling;

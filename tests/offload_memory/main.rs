@@ -13,7 +13,7 @@ use serde_json::json;
 use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher, ResultStore};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
-use toold::permission::ModePolicy;
+use toold::permission::{Approvals, ModePolicy, PermissionSettings};
 use toold::service::{CreateSessionRequest, ServiceSettings, ToolService};
 use toold::store::Store;
 use toold::store::sqlite::SqliteStore;
@@ -106,13 +106,16 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
     let service = Arc::new(ToolService::new(
         Arc::new(registry),
         dispatcher,
-        store_dyn,
-        events,
+        store_dyn.clone(),
+        events.clone(),
         shells,
+        Arc::new(Approvals::new(store_dyn, events)),
         ServiceSettings {
             node_id: "node-a".into(),
             workspaces_dir: data.join("workspaces"),
             allowed_roots: vec![dir.path().to_path_buf()],
+            permissions: PermissionSettings::default(),
+            home: None,
         },
     ));
     let request: CreateSessionRequest =

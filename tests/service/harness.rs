@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
-use toold::permission::ModePolicy;
-use toold::service::{CreateSessionRequest, ServiceSettings, SessionInfo, ToolService};
+use toold::permission::{Approvals, PermissionSettings, RulePolicy};
+use toold::service::{CreateSessionRequest, ServiceSettings, SessionInfo, ToolService, tool_names};
 use toold::store::Store;
 use toold::store::sqlite::SqliteStore;
 use toold::tools::{BackgroundShells, SkillSettings, ToolDeps, WebFetchSettings, builtin_registry};
@@ -51,9 +51,15 @@ impl Daemon {
             shells: shells.clone(),
         })
         .expect("registry");
+        let approvals = Arc::new(Approvals::new(store.clone(), events.clone()));
         let dispatcher = Dispatcher::new(
             DispatchDeps {
-                permission: Arc::new(ModePolicy),
+                permission: Arc::new(RulePolicy::new(
+                    approvals.clone(),
+                    Arc::new(tool_names(&registry)),
+                    None,
+                    Duration::from_secs(60),
+                )),
                 hooks: HookChain::default(),
                 results: store.clone(),
                 audit: store.clone(),
@@ -70,10 +76,13 @@ impl Daemon {
             store,
             events,
             shells,
+            approvals,
             ServiceSettings {
                 node_id: node.into(),
                 workspaces_dir: data.join("workspaces"),
                 allowed_roots: vec![allowed.clone()],
+                permissions: PermissionSettings::default(),
+                home: None,
             },
         ));
         service.restore_sessions().await.expect("sessions restore");

@@ -111,7 +111,13 @@ pub fn full_audit_record(session_id: &str, call_id: &str) -> AuditRecord {
         input: json!({"command": "cat big.log", "n": 1.5e300, "deep": [[{"x": null}]]}),
         decision: Some(PermissionDecision::Deny {
             decided_by: DecidedBy::Approver {
-                approver: "alice".to_owned(),
+                approver: "http".to_owned(),
+                token: Some("sha256:0123456789ab".to_owned()),
+                approval_id: "appr_1".to_owned(),
+                asked_by: Box::new(DecidedBy::Rule {
+                    rule: "bash(rm:*)".to_owned(),
+                    source: toold::permission::RuleSource::Server,
+                }),
             },
             reason: "not on a Friday".to_owned(),
         }),

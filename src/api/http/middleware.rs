@@ -37,20 +37,32 @@ fn is_probe(request: &Request) -> bool {
     matches!(request.uri().path(), "/healthz" | "/readyz")
 }
 
-pub async fn gate(State(gates): State<Arc<Gates>>, request: Request, next: Next) -> Response {
+/// The bearer token a request was authenticated with (none when the daemon checks no
+/// tokens); handlers that record who acted (resolving an approval) read it.
+#[derive(Clone, Debug, Default)]
+pub struct CallerToken(pub Option<String>);
+
+pub async fn gate(State(gates): State<Arc<Gates>>, mut request: Request, next: Next) -> Response {
     if gates.status.shutting_down.load(Ordering::Acquire) {
         return ApiError::new(ErrorCode::ShuttingDown, "toold is shutting down").into_response();
     }
     if is_probe(&request) {
         return next.run(request).await;
     }
-    if !gates.auth_tokens.is_empty() && !authorised(&gates.auth_tokens, &request) {
-        return ApiError::new(
-            ErrorCode::Unauthenticated,
-            "a valid bearer token is required (Authorization: Bearer TOKEN)",
-        )
-        .into_response();
+    let mut caller = CallerToken(None);
+    if !gates.auth_tokens.is_empty() {
+        match authorised(&gates.auth_tokens, &request) {
+            Some(token) => caller = CallerToken(Some(token.to_owned())),
+            None => {
+                return ApiError::new(
+                    ErrorCode::Unauthenticated,
+                    "a valid bearer token is required (Authorization: Bearer TOKEN)",
+                )
+                .into_response();
+            }
+        }
     }
+    request.extensions_mut().insert(caller);
     // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
     let Ok(_permit) = gates.permits.clone().try_acquire_owned() else {
         return ApiError::new(
@@ -73,18 +85,17 @@ pub async fn gate(State(gates): State<Arc<Gates>>, request: Request, next: Next)
     }
 }
 
-/// Compares every configured token in full, so timing does not tell which prefix matched.
-fn authorised(tokens: &[String], request: &Request) -> bool {
-    let Some(presented) = request
+/// The configured token the request presents. Every token is compared in full, so timing
+/// does not tell which prefix (or which token) matched.
+fn authorised<'t>(tokens: &'t [String], request: &Request) -> Option<&'t str> {
+    let presented = request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    tokens.iter().fold(false, |found, token| {
-        found | constant_time_eq(token.as_bytes(), presented.trim().as_bytes())
+        .and_then(|value| value.strip_prefix("Bearer "))?;
+    tokens.iter().fold(None, |found, token| {
+        let matches = constant_time_eq(token.as_bytes(), presented.trim().as_bytes());
+        found.or(matches.then_some(token.as_str()))
     })
 }
 

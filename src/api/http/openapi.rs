@@ -239,7 +239,10 @@ pub struct ApprovalBody {
 pub struct ResolveApprovalBody {
     /// `allow` or `deny`.
     pub decision: String,
+    /// Shown in the denied call's result.
     pub reason: Option<String>,
+    /// Apply the answer to the same call (bash line, resolved path, host, or tool) for the
+    /// rest of the session.
     pub remember: Option<bool>,
 }
 

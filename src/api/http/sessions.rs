@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -12,10 +12,12 @@ use serde_json::{Value, json};
 use utoipa::IntoParams;
 
 use super::error::{ApiError, ApiQuery, JsonBody};
+use super::middleware::CallerToken;
 use super::openapi::{
     ApprovalsBody, CallsPage, CreateSessionBody, ErrorBody, InterruptBody, ResolveApprovalBody,
     ResolvedBody, SessionBody, SessionList, ToolsBody,
 };
+use crate::permission::Approver;
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
 use crate::store::CallRow;
 
@@ -102,10 +104,15 @@ pub async fn approvals(
 pub async fn resolve_approval(
     State(service): Service,
     Path((id, approval_id)): Path<(String, String)>,
+    caller: Option<Extension<CallerToken>>,
     JsonBody(request): JsonBody<ResolveApprovalRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let decision = request.decision.clone();
-    service.resolve_approval(&id, &approval_id, request).await?;
+    let token = caller.and_then(|Extension(CallerToken(token))| token);
+    let approver = Approver::new("http", token.as_deref());
+    service
+        .resolve_approval(&id, &approval_id, request, approver)
+        .await?;
     Ok(Json(json!({"id": approval_id, "decision": decision})))
 }
 

@@ -144,6 +144,8 @@ impl Hooks {
             .policy
             .decide(&PermissionRequest {
                 session_id: &request.ctx.session_id,
+                session: &request.ctx.session,
+                batch_id: &request.batch_id,
                 call_id: &request.call.id,
                 tool: tool.name(),
                 input: request.input(),

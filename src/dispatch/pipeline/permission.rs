@@ -1,5 +1,6 @@
 //! Permission phase: a tool that needs a user cannot run in a non-interactive session; then
-//! the policy compares what the input requires with what the session may do.
+//! the policy decides from what the input requires, the rules and the session's mode (the
+//! daemon's [`crate::permission::RulePolicy`] may wait here for an approval).
 
 use std::sync::Arc;
 
@@ -71,6 +72,8 @@ impl Phase for Permission {
             .policy
             .decide(&PermissionRequest {
                 session_id: &request.ctx.session_id,
+                session: &request.ctx.session,
+                batch_id: &request.batch_id,
                 call_id: &request.call.id,
                 tool: &spec.name,
                 input: request.input(),

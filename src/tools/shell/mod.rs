@@ -26,6 +26,7 @@ mod tasks;
 use std::sync::Arc;
 
 pub use background::BackgroundShells;
+pub use classify::{CommandLine, SimpleCommand, simple_commands};
 pub use spill::SpillSettings;
 
 use crate::registry::{RegistryError, ToolRegistry};

@@ -16,6 +16,7 @@
 mod commands;
 mod git;
 mod path_words;
+mod simple;
 mod text;
 
 use std::cell::{Cell, RefCell};
@@ -24,6 +25,7 @@ use std::collections::HashSet;
 use tree_sitter::{Node, ParseOptions, ParseState, Parser, Tree};
 
 pub use path_words::PathWord;
+pub use simple::{CommandLine, SimpleCommand, simple_commands};
 
 /// What a command line may do, as far as the classifier can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
