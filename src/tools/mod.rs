@@ -28,7 +28,10 @@ pub use misc::{
 };
 pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};
-pub use shell::{BackgroundShells, SpillSettings};
+pub use shell::{
+    BackgroundShells, SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox,
+    SpillSettings,
+};
 
 /// What the built-in tools need from the rest of the daemon.
 #[derive(Clone)]
