@@ -2,7 +2,8 @@
 //!
 //! The whole filesystem read-only (`--ro-bind / /`), a fresh `/dev` and `/proc`, a private
 //! `/tmp` (tmpfs, `TMPDIR=/tmp`), the daemon's data directory hidden behind an empty tmpfs
-//! (it holds the database and other sessions' workspaces), then the workspace bound writable
+//! (it holds the database and other sessions' workspaces; remounted read-only after the
+//! workspace is bound into it), then the workspace bound writable
 //! at its own path, so paths inside and outside the sandbox agree (`pwd -P` reports the same
 //! directory). Every namespace is unshared (`--unshare-all`: user, ipc, pid, net, uts, cgroup),
 //! the network given back only with `--share-net`; all capabilities are dropped, so even root
@@ -47,17 +48,21 @@ pub(crate) fn arguments(
     // A hidden directory that contains the workspace is fine (the workspace is bound back
     // into the empty tmpfs); one inside the workspace (or the workspace itself) is not hidden,
     // since that would hide part of the workspace.
-    if let Some(hidden) = hidden.filter(|h| !h.starts_with(workspace)) {
+    let hidden = hidden.filter(|h| !h.starts_with(workspace));
+    if let Some(hidden) = hidden {
         args.extend(["--tmpfs".into(), hidden.as_os_str().to_owned()]);
     }
     args.extend([
         "--bind".into(),
         workspace.as_os_str().to_owned(),
         workspace.as_os_str().to_owned(),
-        "--chdir".into(),
-        cwd.as_os_str().to_owned(),
-        "--".into(),
     ]);
+    // The empty tmpfs becomes read-only once the workspace is bound into it, so the
+    // workspace's hidden parents take no writes either (the bound workspace stays writable).
+    if let Some(hidden) = hidden {
+        args.extend(["--remount-ro".into(), hidden.as_os_str().to_owned()]);
+    }
+    args.extend(["--chdir".into(), cwd.as_os_str().to_owned(), "--".into()]);
     args
 }
 
