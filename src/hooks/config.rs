@@ -1,7 +1,7 @@
 //! `[[hooks.pre_tool_use]]`, `[[hooks.post_tool_use]]` and `[[hooks.post_tool_use_failure]]`
 //! settings (DESIGN §5), and their checks: a matcher that compiles, exactly one of `command`
 //! or `url`, an `http(s)` URL, a timeout within range. Deliberately absent: running hooks
-//! ([`super::command`], [`super::http`]) and composing them ([`super::HookChain`]).
+//! ([`super::command`], [`super::url_hook`]) and composing them ([`super::HookChain`]).
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};

@@ -3,13 +3,13 @@
 //! Hooks run in configuration order; each sees the input as updated by the previous one; a
 //! deny stops the chain. This module knows the hook protocol's data (the JSON a command hook
 //! reads on stdin); [`config`] is the `[hooks]` settings, [`runner`] turns each configured
-//! hook into a [`ToolHook`] and reads its answer, [`command`] and [`http`] run it.
+//! hook into a [`ToolHook`] and reads its answer, [`command`] and [`url_hook`] run it.
 //! Deliberately absent: what an `ask` means (the permission policy decides) and hooks set by
 //! a session (only the server's settings configure hooks).
 
 pub mod command;
 pub mod config;
-mod http;
+mod url_hook;
 mod runner;
 
 pub use command::{KEPT_VARIABLES, MAX_HOOK_OUTPUT_BYTES, clean_environment};

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::command::CommandHook;
 use super::config::{HookConfig, HookConfigError, HookSettings, OnFailure};
-use super::http::HttpHook;
+use super::url_hook::HttpHook;
 use super::{
     HookChain, HookEvent, HookEventName, PostToolUseOutcome, PreToolUseOutcome, PreToolVerdict,
     ToolHook,
