@@ -9,8 +9,8 @@
 
 pub mod command;
 pub mod config;
-mod url_hook;
 mod runner;
+mod url_hook;
 
 pub use command::{KEPT_VARIABLES, MAX_HOOK_OUTPUT_BYTES, clean_environment};
 pub use config::{HookConfig, HookConfigError, HookSettings, OnFailure};
