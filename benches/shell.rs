@@ -1,5 +1,7 @@
 //! What the shell costs: classifying a command (tree-sitter parse and walk, as the dispatcher
-//! does several times per call), and running `true` end to end through the `bash` tool.
+//! does several times per call), and running `true` end to end through the `bash` tool,
+//! unsandboxed, under bubblewrap and under Landlock (each sandbox only where this machine
+//! offers it; a missing one is reported and skipped).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +12,29 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use toold::permission::PermissionLevel;
 use toold::session::{SessionConfig, SessionState};
+use toold::tool::Tool;
 use toold::tool::ToolContext;
-use toold::tools::BackgroundShells;
+use toold::tools::{
+    BackgroundShells, SandboxCapability, SandboxMode, SandboxSettings, ShellSandbox, SpillSettings,
+};
+
+/// The `bash` tool with shells in `mode`'s sandbox, or `None` when the machine lacks it.
+fn sandboxed_bash(mode: SandboxMode, data_dir: &std::path::Path) -> Option<Arc<dyn Tool>> {
+    let settings = SandboxSettings {
+        mode,
+        ..SandboxSettings::default()
+    };
+    let sandbox = ShellSandbox::resolve(&settings, &SandboxCapability::probe(), data_dir);
+    if !sandbox.confines() {
+        eprintln!("skipping bash true under {mode:?}: {}", sandbox.describe());
+        return None;
+    }
+    let shells = Arc::new(BackgroundShells::with_settings(
+        SpillSettings::default(),
+        sandbox,
+    ));
+    Some(shells.tools().expect("shell tools build")[0].clone())
+}
 
 fn bench(c: &mut Criterion) {
     let tools = Arc::new(BackgroundShells::default())
@@ -42,13 +65,40 @@ fn bench(c: &mut Criterion) {
         });
     }
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    group.bench_function("bash true", |b| {
+    group.bench_function("bash true unsandboxed", |b| {
         b.to_async(&runtime).iter(|| async {
             let ctx = ToolContext::detached(session.clone());
             let output = bash.execute(json!({"command": "true"}), &ctx).await;
             assert!(output.is_ok_and(|o| !o.is_error));
         })
     });
+    // Authorised at workspace_write, so the sandbox applies.
+    let confined = Arc::new(SessionState::new(
+        SessionConfig::new("bench_sandboxed", PathBuf::from(workspace.path()))
+            .permission_mode(PermissionLevel::WorkspaceWrite),
+    ));
+    let data_dir = tempfile::tempdir().expect("data dir");
+    for (mode, name, expected) in [
+        (SandboxMode::Bwrap, "bash true under bubblewrap", "bwrap"),
+        (
+            SandboxMode::Landlock,
+            "bash true under landlock",
+            "landlock",
+        ),
+    ] {
+        let Some(bash) = sandboxed_bash(mode, data_dir.path()) else {
+            continue;
+        };
+        group.bench_function(name, |b| {
+            b.to_async(&runtime).iter(|| async {
+                let ctx = ToolContext::detached(confined.clone());
+                let output = bash.execute(json!({"command": "true"}), &ctx).await;
+                assert!(output.is_ok_and(
+                    |o| !o.is_error && o.metadata.get("sandbox") == Some(&json!(expected))
+                ));
+            })
+        });
+    }
     group.finish();
 }
 

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
 use crate::permission::PermissionSettings;
+use crate::hooks::{HookConfigError, HookSettings};
 use crate::server::ServerSettings;
-use crate::tools::{SkillSettings, WebFetchSettings};
+use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
 /// Every setting of the daemon.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +22,8 @@ pub struct Settings {
     pub skills: SkillSettings,
     pub server: ServerSettings,
     pub permissions: PermissionSettings,
+    pub sandbox: SandboxSettings,
+    pub hooks: HookSettings,
 }
 
 /// How an environment variable's text becomes a setting's value.
@@ -72,6 +75,8 @@ pub enum ConfigError {
     },
     #[error("{key} must be at least 1, got {value}")]
     OutOfRange { key: &'static str, value: usize },
+    #[error("invalid settings: {0}")]
+    Hooks(#[from] HookConfigError),
 }
 
 impl Settings {
@@ -143,6 +148,7 @@ impl Settings {
                 return Err(ConfigError::OutOfRange { key, value });
             }
         }
+        self.hooks.check()?;
         Ok(())
     }
 }
@@ -220,6 +226,56 @@ mod tests {
             Settings::load(Some(&path), no_env).unwrap(),
             Settings::default()
         );
+    }
+
+    #[test]
+    fn sandbox_and_hooks_come_from_the_file_in_designs_shape() {
+        use crate::hooks::OnFailure;
+        use crate::tools::SandboxMode;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toold.toml");
+        std::fs::write(
+            &path,
+            r#"
+[sandbox]
+mode = "landlock"
+allow_unsandboxed = true
+network = true
+
+[[hooks.pre_tool_use]]
+matcher = "bash|write_file"
+command = "/usr/local/bin/check"
+timeout_ms = 5000
+on_failure = "block"
+
+[[hooks.post_tool_use]]
+url = "http://127.0.0.1:9000/hook"
+"#,
+        )
+        .unwrap();
+        let settings = Settings::load(Some(&path), no_env).unwrap();
+        assert_eq!(settings.sandbox.mode, SandboxMode::Landlock);
+        assert!(settings.sandbox.allow_unsandboxed && settings.sandbox.network);
+        let pre = &settings.hooks.pre_tool_use[0];
+        assert_eq!(pre.command.as_deref(), Some("/usr/local/bin/check"));
+        assert_eq!((pre.timeout_ms, pre.on_failure), (5000, OnFailure::Block));
+        let post = &settings.hooks.post_tool_use[0];
+        assert_eq!(post.url.as_deref(), Some("http://127.0.0.1:9000/hook"));
+        assert_eq!(
+            (post.timeout_ms, post.on_failure),
+            (10_000, OnFailure::Allow)
+        );
+
+        std::fs::write(&path, "[sandbox]\nmode = \"chroot\"\n").unwrap();
+        let err = Settings::load(Some(&path), no_env).unwrap_err().to_string();
+        assert!(err.contains("chroot"), "{err}");
+        std::fs::write(
+            &path,
+            "[[hooks.pre_tool_use]]\nmatcher = \"(\"\ncommand = \"x\"\n",
+        )
+        .unwrap();
+        let err = Settings::load(Some(&path), no_env).unwrap_err().to_string();
+        assert!(err.contains("hooks.pre_tool_use[0]"), "{err}");
     }
 
     #[test]

@@ -2,8 +2,19 @@
 //!
 //! Hooks run in configuration order; each sees the input as updated by the previous one; a
 //! deny stops the chain. This module knows the hook protocol's data (the JSON a command hook
-//! reads on stdin) but not how a hook runs: command and HTTP runners arrive with the
-//! permissions issue as further [`ToolHook`] implementations.
+//! reads on stdin); [`config`] is the `[hooks]` settings, [`runner`] turns each configured
+//! hook into a [`ToolHook`] and reads its answer, [`command`] and [`url_hook`] run it.
+//! Deliberately absent: what an `ask` means (the permission policy decides) and hooks set by
+//! a session (only the server's settings configure hooks).
+
+pub mod command;
+pub mod config;
+mod runner;
+mod url_hook;
+
+pub use command::{KEPT_VARIABLES, MAX_HOOK_OUTPUT_BYTES, clean_environment};
+pub use config::{HookConfig, HookConfigError, HookSettings, OnFailure};
+pub use runner::ConfiguredHook;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -31,11 +31,13 @@ use crate::api::{DaemonStatus, HttpSettings};
 use crate::config::Settings;
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
-use crate::hooks::HookChain;
+use crate::hooks::{HookChain, clean_environment};
 use crate::permission::{Approvals, RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{ServiceSettings, ToolService, tool_names};
 use crate::store::{SqliteStore, Store, StoreError};
-use crate::tools::{BackgroundShells, SpillSettings, ToolDeps, builtin_registry};
+use crate::tools::{
+    BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
+};
 
 /// Why the daemon could not start (or stop cleanly).
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +54,8 @@ pub enum ServerError {
     Registry(String),
     #[error("[permissions]: {0}")]
     Permissions(String),
+    #[error("hooks: {0}")]
+    Hooks(#[from] crate::hooks::HookConfigError),
     #[error("restoring sessions: {0}")]
     Restore(String),
     #[error("cannot listen on \"{address}\": {source}")]
@@ -257,10 +261,19 @@ fn build_service(
         path: spill_dir.clone(),
         source,
     })?;
-    let shells = Arc::new(BackgroundShells::with_spill_settings(SpillSettings {
-        directory: spill_dir,
-        ..SpillSettings::default()
-    }));
+    let sandbox = sandbox(settings, data_dir);
+    let shells = Arc::new(BackgroundShells::with_settings(
+        SpillSettings {
+            directory: spill_dir,
+            ..SpillSettings::default()
+        },
+        sandbox,
+    ));
+    // Command hooks see only a few of the daemon's variables, captured here once.
+    let hooks = HookChain::from_settings(
+        &settings.hooks,
+        clean_environment(|name| std::env::var(name).ok()),
+    )?;
     let registry = builtin_registry(&ToolDeps {
         results: store.clone(),
         web_fetch: settings.web_fetch.clone(),
@@ -296,7 +309,7 @@ fn build_service(
     let dispatcher = Dispatcher::new(
         DispatchDeps {
             permission: Arc::new(policy),
-            hooks: HookChain::default(),
+            hooks,
             results: store.clone(),
             audit: store.clone(),
             events: events.clone(),
@@ -318,6 +331,31 @@ fn build_service(
             home,
         },
     )))
+}
+
+/// Probes what this machine can confine a shell with, logs it, and chooses per `[sandbox]`.
+fn sandbox(settings: &Settings, data_dir: &Path) -> ShellSandbox {
+    let capability = SandboxCapability::probe();
+    let bwrap = match &capability.bubblewrap {
+        Ok(()) => "available".to_owned(),
+        Err(why) => why.clone(),
+    };
+    let landlock = match &capability.landlock_abi {
+        Ok(abi) => format!("ABI {abi}"),
+        Err(why) => why.clone(),
+    };
+    let sandbox = ShellSandbox::resolve(&settings.sandbox, &capability, data_dir);
+    tracing::info!(
+        bubblewrap = %bwrap,
+        landlock = %landlock,
+        mode = ?settings.sandbox.mode,
+        "sandbox capability: {}",
+        sandbox.describe()
+    );
+    if !sandbox.confines() {
+        tracing::warn!("{}", sandbox.describe());
+    }
+    sandbox
 }
 
 /// Creates the data directory (and its workspaces) and returns it absolute.

@@ -28,7 +28,10 @@ pub use misc::{
 };
 pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};
-pub use shell::{BackgroundShells, CommandLine, SimpleCommand, SpillSettings, simple_commands};
+pub use shell::{
+    BackgroundShells, CommandLine, SandboxCapability, SandboxKind, SandboxMode, SandboxSettings,
+    ShellSandbox, SimpleCommand, SpillSettings, simple_commands,
+};
 
 /// What the built-in tools need from the rest of the daemon.
 #[derive(Clone)]

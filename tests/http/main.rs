@@ -12,4 +12,5 @@ mod gates;
 mod harness;
 mod lifecycle;
 mod ops;
+mod sandbox_hooks;
 mod scheduling;

@@ -37,7 +37,16 @@ impl Shell {
     }
 
     pub fn with_mode(mode: PermissionLevel) -> Shell {
-        let shells = Arc::new(BackgroundShells::default());
+        let workspace = tempfile::tempdir().expect("a workspace");
+        Shell::with_shells(mode, Arc::new(BackgroundShells::default()), workspace)
+    }
+
+    /// A session in `workspace` whose shells are `shells` (e.g. sandboxed ones).
+    pub fn with_shells(
+        mode: PermissionLevel,
+        shells: Arc<BackgroundShells>,
+        workspace: tempfile::TempDir,
+    ) -> Shell {
         let mut registry = ToolRegistry::new();
         for tool in shells.tools().expect("the shell tools build") {
             registry.register(tool).expect("the shell tools register");
@@ -57,7 +66,6 @@ impl Shell {
             cancel_grace: PATIENCE,
             ..DispatchSettings::default()
         };
-        let workspace = tempfile::tempdir().expect("a workspace");
         // Canonical, so it compares equal to what `pwd -P` reports.
         let root = workspace
             .path()

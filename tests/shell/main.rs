@@ -6,3 +6,4 @@ mod background;
 mod behaviour;
 mod harness;
 mod processes;
+mod sandbox;

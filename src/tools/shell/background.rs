@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
 use super::process::{SharedOutput, ShellProcess};
+use super::sandbox::{Confinement, ShellSandbox};
 use super::spill::SpillSettings;
 use crate::session::SessionState;
 use crate::tool::ToolError;
@@ -106,6 +107,8 @@ pub struct BackgroundShells {
     /// Where `bash` puts foreground output too large for memory (shared here because this
     /// is what the three shell tools share).
     spill: SpillSettings,
+    /// The sandbox every shell (foreground and background) runs in.
+    sandbox: ShellSandbox,
 }
 
 impl std::fmt::Debug for BackgroundShells {
@@ -130,8 +133,21 @@ impl BackgroundShells {
         }
     }
 
+    /// No tasks; foreground output spilled as `spill` says, every shell run in `sandbox`.
+    pub fn with_settings(spill: SpillSettings, sandbox: ShellSandbox) -> BackgroundShells {
+        BackgroundShells {
+            spill,
+            sandbox,
+            ..BackgroundShells::default()
+        }
+    }
+
     pub(crate) fn spill_settings(&self) -> &SpillSettings {
         &self.spill
+    }
+
+    pub fn sandbox(&self) -> &ShellSandbox {
+        &self.sandbox
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, BTreeMap<u64, Arc<BackgroundTask>>>> {
@@ -148,6 +164,9 @@ impl BackgroundShells {
         let tasks = self.lock().remove(session_id).unwrap_or_default();
         let count = tasks.len();
         futures::future::join_all(tasks.values().map(|task| task.stop())).await;
+        // The session's sandbox temporary directory (Landlock's TMPDIR) goes with it; it
+        // usually does not exist.
+        let _ = tokio::fs::remove_dir_all(self.sandbox.session_temp_dir(session_id)).await;
         count
     }
 
@@ -156,22 +175,24 @@ impl BackgroundShells {
         self.lock().get(session_id).map_or(0, BTreeMap::len)
     }
 
-    /// Starts `command` in `cwd` for `session`; returns the task id and the shell's pid.
+    /// Starts `command` in `cwd` for `session`, confined as `confinement` says; returns the
+    /// task id and the shell's pid.
     pub(crate) fn start(
         self: &Arc<Self>,
         session: &Arc<SessionState>,
         command: &str,
         cwd: &Path,
+        confinement: &Confinement,
     ) -> Result<(String, u32), ToolError> {
         self.make_room(session.id())?;
         let output = SharedOutput::new(BACKGROUND_CAP_BYTES);
-        let process =
-            ShellProcess::spawn(command, cwd, output.clone(), None, false).map_err(|err| {
-                ToolError::Execution(format!(
-                    "could not start bash in \"{}\": {err}",
-                    cwd.display()
-                ))
-            })?;
+        let process = ShellProcess::spawn(command, cwd, output.clone(), None, false, confinement)
+            .map_err(|err| {
+            ToolError::Execution(format!(
+                "could not start bash in \"{}\": {err}",
+                cwd.display()
+            ))
+        })?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let pid = process.pid();
         let (status_tx, status_rx) = watch::channel(TaskStatus::Running);

@@ -62,7 +62,10 @@ make several calls in the same turn and they may run in parallel.
 - Read-only commands (ls, cat, grep, find, git status/log/diff, …) that stay inside the \
 workspace need only read permission and run in parallel with other read-only calls; any \
 other command, one naming a path outside the workspace (absolute, `..`, `~`, `$HOME`) and \
-any command while the shell's directory is outside the workspace need full access.";
+any command while the shell's directory is outside the workspace need full access. When the \
+daemon runs the shell in a sandbox (the result's `sandbox` metadata says which), other \
+commands inside the workspace need only workspace write access; the sandbox lets them write \
+only inside the workspace (and a private temporary directory, `$TMPDIR`).";
 
 /// A checked `bash` input.
 #[derive(Debug)]
@@ -140,16 +143,23 @@ fn analyze_input(input: &Value) -> Result<Analysis, String> {
 }
 
 /// What a command needs: `read_only` for a read-only command that stays inside the
-/// workspace, otherwise `danger_full_access`.
-fn required_permission(input: &Value, session: &SessionState) -> Result<PermissionLevel, String> {
+/// workspace; `workspace_write` for any other command inside it when a sandbox `confines`
+/// the shell to the workspace; otherwise `danger_full_access`.
+fn required_permission(
+    input: &Value,
+    session: &SessionState,
+    confines: bool,
+) -> Result<PermissionLevel, String> {
     let analysis = analyze_input(input)?;
     let cwd = boundary::starting_directory(session);
     let inside = boundary::check(&analysis.paths, session, &cwd).is_ok();
-    Ok(if analysis.classification.read_only && inside {
-        PermissionLevel::ReadOnly
-    } else {
-        PermissionLevel::DangerFullAccess
-    })
+    Ok(
+        match (analysis.classification.read_only, inside, confines) {
+            (true, true, _) => PermissionLevel::ReadOnly,
+            (false, true, true) => PermissionLevel::WorkspaceWrite,
+            _ => PermissionLevel::DangerFullAccess,
+        },
+    )
 }
 
 pub(crate) struct BashTool {
@@ -159,6 +169,7 @@ pub(crate) struct BashTool {
 
 impl BashTool {
     pub(crate) fn new(shells: Arc<BackgroundShells>) -> Result<BashTool, crate::tool::BuildError> {
+        let confines = shells.sandbox().confines();
         let spec = ToolSpec::builder("bash")
             .alias("Bash")
             .description(DESCRIPTION)
@@ -192,10 +203,13 @@ impl BashTool {
                 Ok(analyze_input(input)?.classification.concurrency_safe)
             })
             .destructive_if(|input, _| Ok(analyze_input(input)?.classification.destructive))
-            // No sandbox confines the shell yet: anything that is not read-only, or reaches
-            // outside the workspace, needs full access (the sandbox issue lowers this to
-            // workspace_write inside the sandbox).
-            .permission_for(PermissionLevel::ReadOnly, required_permission)
+            // Without a sandbox nothing confines the shell: anything that is not read-only, or
+            // reaches outside the workspace, needs full access. With one, a command inside the
+            // workspace needs only workspace_write (the sandbox enforces the boundary the
+            // static check can only estimate).
+            .permission_for(PermissionLevel::ReadOnly, move |input, session| {
+                required_permission(input, session, confines)
+            })
             .concurrency_class(ConcurrencyClass::Unsafe)
             .interrupt_behavior(InterruptBehavior::Cancel)
             .aborts_siblings_on_failure(true)
@@ -236,22 +250,38 @@ impl Tool for BashTool {
         }
         let (cwd, note) = starting_directory(ctx).await;
         check_boundary_again(&input.command, &cwd, ctx)?;
+        let confinement = self.shells.sandbox().confine(
+            ctx.session.id(),
+            ctx.session.working_directory(),
+            &cwd,
+            ctx.authorized,
+        )?;
+        let sandbox = json!(confinement.kind().as_str());
         if input.run_in_background {
-            let (task_id, pid) = self.shells.start(&ctx.session, &input.command, &cwd)?;
-            return Ok(background_started(&task_id, pid, note));
+            let (task_id, pid) =
+                self.shells
+                    .start(&ctx.session, &input.command, &cwd, &confinement)?;
+            return Ok(background_started(&task_id, pid, note).with_metadata("sandbox", sandbox));
         }
         let settings = self.shells.spill_settings().clone();
         // Output up to the spill threshold is kept whole here; past it the spill has it all.
         let output = SharedOutput::new(settings.memory_bytes);
         let prefix = note.as_ref().map(|n| format!("{n}\n")).unwrap_or_default();
         let spill = SpillWriter::new(settings, prefix.as_bytes());
-        let process = ShellProcess::spawn(&input.command, &cwd, output.clone(), Some(spill), true)
-            .map_err(|err| {
-                ToolError::Execution(format!(
-                    "could not start bash in \"{}\": {err}",
-                    cwd.display()
-                ))
-            })?;
+        let process = ShellProcess::spawn(
+            &input.command,
+            &cwd,
+            output.clone(),
+            Some(spill),
+            true,
+            &confinement,
+        )
+        .map_err(|err| {
+            ToolError::Execution(format!(
+                "could not start bash in \"{}\": {err}",
+                cwd.display()
+            ))
+        })?;
         ctx.progress
             .report(json!({"pid": process.pid(), "description": input.description}));
         let timeout = Duration::from_millis(input.timeout_ms);
@@ -275,7 +305,10 @@ impl Tool for BashTool {
             note,
             cwd,
         };
-        Ok(finished.into_output(&ctx.session).await)
+        Ok(finished
+            .into_output(&ctx.session)
+            .await
+            .with_metadata("sandbox", sandbox))
     }
 }
 

@@ -9,9 +9,10 @@
 //! [`boundary`] judges those words against the workspace; [`spill`] moves a foreground
 //! output that outgrows memory to a file, which the offload phase streams into the store.
 //!
-//! Deliberately absent: sandboxing (a later issue wraps the process; until then every command
-//! that is not read-only, or that reaches outside the workspace, needs `danger_full_access`),
-//! spilling background output (it is read incrementally and capped in memory), and
+//! [`sandbox`] confines every shell (bubblewrap, else Landlock) so that a command inside the
+//! workspace needs only `workspace_write`.
+//!
+//! Deliberately absent: spilling background output (it is read incrementally and capped in memory), and
 //! persistence of shell state other than the working directory.
 
 mod background;
@@ -20,6 +21,7 @@ mod boundary;
 mod classify;
 mod output;
 mod process;
+mod sandbox;
 mod spill;
 mod tasks;
 
@@ -27,6 +29,7 @@ use std::sync::Arc;
 
 pub use background::BackgroundShells;
 pub use classify::{CommandLine, SimpleCommand, simple_commands};
+pub use sandbox::{SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox};
 pub use spill::SpillSettings;
 
 use crate::registry::{RegistryError, ToolRegistry};

@@ -40,6 +40,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::output::OutputBuffer;
+use super::sandbox::{self, Confinement};
 use super::spill::SpillWriter;
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
@@ -100,20 +101,34 @@ pub(crate) struct ShellProcess {
 impl ShellProcess {
     /// Starts `bash -c` on `command` in `cwd`. With `report_cwd` the command runs in the
     /// wrapper that reports its final directory. The output goes to `output` and, when
-    /// given, to `spill` (returned in [`Ended`]).
+    /// given, to `spill` (returned in [`Ended`]). `confinement` says which sandbox wraps it.
     pub(crate) fn spawn(
         command: &str,
         cwd: &Path,
         output: SharedOutput,
         spill: Option<SpillWriter>,
         report_cwd: bool,
+        confinement: &Confinement,
     ) -> io::Result<ShellProcess> {
         let (out_read, out_write) = io::pipe()?;
         let err_write = out_write.try_clone()?;
         let report = if report_cwd { Some(io::pipe()?) } else { None };
         let report_fd = report.as_ref().map(|(_, write)| write.as_raw_fd());
 
-        let mut shell = Command::new("bash");
+        let mut shell = match confinement {
+            Confinement::Bubblewrap { program, args } => {
+                let mut bwrap = Command::new(program);
+                bwrap.args(args).arg("bash");
+                bwrap
+            }
+            Confinement::Landlock { temp, .. } => {
+                let mut bash = Command::new("bash");
+                bash.env("TMPDIR", temp);
+                bash
+            }
+            Confinement::None => Command::new("bash"),
+        };
+        let landlock_fd = confinement.landlock_fd();
         if report_cwd {
             shell.arg("-c").arg(WRAPPER).arg("bash").arg(command);
         } else {
@@ -132,9 +147,10 @@ impl ShellProcess {
         }
         shell.env_remove("CDPATH");
         // SAFETY: `child_setup` runs between fork and exec and only makes async-signal-safe
-        // calls (setsid, dup2, fcntl); it allocates nothing and takes no locks.
+        // calls (setsid, prctl, landlock_restrict_self, dup2, fcntl); it allocates nothing and
+        // takes no locks. The Landlock ruleset was built before the fork.
         unsafe {
-            shell.pre_exec(move || child_setup(report_fd));
+            shell.pre_exec(move || child_setup(report_fd, landlock_fd));
         }
         let child = shell.spawn()?;
         // The parent's copies of the write ends must close, or the reads never see EOF.
@@ -214,14 +230,21 @@ impl Drop for GroupGuard {
     }
 }
 
-/// In the child, between fork and exec: a new session (and process group), and the report
-/// pipe on descriptor 3 without close-on-exec.
-fn child_setup(report_fd: Option<RawFd>) -> io::Result<()> {
+/// In the child, between fork and exec: a new session (and process group), the Landlock
+/// ruleset when there is one (before the dup2, which may reuse its descriptor number), and
+/// the report pipe on descriptor 3 without close-on-exec.
+fn child_setup(report_fd: Option<RawFd>, landlock_fd: Option<RawFd>) -> io::Result<()> {
     // SAFETY: plain syscalls on integers; async-signal-safe.
     unsafe {
         if libc::setsid() == -1 {
             return Err(io::Error::last_os_error());
         }
+    }
+    if let Some(ruleset) = landlock_fd {
+        sandbox::restrict_self(ruleset)?;
+    }
+    // SAFETY: as above.
+    unsafe {
         if let Some(fd) = report_fd {
             let result = if fd == REPORT_FD {
                 libc::fcntl(fd, libc::F_SETFD, 0)

@@ -1,0 +1,109 @@
+//! The bubblewrap command line that confines one shell.
+//!
+//! The whole filesystem read-only (`--ro-bind / /`), a fresh `/dev` and `/proc`, a private
+//! `/tmp` (tmpfs, `TMPDIR=/tmp`), the daemon's data directory hidden behind an empty tmpfs
+//! (it holds the database and other sessions' workspaces; remounted read-only after the
+//! workspace is bound into it), then the workspace bound writable
+//! at its own path, so paths inside and outside the sandbox agree (`pwd -P` reports the same
+//! directory). Every namespace is unshared (`--unshare-all`: user, ipc, pid, net, uts, cgroup),
+//! the network given back only with `--share-net`; all capabilities are dropped, so even root
+//! inside cannot remount; `--die-with-parent` takes the sandbox down when the shell's bwrap
+//! is killed. No `--new-session`: the shell must stay in the process group toold stops (stdin
+//! is /dev/null and the group has no terminal, so TIOCSTI has nothing to reach).
+
+use std::ffi::OsString;
+use std::path::Path;
+
+/// Arguments for `bwrap` up to and including `--`; the shell's own command line follows.
+pub(crate) fn arguments(
+    workspace: &Path,
+    cwd: &Path,
+    hidden: Option<&Path>,
+    network: bool,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "--die-with-parent",
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    if network {
+        args.push("--share-net".into());
+    }
+    // A hidden directory that contains the workspace is fine (the workspace is bound back
+    // into the empty tmpfs); one inside the workspace (or the workspace itself) is not hidden,
+    // since that would hide part of the workspace.
+    let hidden = hidden.filter(|h| !h.starts_with(workspace));
+    if let Some(hidden) = hidden {
+        args.extend(["--tmpfs".into(), hidden.as_os_str().to_owned()]);
+    }
+    args.extend([
+        "--bind".into(),
+        workspace.as_os_str().to_owned(),
+        workspace.as_os_str().to_owned(),
+    ]);
+    // The empty tmpfs becomes read-only once the workspace is bound into it, so the
+    // workspace's hidden parents take no writes either (the bound workspace stays writable).
+    if let Some(hidden) = hidden {
+        args.extend(["--remount-ro".into(), hidden.as_os_str().to_owned()]);
+    }
+    args.extend(["--chdir".into(), cwd.as_os_str().to_owned(), "--".into()]);
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(args: &[OsString]) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn the_workspace_is_bound_after_the_data_directory_is_hidden() {
+        let args = text(&arguments(
+            Path::new("/data/workspaces/ws"),
+            Path::new("/data/workspaces/ws/sub"),
+            Some(Path::new("/data")),
+            false,
+        ));
+        let hidden = args.find("--tmpfs /data").unwrap();
+        let bound = args
+            .find("--bind /data/workspaces/ws /data/workspaces/ws")
+            .unwrap();
+        assert!(hidden < bound, "{args}");
+        assert!(args.contains("--chdir /data/workspaces/ws/sub"));
+        assert!(!args.contains("--share-net"));
+        assert!(args.ends_with("--"));
+    }
+
+    #[test]
+    fn a_data_directory_inside_the_workspace_is_not_hidden_and_network_is_shared_when_allowed() {
+        let args = text(&arguments(
+            Path::new("/srv"),
+            Path::new("/srv"),
+            Some(Path::new("/srv/toold-data")),
+            true,
+        ));
+        assert!(!args.contains("--tmpfs /srv"), "{args}");
+        assert!(args.contains("--share-net"));
+    }
+}
