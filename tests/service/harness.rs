@@ -27,8 +27,10 @@ impl Daemon {
         Daemon::start_in(dir, "node-a").await
     }
 
-    /// A daemon over the same data directory (a restart).
+    /// A daemon over the same data directory (a graceful restart: what the service writes
+    /// behind its answers is flushed first, as shutdown does).
     pub async fn restart(&self) -> Daemon {
+        self.service.flush_writes().await;
         Daemon::start_in(self._dir.clone(), "node-a").await
     }
 
