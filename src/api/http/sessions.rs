@@ -138,6 +138,7 @@ fn call_json(row: &CallRow) -> Value {
     json!({
         "cursor": row.cursor,
         "node": row.node,
+        "interrupted": row.interrupted,
         "session_id": record.session_id,
         "batch_id": record.batch_id,
         "call_id": record.call_id,
