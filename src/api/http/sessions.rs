@@ -45,7 +45,7 @@ pub async fn get(
     State(service): Service,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(service.get_session(&id)?))
+    Ok(Json(service.describe_session(&id).await?))
 }
 
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
