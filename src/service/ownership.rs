@@ -54,12 +54,18 @@ impl ToolService {
     }
 
     /// A session as `GET /v1/sessions/{id}` shows it, with its owner's node id and address:
-    /// the live one, else the stored one (run by another daemon, or closed).
+    /// the live one, else the stored open one another daemon runs (a closed one is unknown,
+    /// as on a single daemon).
     pub async fn describe_session(&self, id: &str) -> Result<super::SessionInfo, ServiceError> {
         let mut info = match self.session(id) {
             Ok(live) => live.info.clone(),
             Err(not_live) => {
-                let Some(record) = self.store.get_session(id).await? else {
+                let Some(record) = self
+                    .store
+                    .get_session(id)
+                    .await?
+                    .filter(|record| record.closed_at.is_none())
+                else {
                     return Err(not_live);
                 };
                 let request = stored_request(&record)?;

@@ -93,8 +93,7 @@ impl Toold {
 
     /// Stops this daemon with `kill -9` and starts another over the same directory.
     pub fn kill_and_restart(mut self) -> Toold {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+        self.kill();
         Toold::start_with(self.dir.clone(), &[])
     }
 
