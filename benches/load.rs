@@ -271,8 +271,13 @@ async fn postgres_throughput() {
     let url = format!("{server}{separator}options=-csearch_path%3D{schema}");
     let dir = fixture_dir();
     let daemon = Daemon::start_with(dir.path(), &["--database-url", &url]).await;
-    let projects = dir.path().join("projects").canonicalize().expect("projects");
-    let (made, per_session, _) = throughput("postgres", daemon.address, &projects, daemon.pid()).await;
+    let projects = dir
+        .path()
+        .join("projects")
+        .canonicalize()
+        .expect("projects");
+    let (made, per_session, _) =
+        throughput("postgres", daemon.address, &projects, daemon.pid()).await;
     for (id, calls) in &per_session {
         verify_audit(daemon.address, id, *calls).await;
     }

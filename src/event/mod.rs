@@ -344,8 +344,15 @@ mod tests {
         let (mut live, before) = bus.subscribe_after();
         assert_eq!(before, 10);
         bus.publish(EventDraft::new(EventType::BatchStart, "s"));
-        assert_eq!(sink.try_recv().unwrap().seq, 0, "numbered by the store later");
-        assert!(live.try_recv().is_err(), "not sent before the store numbered it");
+        assert_eq!(
+            sink.try_recv().unwrap().seq,
+            0,
+            "numbered by the store later"
+        );
+        assert!(
+            live.try_recv().is_err(),
+            "not sent before the store numbered it"
+        );
         let stored = |seq| Arc::new(stamp(seq, EventDraft::new(EventType::BatchStart, "s")));
         for seq in [11, 13, 12, 13, 14] {
             bus.relay(stored(seq));

@@ -119,7 +119,10 @@ impl Daemon {
             .await
             .map_err(|err| ServerError::Restore(err.to_string()))?;
         if interrupted > 0 {
-            tracing::warn!(interrupted, "calls left unfinished by the previous run were marked interrupted");
+            tracing::warn!(
+                interrupted,
+                "calls left unfinished by the previous run were marked interrupted"
+            );
         }
         let restored = service
             .restore_sessions()

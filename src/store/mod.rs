@@ -309,8 +309,12 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Makes `to` the owner of open session `session_id` if `from` still owns it; `false`
     /// otherwise (closed, unknown, or taken by someone else first).
-    async fn adopt_session(&self, session_id: &str, from: &str, to: &str)
-    -> Result<bool, StoreError>;
+    async fn adopt_session(
+        &self,
+        session_id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<bool, StoreError>;
     /// Writes an interrupted audit row for every call of `session_id` that was queued (its
     /// `tool:queued` event is stored) but has none: the daemon running it stopped before the
     /// call finished. Only for a session whose calls cannot be running (its owner is gone,

@@ -98,7 +98,10 @@ async fn a_subscriber_on_b_receives_the_events_of_a_batch_on_a_in_order_across_a
     let events = format!("/v1/sessions/{session}/events");
     let mut on_b = b.sse(&events, None, None).await;
     let batches = format!("/v1/sessions/{session}/batches");
-    assert_eq!(a.post(&batches, &echo_batch(3)).await.status, StatusCode::OK);
+    assert_eq!(
+        a.post(&batches, &echo_batch(3)).await.status,
+        StatusCode::OK
+    );
     // B's subscription starts at what B had relayed, so it may begin with session:start.
     let first = until_batch_end(&mut on_b).await;
     let count = |frames: &[Frame], event: &str| frames.iter().filter(|f| f.event == event).count();
@@ -107,7 +110,10 @@ async fn a_subscriber_on_b_receives_the_events_of_a_batch_on_a_in_order_across_a
         assert_eq!(count(&first, event), 3, "{event} in {first:?}");
     }
     // A second batch: B's subscriber reads two events, goes away, and resumes after them.
-    assert_eq!(a.post(&batches, &echo_batch(2)).await.status, StatusCode::OK);
+    assert_eq!(
+        a.post(&batches, &echo_batch(2)).await.status,
+        StatusCode::OK
+    );
     let mut second = vec![on_b.next().await.unwrap(), on_b.next().await.unwrap()];
     drop(on_b);
     let resume_after = *ids(&second).last().unwrap();
@@ -122,7 +128,10 @@ async fn a_subscriber_on_b_receives_the_events_of_a_batch_on_a_in_order_across_a
     let mut stored = until_batch_end(&mut from_a).await;
     stored.extend(until_batch_end(&mut from_a).await);
     let stored = ids(&stored);
-    let from = stored.iter().position(|seq| *seq == seen[0]).expect("B's first event is stored");
+    let from = stored
+        .iter()
+        .position(|seq| *seq == seen[0])
+        .expect("B's first event is stored");
     assert_eq!(stored[from..], seen[..], "no loss, no duplicate");
 }
 
@@ -142,7 +151,10 @@ async fn a_result_offloaded_on_a_reads_in_full_from_b_and_so_do_audit_rows() {
     let mut content = String::new();
     while (content.len() as u64) < total {
         let page = b
-            .get(&format!("/v1/results/{result_id}?offset={}&limit=1000000", content.len()))
+            .get(&format!(
+                "/v1/results/{result_id}?offset={}&limit=1000000",
+                content.len()
+            ))
             .await;
         assert_eq!(page.status, StatusCode::OK, "{}", page.body);
         content.push_str(page.body["content"].as_str().unwrap());
@@ -163,18 +175,26 @@ async fn a_batch_for_as_session_sent_to_b_is_refused_naming_a() {
     // B describes the session with the same owner.
     let on_b = b.get(&format!("/v1/sessions/{session}")).await;
     assert_eq!(on_b.status, StatusCode::OK, "{}", on_b.body);
-    assert_eq!((&on_b.body["owner"], &on_b.body["owner_address"]), (&on_a.body["owner"], &on_a.body["owner_address"]));
+    assert_eq!(
+        (&on_b.body["owner"], &on_b.body["owner_address"]),
+        (&on_a.body["owner"], &on_a.body["owner_address"])
+    );
     let refused = b
         .post(&format!("/v1/sessions/{session}/batches"), &echo_batch(1))
         .await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
     let message = refused.body["error"]["message"].as_str().unwrap();
-    assert!(message.contains(&owner) && message.contains(&a.base), "{message}");
+    assert!(
+        message.contains(&owner) && message.contains(&a.base),
+        "{message}"
+    );
     // Nothing ran on B.
     let calls = a.get(&format!("/v1/sessions/{session}/calls")).await;
     assert_eq!(calls.body["calls"], json!([]));
     // An unknown session is still unknown.
-    let unknown = b.post("/v1/sessions/sess_nope/batches", &echo_batch(1)).await;
+    let unknown = b
+        .post("/v1/sessions/sess_nope/batches", &echo_batch(1))
+        .await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
 }
 
@@ -182,7 +202,10 @@ async fn a_batch_for_as_session_sent_to_b_is_refused_naming_a() {
 async fn killing_a_mid_batch_leaves_its_calls_interrupted_seen_from_b_which_adopts_the_session() {
     let Some((a, b)) = fleet().await else { return };
     let created = a
-        .post("/v1/sessions", &json!({"permission_mode": "danger_full_access"}))
+        .post(
+            "/v1/sessions",
+            &json!({"permission_mode": "danger_full_access"}),
+        )
         .await;
     let session = created.body["id"].as_str().unwrap().to_owned();
     let events = format!("/v1/sessions/{session}/events");
@@ -230,11 +253,24 @@ async fn killing_a_mid_batch_leaves_its_calls_interrupted_seen_from_b_which_adop
         assert_eq!(row["error_kind"], "cancelled");
         assert_ne!(row["node"], Value::Null);
     }
-    assert_eq!(rows[0]["input"], json!({"command": "sleep 60 && touch done"}));
+    assert_eq!(
+        rows[0]["input"],
+        json!({"command": "sleep 60 && touch done"})
+    );
     assert_eq!(rows[1]["input"], Value::Null, "never started");
     let described = b.get(&format!("/v1/sessions/{session}")).await;
-    assert_eq!(described.body["owner_address"], b.base.as_str(), "{}", described.body);
+    assert_eq!(
+        described.body["owner_address"],
+        b.base.as_str(),
+        "{}",
+        described.body
+    );
     let reply = b.post(&batches, &echo_batch(1)).await;
-    assert_eq!(reply.status, StatusCode::OK, "B runs the adopted session: {}", reply.body);
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "B runs the adopted session: {}",
+        reply.body
+    );
     assert_eq!(reply.body["results"][0]["output"], "0\n");
 }

@@ -122,7 +122,9 @@ pub async fn a_decision_other_than_allow_or_deny_is_invalid(backend: Backend) {
     );
 }
 
-pub async fn an_approval_for_an_unknown_session_is_not_found_and_a_duplicate_id_a_conflict(backend: Backend) {
+pub async fn an_approval_for_an_unknown_session_is_not_found_and_a_duplicate_id_a_conflict(
+    backend: Backend,
+) {
     let fixture = with_sessions(backend, &["s1"]).await;
     let err = fixture
         .store

@@ -50,7 +50,9 @@ pub async fn a_row_reads_back_with_every_field_and_the_node(backend: Backend) {
     assert!(page.rows.windows(2).all(|w| w[0].cursor < w[1].cursor));
 }
 
-pub async fn a_thousand_concurrent_records_from_fifty_tasks_are_durable_and_listed_once(backend: Backend) {
+pub async fn a_thousand_concurrent_records_from_fifty_tasks_are_durable_and_listed_once(
+    backend: Backend,
+) {
     let mut fixture = Fixture::new(backend).await;
     let mut tasks = Vec::new();
     for task in 0..50 {

@@ -110,9 +110,11 @@ impl Drop for Fixture {
                 .expect("runtime");
             runtime.block_on(async {
                 let mut connection = connect(&server).await;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-                    .execute(&mut connection)
-                    .await
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                )))
+                .execute(&mut connection)
+                .await
             })
         })
         .join();

@@ -180,7 +180,9 @@ pub async fn each_offload_gets_its_own_id(backend: Backend) {
     );
 }
 
-pub async fn a_streamed_result_decodes_invalid_utf8_like_from_utf8_lossy_across_reads(backend: Backend) {
+pub async fn a_streamed_result_decodes_invalid_utf8_like_from_utf8_lossy_across_reads(
+    backend: Backend,
+) {
     use tokio::io::AsyncReadExt;
     let fixture = Fixture::new(backend).await;
     // Valid text, a stray continuation byte, a truncated 3-byte lead, a 4-byte character

@@ -204,17 +204,17 @@ impl PostgresStore {
             " FROM calls WHERE session_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3"
         );
         let fetched = sqlx::query(SQL)
-        .bind(session_id)
-        .bind(after)
-        .bind(i64::from(limit) + 1)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|err| {
-            database_error(
-                &format!("listing the calls of session \"{session_id}\""),
-                err,
-            )
-        })?;
+            .bind(session_id)
+            .bind(after)
+            .bind(i64::from(limit) + 1)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|err| {
+                database_error(
+                    &format!("listing the calls of session \"{session_id}\""),
+                    err,
+                )
+            })?;
         let more = fetched.len() > limit as usize;
         let rows = fetched
             .iter()

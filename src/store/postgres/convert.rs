@@ -7,9 +7,7 @@ use sqlx::{Postgres, Row};
 
 use crate::store::StoreError;
 
-pub use crate::store::values::{
-    from_i64, from_json, millis, optional_time, time, to_i64, to_json,
-};
+pub use crate::store::values::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
 
 /// Postgres' SQLSTATE for a unique violation.
 const UNIQUE_VIOLATION: &str = "23505";

@@ -32,7 +32,10 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub(super) async fn get_node_row(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError> {
+    pub(super) async fn get_node_row(
+        &self,
+        node_id: &str,
+    ) -> Result<Option<NodeRecord>, StoreError> {
         sqlx::query("SELECT id, address, started_at, heartbeat_at FROM nodes WHERE id = $1")
             .bind(node_id)
             .fetch_optional(&self.pool)

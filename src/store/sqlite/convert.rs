@@ -7,9 +7,7 @@ use sqlx::{Row, Sqlite};
 
 use crate::store::StoreError;
 
-pub use crate::store::values::{
-    from_i64, from_json, millis, optional_time, time, to_i64, to_json,
-};
+pub use crate::store::values::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
 
 /// Maps a sqlx error to a store error; `context` says what was being done, with the values.
 pub fn database_error(context: &str, err: sqlx::Error) -> StoreError {
@@ -55,7 +53,8 @@ pub fn sqlite_write_error(
 ) -> StoreError {
     if let rusqlite::Error::SqliteFailure(code, _) = &err {
         match code.extended_code {
-            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
                 return StoreError::Conflict(identity.to_owned());
             }
             rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY => {

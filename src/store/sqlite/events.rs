@@ -187,9 +187,7 @@ impl SqliteStore {
                     )
                     .and_then(|mut delete| delete.execute([before]))
                     .map(|deleted| deleted as u64)
-                    .map_err(|err| {
-                        sqlite_error(&format!("pruning events before {before} ms"), err)
-                    })
+                    .map_err(|err| sqlite_error(&format!("pruning events before {before} ms"), err))
             })
             .await
     }

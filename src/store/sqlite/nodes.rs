@@ -34,7 +34,10 @@ impl SqliteStore {
             .await
     }
 
-    pub(super) async fn get_node_row(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError> {
+    pub(super) async fn get_node_row(
+        &self,
+        node_id: &str,
+    ) -> Result<Option<NodeRecord>, StoreError> {
         sqlx::query("SELECT id, address, started_at, heartbeat_at FROM nodes WHERE id = ?1")
             .bind(node_id)
             .fetch_optional(&self.readers)
@@ -92,9 +95,7 @@ impl SqliteStore {
                     )
                     .and_then(|mut update| update.execute(params![to, session_id, from]))
                     .map(|changed| changed == 1)
-                    .map_err(|err| {
-                        sqlite_error(&format!("adopting session \"{session_id}\""), err)
-                    })
+                    .map_err(|err| sqlite_error(&format!("adopting session \"{session_id}\""), err))
             })
             .await
     }
