@@ -32,8 +32,47 @@ fn postgres_url() -> Option<String> {
     }
 }
 
+/// Two daemons and their schema, dropped in that order (the schema after both are killed).
+struct Fleet {
+    a: Toold,
+    b: Toold,
+    _schema: Schema,
+}
+
+/// A test's schema, dropped at the end.
+struct Schema {
+    server: String,
+    name: String,
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (server, name) = (self.server.clone(), self.name.clone());
+        // `drop` runs inside the test's runtime: a thread with its own runtime does the I/O.
+        let dropped = std::thread::spawn(move || {
+            use sqlx::Connection;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let mut connection = sqlx::PgConnection::connect(&server).await?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {name} CASCADE"
+                )))
+                .execute(&mut connection)
+                .await
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(_))) {
+            eprintln!("test schema {} not dropped: {dropped:?}", self.name);
+        }
+    }
+}
+
 /// A fresh schema on the server, and the URL whose connections use it.
-async fn schema_url(server: &str) -> String {
+async fn schema_url(server: &str) -> (Schema, String) {
     use sqlx::Connection;
     let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
     let mut connection = sqlx::PgConnection::connect(server)
@@ -44,7 +83,12 @@ async fn schema_url(server: &str) -> String {
         .await
         .expect("create the test schema");
     let separator = if server.contains('?') { '&' } else { '?' };
-    format!("{server}{separator}options=-csearch_path%3D{schema}")
+    let url = format!("{server}{separator}options=-csearch_path%3D{schema}");
+    let schema = Schema {
+        server: server.to_owned(),
+        name: schema,
+    };
+    (schema, url)
 }
 
 /// A daemon over a directory of its own (its own node id) on the database `url`.
@@ -58,11 +102,13 @@ fn daemon(url: &str) -> Toold {
     )
 }
 
-async fn fleet() -> Option<(Toold, Toold)> {
-    let url = schema_url(&postgres_url()?).await;
-    let a = daemon(&url);
-    let b = daemon(&url);
-    Some((a, b))
+async fn fleet() -> Option<Fleet> {
+    let (schema, url) = schema_url(&postgres_url()?).await;
+    Some(Fleet {
+        a: daemon(&url),
+        b: daemon(&url),
+        _schema: schema,
+    })
 }
 
 fn echo_batch(n: usize) -> Value {
@@ -93,7 +139,10 @@ fn ids(frames: &[Frame]) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_on_b_receives_the_events_of_a_batch_on_a_in_order_across_a_reconnect() {
-    let Some((a, b)) = fleet().await else { return };
+    let Some(mut fleet) = fleet().await else {
+        return;
+    };
+    let Fleet { a, b, .. } = &mut fleet;
     let session = a.session().await;
     let events = format!("/v1/sessions/{session}/events");
     let mut on_b = b.sse(&events, None, None).await;
@@ -137,7 +186,10 @@ async fn a_subscriber_on_b_receives_the_events_of_a_batch_on_a_in_order_across_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_offloaded_on_a_reads_in_full_from_b_and_so_do_audit_rows() {
-    let Some((a, b)) = fleet().await else { return };
+    let Some(mut fleet) = fleet().await else {
+        return;
+    };
+    let Fleet { a, b, .. } = &mut fleet;
     let session = a.session().await;
     let reply = a
         .post(
@@ -167,7 +219,10 @@ async fn a_result_offloaded_on_a_reads_in_full_from_b_and_so_do_audit_rows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_for_as_session_sent_to_b_is_refused_naming_a() {
-    let Some((a, b)) = fleet().await else { return };
+    let Some(mut fleet) = fleet().await else {
+        return;
+    };
+    let Fleet { a, b, .. } = &mut fleet;
     let session = a.session().await;
     let on_a = a.get(&format!("/v1/sessions/{session}")).await;
     let owner = on_a.body["owner"].as_str().unwrap().to_owned();
@@ -200,7 +255,10 @@ async fn a_batch_for_as_session_sent_to_b_is_refused_naming_a() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_mid_batch_leaves_its_calls_interrupted_seen_from_b_which_adopts_the_session() {
-    let Some((a, b)) = fleet().await else { return };
+    let Some(mut fleet) = fleet().await else {
+        return;
+    };
+    let Fleet { a, b, .. } = &mut fleet;
     let created = a
         .post(
             "/v1/sessions",
@@ -230,7 +288,6 @@ async fn killing_a_mid_batch_leaves_its_calls_interrupted_seen_from_b_which_adop
             break;
         }
     }
-    let mut a = a;
     a.kill();
     assert!(running.await.unwrap().is_err(), "A died mid-batch");
     // B notices A's silence, marks its calls interrupted and adopts the session.
