@@ -1,16 +1,29 @@
-# Builds the toold binary in a Rust image and ships it in a slim Debian image.
+# Builds toold in a Rust image and ships it in a slim Debian image: non-root, bubblewrap for the
+# shell sandbox, tini as init (toold does not reap orphaned grandchildren), the migrations and
+# the default settings beside the binary.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
+COPY migrations ./migrations
 RUN cargo build --release --locked --bin toold
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
-    && rm -rf /var/lib/apt/lists/*
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates bubblewrap tini curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --home-dir /var/lib/toold --create-home toold
 COPY --from=build /src/target/release/toold /usr/local/bin/toold
+# Migrations are compiled into the binary; the SQL ships too, for review and manual runs.
+COPY migrations /usr/share/toold/migrations
 COPY config/toold.toml /etc/toold/toold.toml
-ENV TOOLD_CONFIG=/etc/toold/toold.toml
-ENTRYPOINT ["/usr/local/bin/toold"]
-CMD ["settings"]
+ENV TOOLD_CONFIG=/etc/toold/toold.toml \
+    TOOLD_DATA_DIR=/var/lib/toold \
+    TOOLD_LISTEN=0.0.0.0:7070
+USER toold
+WORKDIR /var/lib/toold
+EXPOSE 7070
+HEALTHCHECK --interval=10s --timeout=3s CMD curl -fsS http://127.0.0.1:7070/readyz || exit 1
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/toold"]
+CMD ["serve"]

@@ -2,7 +2,9 @@
 //! ready, resident memory idle and under load, the p50/p99 of one `read_file` call on a 4 KiB
 //! file against the floor (a bare axum handler doing the same read, see `load/floor.rs`), and
 //! audited calls/s for 100-call read-only batches from 4 concurrent clients, checked against
-//! the audit log at the end.
+//! the audit log at the end. With `TOOLD_BENCH_POSTGRES_URL` (or `TOOLD_TEST_POSTGRES_URL`)
+//! set, the batched throughput is measured again on a daemon using Postgres (a fresh schema),
+//! printed beside SQLite's.
 //!
 //! Run with `cargo bench --bench load`: cargo builds the `toold` binary with the bench
 //! profile (release settings) first and hands its path over as `CARGO_BIN_EXE_toold`.
@@ -82,7 +84,8 @@ async fn run() {
     );
 
     let single_calls = latency(daemon.address, &session, floor::start(projects.clone())).await;
-    let (made, per_session, rss_peak) = throughput(daemon.address, &projects, daemon.pid()).await;
+    let (made, per_session, rss_peak) =
+        throughput("sqlite", daemon.address, &projects, daemon.pid()).await;
     println!(
         "rss under load:      {:.1} MB peak (sampled every 100 ms)",
         mb(rss_peak)
@@ -105,6 +108,7 @@ async fn run() {
         "shutdown:            SIGTERM → exit {}",
         if clean { "0" } else { "non-zero" }
     );
+    postgres_throughput().await;
 }
 
 /// A directory with `projects/four_kib.txt` (64 lines of 64 bytes).
@@ -245,9 +249,49 @@ fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
     )
 }
 
+/// The batched throughput of a daemon on Postgres (a fresh schema of the server named by
+/// `TOOLD_BENCH_POSTGRES_URL` or `TOOLD_TEST_POSTGRES_URL`), audit rows checked too.
+async fn postgres_throughput() {
+    let Some(server) = ["TOOLD_BENCH_POSTGRES_URL", "TOOLD_TEST_POSTGRES_URL"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()))
+    else {
+        println!("throughput (postgres): skipped (set TOOLD_BENCH_POSTGRES_URL)");
+        return;
+    };
+    let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server)
+        .await
+        .expect("connects to the Postgres server");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut admin)
+        .await
+        .expect("creates the bench schema");
+    let separator = if server.contains('?') { '&' } else { '?' };
+    let url = format!("{server}{separator}options=-csearch_path%3D{schema}");
+    let dir = fixture_dir();
+    let daemon = Daemon::start_with(dir.path(), &["--database-url", &url]).await;
+    let projects = dir
+        .path()
+        .join("projects")
+        .canonicalize()
+        .expect("projects");
+    let (made, per_session, _) =
+        throughput("postgres", daemon.address, &projects, daemon.pid()).await;
+    for (id, calls) in &per_session {
+        verify_audit(daemon.address, id, *calls).await;
+    }
+    println!("audit (postgres):    {made} rows = every call made");
+    daemon.terminate();
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&mut admin)
+        .await;
+}
+
 /// [`CLIENTS`] clients, each with its own session and connection, send 100-call batches
 /// for [`THROUGHPUT_FOR`]. Returns the calls made, the calls per session and the peak RSS.
 async fn throughput(
+    backend: &str,
     address: SocketAddr,
     projects: &Path,
     pid: u32,
@@ -274,8 +318,8 @@ async fn throughput(
     let made: usize = batches.iter().sum::<usize>() * BATCH_CALLS;
     let rate = made as f64 / elapsed.as_secs_f64();
     println!(
-        "throughput:          {rate:.0} audited calls/s ({made} calls in {} batches of {BATCH_CALLS}, \
-         {CLIENTS} clients, {:.1} s)  (budget ≥ 50 000/s: {})",
+        "throughput ({backend}): {rate:.0} audited calls/s ({made} calls in {} batches of \
+         {BATCH_CALLS}, {CLIENTS} clients, {:.1} s)  (budget ≥ 50 000/s: {})",
         made / BATCH_CALLS,
         elapsed.as_secs_f64(),
         verdict(rate >= THROUGHPUT_BUDGET)

@@ -46,6 +46,11 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("TOOLD_DATA_DIR", "server.data_dir", EnvKind::Text),
     ("TOOLD_DATABASE_URL", "server.database_url", EnvKind::Text),
     (
+        "TOOLD_ADVERTISE_ADDRESS",
+        "server.advertise_address",
+        EnvKind::Text,
+    ),
+    (
         "TOOLD_ALLOWED_ROOTS",
         "server.allowed_roots",
         EnvKind::List(':'),
@@ -141,6 +146,14 @@ impl Settings {
             (
                 "permissions.approval_timeout_ms",
                 usize::try_from(self.permissions.approval_timeout_ms).unwrap_or(usize::MAX),
+            ),
+            (
+                "server.heartbeat_interval_ms",
+                usize::try_from(self.server.heartbeat_interval.as_millis()).unwrap_or(usize::MAX),
+            ),
+            (
+                "server.node_timeout_ms",
+                usize::try_from(self.server.node_timeout.as_millis()).unwrap_or(usize::MAX),
             ),
         ];
         for (key, value) in counts {

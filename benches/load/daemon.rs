@@ -20,12 +20,18 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `toold serve` over `dir` (`data/`, and `projects/` as the allowed root).
     pub async fn start(dir: &Path) -> Daemon {
+        Daemon::start_with(dir, &[]).await
+    }
+
+    /// [`Daemon::start`] with extra flags (`--database-url …`).
+    pub async fn start_with(dir: &Path, extra: &[&str]) -> Daemon {
         let spawned = Instant::now();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toold"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.join("data"))
             .arg("--allowed-root")
             .arg(dir.join("projects"))
+            .args(extra)
             .env_remove("TOOLD_CONFIG")
             .env_remove("TOOLD_LISTEN")
             .env_remove("TOOLD_AUTH_TOKENS")

@@ -5,6 +5,13 @@
 //! slowing dispatch. Persisting events for replay needs every event, so a bus can also feed a
 //! *sink*: an unbounded, non-lossy channel a persister drains in batches. Sending into it never
 //! waits either; if the store stalls, the sink's backlog grows instead of dispatch slowing.
+//!
+//! Who numbers events: a bus made with [`EventBus::continuing`] numbers them itself (one
+//! daemon on its own store). A bus made with [`EventBus::numbered_by_store`] (several daemons
+//! sharing a store) only feeds its sink: the store numbers events as it commits them, and the
+//! daemon's relay reads them back (its own and other daemons') and hands them to
+//! [`EventBus::relay`], which sends them to subscribers in seq order. Subscribers see the
+//! same thing either way.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -176,6 +183,8 @@ pub struct EventBus {
     next_seq: Arc<Mutex<u64>>,
     /// Receives every event, in seq order (sent under the seq lock); see the module header.
     sink: Option<mpsc::UnboundedSender<Arc<Event>>>,
+    /// The store numbers events: `publish` only feeds the sink, `relay` feeds subscribers.
+    numbered_by_store: bool,
 }
 
 impl EventBus {
@@ -191,7 +200,34 @@ impl EventBus {
             sender,
             next_seq: Arc::new(Mutex::new(last_seq.saturating_add(1))),
             sink: None,
+            numbered_by_store: false,
         }
+    }
+
+    /// A bus for a store that numbers events (see the module header); subscribers get the
+    /// events relayed after `last_seq`.
+    pub fn numbered_by_store(capacity: usize, last_seq: u64) -> EventBus {
+        EventBus {
+            numbered_by_store: true,
+            ..EventBus::continuing(capacity, last_seq)
+        }
+    }
+
+    /// Whether the store numbers this bus's events.
+    pub fn is_numbered_by_store(&self) -> bool {
+        self.numbered_by_store
+    }
+
+    /// Sends an event the store numbered to subscribers; one at or below the last relayed seq
+    /// is ignored, so subscribers see each seq once, in increasing order.
+    pub fn relay(&self, event: Arc<Event>) {
+        let mut next_seq = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        if event.seq < *next_seq {
+            return;
+        }
+        *next_seq = event.seq.saturating_add(1);
+        // An error only means nobody is subscribed right now.
+        let _ = self.sender.send(event);
     }
 
     /// The same bus, also feeding every event to the returned receiver (never lossy).
@@ -209,19 +245,18 @@ impl EventBus {
         (receiver, next_seq.saturating_sub(1))
     }
 
-    /// Numbers, stamps and sends an event; returns it. Never blocks.
+    /// Numbers, stamps and sends an event; returns it. Never blocks. On a bus numbered by the
+    /// store the event goes to the sink only, with seq 0 until the store numbers it.
     pub fn publish(&self, draft: EventDraft) -> Arc<Event> {
+        if self.numbered_by_store {
+            let event = Arc::new(stamp(0, draft));
+            if let Some(sink) = &self.sink {
+                let _ = sink.send(event.clone());
+            }
+            return event;
+        }
         let mut next_seq = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
-        let event = Arc::new(Event {
-            seq: *next_seq,
-            ts: SystemTime::now(),
-            event_type: draft.event_type,
-            session_id: draft.session_id,
-            batch_id: draft.batch_id,
-            call_id: draft.call_id,
-            tool: draft.tool,
-            data: draft.data,
-        });
+        let event = Arc::new(stamp(*next_seq, draft));
         *next_seq += 1;
         // An error only means nobody is subscribed right now, which is fine.
         let _ = self.sender.send(event.clone());
@@ -235,6 +270,20 @@ impl EventBus {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.sender.subscribe()
+    }
+}
+
+/// The event a draft becomes, numbered `seq` and stamped now.
+fn stamp(seq: u64, draft: EventDraft) -> Event {
+    Event {
+        seq,
+        ts: SystemTime::now(),
+        event_type: draft.event_type,
+        session_id: draft.session_id,
+        batch_id: draft.batch_id,
+        call_id: draft.call_id,
+        tool: draft.tool,
+        data: draft.data,
     }
 }
 
@@ -287,6 +336,30 @@ mod tests {
         let seqs: Vec<u64> = (0..10).map(|_| sink.try_recv().unwrap().seq).collect();
         assert_eq!(seqs, (42..52).collect::<Vec<_>>());
         assert_eq!(bus.subscribe_after().1, 51);
+    }
+
+    #[tokio::test]
+    async fn a_bus_numbered_by_store_feeds_its_sink_and_relays_in_seq_order() {
+        let (bus, mut sink) = EventBus::numbered_by_store(8, 10).with_sink();
+        let (mut live, before) = bus.subscribe_after();
+        assert_eq!(before, 10);
+        bus.publish(EventDraft::new(EventType::BatchStart, "s"));
+        assert_eq!(
+            sink.try_recv().unwrap().seq,
+            0,
+            "numbered by the store later"
+        );
+        assert!(
+            live.try_recv().is_err(),
+            "not sent before the store numbered it"
+        );
+        let stored = |seq| Arc::new(stamp(seq, EventDraft::new(EventType::BatchStart, "s")));
+        for seq in [11, 13, 12, 13, 14] {
+            bus.relay(stored(seq));
+        }
+        let seqs: Vec<u64> = std::iter::from_fn(|| live.try_recv().ok().map(|e| e.seq)).collect();
+        assert_eq!(seqs, [11, 13, 14]);
+        assert_eq!(bus.subscribe_after().1, 14);
     }
 
     #[test]

@@ -1,16 +1,20 @@
 //! Wiring: builds the store, the event bus and its persister, the service and the HTTP
 //! listener from [`Settings`], and shuts them down in order.
 //!
-//! Start: create the data directory, read (or create) the node id, open the store
-//! (migrations applied), continue the event bus after the last stored seq, start the event
-//! persister, restore the sessions this node owns, bind, refuse a non-loopback address
-//! without auth tokens, and print `toold listening on http://ADDR` on stdout (logs go to
-//! stderr). Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
+//! Start: create the data directory, read (or create) the node id, open the store the
+//! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
+//! event bus after the last stored seq (on a shared store the store numbers events and
+//! `relay` feeds subscribers), start the event persister, mark the calls this node left
+//! unfinished as interrupted, restore the sessions it owns, bind, refuse a non-loopback
+//! address without auth tokens, record the node (address, heartbeat; `fleet`), and print
+//! `toold listening on http://ADDR` on stdout (logs go to stderr). Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
 //! batches have `shutdown_grace` to finish, then their calls are cancelled; the queued events
 //! are stored, the store is closed (the audit log flushed) and `run` returns. While serving,
 //! `retention` prunes events older than `[server] event_retention_hours`.
 
+mod fleet;
 mod persister;
+mod relay;
 mod retention;
 mod settings;
 
@@ -18,7 +22,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -34,7 +38,7 @@ use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::permission::{Approvals, RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{ServiceSettings, ToolService, tool_names};
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::tools::{
     BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
 };
@@ -79,6 +83,9 @@ pub struct Daemon {
     pub address: SocketAddr,
     store: Arc<dyn Store>,
     persister: EventPersister,
+    /// Feeds subscribers on a store that numbers events.
+    relay: Option<tokio::task::JoinHandle<()>>,
+    node: fleet::NodeIdentity,
     listener: TcpListener,
     settings: Settings,
 }
@@ -91,14 +98,38 @@ impl Daemon {
         let _ = crate::telemetry::prometheus();
         let data_dir = create_dir(&server.data_dir)?;
         let node_id = node_id(&data_dir)?;
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&server.database_location(), &node_id).await?);
+        let store = crate::store::open(&server.database_location(), &node_id).await?;
         let last_seq = store.last_event_seq().await?;
-        let (events, sink) = EventBus::continuing(server.event_buffer, last_seq).with_sink();
         let (stored, persisted) = watch::channel(last_seq);
-        let persister = EventPersister::spawn(store.clone(), sink, stored);
+        let (events, persister, relay) = if store.is_shared() {
+            let (events, sink) =
+                EventBus::numbered_by_store(server.event_buffer, last_seq).with_sink();
+            let persister = EventPersister::spawn(store.clone(), sink, None);
+            let relay = relay::spawn(
+                store.clone(),
+                events.clone(),
+                last_seq,
+                stored,
+                CancellationToken::new(),
+            );
+            (events, persister, Some(relay))
+        } else {
+            let (events, sink) = EventBus::continuing(server.event_buffer, last_seq).with_sink();
+            let persister = EventPersister::spawn(store.clone(), sink, Some(stored));
+            (events, persister, None)
+        };
         let service = build_service(&settings, &data_dir, &node_id, store.clone(), events)?;
         service.set_persisted_events(persisted);
+        let interrupted = service
+            .mark_own_interrupted_calls()
+            .await
+            .map_err(|err| ServerError::Restore(err.to_string()))?;
+        if interrupted > 0 {
+            tracing::warn!(
+                interrupted,
+                "calls left unfinished by the previous run were marked interrupted"
+            );
+        }
         let restored = service
             .restore_sessions()
             .await
@@ -117,6 +148,12 @@ impl Daemon {
         if !address.ip().is_loopback() && server.auth_tokens.is_empty() {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
+        let node = fleet::NodeIdentity {
+            node_id: node_id.clone(),
+            address: server.advertised(address),
+            started_at: SystemTime::now(),
+        };
+        fleet::heartbeat(&*store, &node).await?;
         tracing::info!(%node_id, restored, data_dir = %data_dir.display(), "toold started");
         let status = Arc::new(DaemonStatus::default());
         status.ready.store(true, Ordering::Release);
@@ -126,6 +163,8 @@ impl Daemon {
             address,
             store,
             persister,
+            relay,
+            node,
             listener,
             settings,
         })
@@ -138,6 +177,8 @@ impl Daemon {
             status,
             store,
             persister,
+            relay,
+            node,
             listener,
             settings,
             ..
@@ -152,6 +193,14 @@ impl Daemon {
         };
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
+        let beating = fleet::spawn(
+            store.clone(),
+            service.clone(),
+            node,
+            server.heartbeat_interval,
+            server.node_timeout,
+            draining.clone(),
+        );
         let mut serving = tokio::spawn(crate::api::serve_http(
             listener,
             service.clone(),
@@ -175,8 +224,13 @@ impl Daemon {
             draining.cancel();
             let _ = pruning.await;
         }
+        draining.cancel();
+        let _ = beating.await;
         service.flush_writes().await;
         persister.flush_and_stop().await;
+        if let Some(relay) = relay {
+            relay.abort();
+        }
         store.close().await;
         tracing::info!("toold stopped");
         match result {

@@ -5,6 +5,9 @@
 //! event for the rest of its burst (a call publishes three or four events within
 //! microseconds), so the batch size grows with the load and one commit carries a burst. After each write it publishes
 //! the highest stored seq, which event subscriptions wait on before replaying.
+//!
+//! On a store several daemons share, the store numbers the events (`append_events_numbered`)
+//! and the relay (`relay.rs`), not the persister, reports what is stored.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,11 +36,12 @@ pub struct EventPersister {
 }
 
 impl EventPersister {
-    /// Starts draining `events` into `store`; `stored` receives the highest stored seq.
+    /// Starts draining `events` into `store`; `stored` receives the highest stored seq. With
+    /// `None` the store numbers the events (a bus numbered by the store feeds this persister).
     pub fn spawn(
         store: Arc<dyn Store>,
         events: mpsc::UnboundedReceiver<Arc<Event>>,
-        stored: watch::Sender<u64>,
+        stored: Option<watch::Sender<u64>>,
     ) -> EventPersister {
         let stop = CancellationToken::new();
         let task = tokio::spawn(run(store, events, stored, stop.clone()));
@@ -56,7 +60,7 @@ impl EventPersister {
 async fn run(
     store: Arc<dyn Store>,
     mut events: mpsc::UnboundedReceiver<Arc<Event>>,
-    stored: watch::Sender<u64>,
+    stored: Option<watch::Sender<u64>>,
     stop: CancellationToken,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -93,18 +97,23 @@ async fn run(
 }
 
 /// Appends `batch`, retrying up to `attempts` times; a seq already stored (a retry whose first
-/// attempt had in fact committed) counts as written.
+/// attempt had in fact committed) counts as written. Events the store numbers have no seq to
+/// recognise: a retry after a failure that had in fact committed stores them twice.
 async fn write(
     store: &dyn Store,
     batch: &mut Vec<Arc<Event>>,
-    stored: &watch::Sender<u64>,
+    stored: &Option<watch::Sender<u64>>,
     attempts: usize,
 ) {
     if batch.is_empty() {
         return;
     }
     for attempt in 1..=attempts {
-        match store.append_events(batch).await {
+        let appended = match stored {
+            Some(_) => store.append_events(batch).await,
+            None => store.append_events_numbered(batch).await.map(|_| ()),
+        };
+        match appended {
             Ok(()) => break,
             Err(crate::store::StoreError::Conflict(_)) if attempt > 1 => break,
             Err(err) => {
@@ -117,7 +126,7 @@ async fn write(
             }
         }
     }
-    if let Some(last) = batch.last() {
+    if let (Some(stored), Some(last)) = (stored, batch.last()) {
         stored.send_replace(last.seq);
     }
     batch.clear();

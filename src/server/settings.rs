@@ -42,6 +42,16 @@ pub struct ServerSettings {
     pub event_retention_hours: u64,
     /// Log filter (`info`, `toold=debug,tower_http=info`, …).
     pub log: String,
+    /// The address other daemons and clients are told to reach this one at (`http://host:port`
+    /// or `host:port`; `TOOLD_ADVERTISE_ADDRESS`); empty: the address it listens on.
+    pub advertise_address: String,
+    /// How often the daemon records its heartbeat in the store.
+    #[serde(rename = "heartbeat_interval_ms", with = "millis")]
+    pub heartbeat_interval: Duration,
+    /// A daemon sharing the store whose heartbeat is older than this is taken for stopped: its
+    /// unfinished calls are marked interrupted and its sessions adopted.
+    #[serde(rename = "node_timeout_ms", with = "millis")]
+    pub node_timeout: Duration,
 }
 
 impl Default for ServerSettings {
@@ -59,6 +69,9 @@ impl Default for ServerSettings {
             event_buffer: 4096,
             event_retention_hours: 168,
             log: "info".into(),
+            advertise_address: String::new(),
+            heartbeat_interval: Duration::from_secs(2),
+            node_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -67,6 +80,16 @@ impl ServerSettings {
     /// How long persisted events are kept (zero: forever).
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
+    }
+
+    /// The address to advertise: the setting (with `http://` added when it has no scheme),
+    /// else `http://` and the address bound.
+    pub fn advertised(&self, bound: std::net::SocketAddr) -> String {
+        match self.advertise_address.trim() {
+            "" => format!("http://{bound}"),
+            given if given.contains("://") => given.to_owned(),
+            given => format!("http://{given}"),
+        }
     }
 
     /// The database location: the configured URL, else `toold.db` under the data directory.

@@ -51,7 +51,7 @@ impl ToolService {
         body: &Value,
     ) -> Result<BatchResponse, ServiceError> {
         let request = BatchRequest::from_json(body)?;
-        let session = self.session(session_id)?;
+        let session = self.owned_session(session_id).await?;
         let record = batch_record(session_id, &request, body);
         if let Some(replay) = self.claim(&record).await? {
             return Ok(replay);
@@ -82,7 +82,7 @@ impl ToolService {
         body: &Value,
     ) -> Result<BatchStream, ServiceError> {
         let request = BatchRequest::from_json(body)?;
-        let session = self.session(session_id)?;
+        let session = self.owned_session(session_id).await?;
         let record = batch_record(session_id, &request, body);
         let format = request.format;
         let (sender, updates) = mpsc::unbounded_channel();

@@ -103,7 +103,10 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>)
             }
         }
         for (id, session) in states.drain() {
-            match store.save_session_state(&id, &snapshot_json(&session)).await {
+            match store
+                .save_session_state(&id, &snapshot_json(&session))
+                .await
+            {
                 // Closed and deleted sessions have nothing left to save.
                 Ok(()) | Err(StoreError::NotFound(_)) => {}
                 Err(err) => log_failure("saving the state of session", &id, &err),

@@ -58,8 +58,10 @@ pub struct SessionInfo {
     pub working_directory: PathBuf,
     pub permission_mode: PermissionLevel,
     pub interactive: bool,
-    /// The daemon that runs the session.
+    /// The daemon (node id) that runs the session.
     pub owner: String,
+    /// Where that daemon is reached (`http://host:port`), when known.
+    pub owner_address: Option<String>,
     /// RFC 3339.
     pub created_at: String,
     pub closed: bool,
@@ -120,7 +122,7 @@ impl ToolService {
     }
 
     /// Makes a stored session live (after create, or on restart).
-    fn go_live(
+    pub(super) fn go_live(
         &self,
         record: &SessionRecord,
         snapshot: SessionSnapshot,
@@ -305,13 +307,14 @@ pub(super) fn snapshot_json(state: &SessionState) -> Value {
     })
 }
 
-fn session_info(record: &SessionRecord, request: &CreateSessionRequest) -> SessionInfo {
+pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionRequest) -> SessionInfo {
     SessionInfo {
         id: record.id.clone(),
         working_directory: record.working_directory.clone(),
         permission_mode: record.permission_mode,
         interactive: record.interactive,
         owner: record.owner.clone(),
+        owner_address: None,
         created_at: humantime::format_rfc3339_millis(record.created_at).to_string(),
         closed: record.closed_at.is_some(),
         rules: request.rules.clone(),

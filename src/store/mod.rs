@@ -1,5 +1,6 @@
 //! Persistence: the [`Store`] trait the daemon keeps its state behind, and its implementations
-//! (SQLite, the embedded default; Postgres arrives with its issue).
+//! (SQLite, the embedded default, for one daemon; Postgres, for several daemons sharing one
+//! database). [`open`] picks one by the database URL's scheme.
 //!
 //! The store holds sessions (with the state calls leave behind, so sessions outlive a
 //! restart), the audit log (one row per call, durable before the call's result is returned),
@@ -8,6 +9,7 @@
 //! reaches it through [`Store`] and the two sink traits it extends ([`AuditSink`],
 //! [`ResultStore`]).
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -15,15 +17,29 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::dispatch::{AuditRecord, AuditSink, ResultStore};
 use crate::event::{Event, EventType};
 use crate::permission::PermissionLevel;
 use crate::tool::ToolResult;
 
+pub mod postgres;
 pub mod sqlite;
+mod values;
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+
+/// Opens the store `url` names: `postgres://` or `postgresql://` is [`PostgresStore`],
+/// anything else (`sqlite://…` or a path) [`SqliteStore`]. `node_id` is this daemon's.
+pub async fn open(url: &str, node_id: &str) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PostgresStore::open(url, node_id).await?))
+    } else {
+        Ok(Arc::new(SqliteStore::open(url, node_id).await?))
+    }
+}
 
 /// Why a store operation failed. Callers map these to the one error table at the doors.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -74,6 +90,10 @@ pub struct CallRow {
     pub cursor: i64,
     /// The daemon that ran the call.
     pub node: String,
+    /// The call never finished: the daemon running it stopped (see
+    /// [`Store::mark_interrupted_calls`]). Such a row is an error of kind `cancelled` with
+    /// no output.
+    pub interrupted: bool,
     pub record: AuditRecord,
 }
 
@@ -160,6 +180,17 @@ pub struct ApprovalRecord {
     pub decided_at: Option<SystemTime>,
 }
 
+/// A daemon using the store: where to reach it and whether it is alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeRecord {
+    pub id: String,
+    /// Where clients reach it (`http://host:port`), shown as a session's owner address.
+    pub address: String,
+    pub started_at: SystemTime,
+    /// The last sign of life; a node silent for long is taken for dead.
+    pub heartbeat_at: SystemTime,
+}
+
 /// Everything the daemon persists. Implementations must be safe to call concurrently; every
 /// method that writes returns once the write is durable.
 ///
@@ -221,6 +252,19 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError>;
+    /// Stores events all or none, numbering them itself after every seq already stored (by
+    /// any daemon sharing the store): the seqs the events carry are ignored. Returns the seqs
+    /// given, consecutive and in the order of `events`. Concurrent appends are numbered in
+    /// the order they commit, so a reader that sees seq `n` stored never later finds a smaller
+    /// one appearing (replay by seq misses nothing).
+    async fn append_events_numbered(&self, events: &[Arc<Event>])
+    -> Result<Range<u64>, StoreError>;
+    /// Wakes whenever events may have been stored by another daemon sharing the store (the
+    /// value is the highest seq known to be stored, or a bump after a lost notification
+    /// channel); `None` for a store only this daemon writes to.
+    fn event_wakeups(&self) -> Option<watch::Receiver<u64>> {
+        None
+    }
     /// The highest seq stored (0 when none): the event bus continues after it.
     async fn last_event_seq(&self) -> Result<u64, StoreError>;
     /// Deletes events older than `before`; returns how many. Seqs are given in time order, so
@@ -242,6 +286,40 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
         decision: &str,
         decided_by: &str,
     ) -> Result<bool, StoreError>;
+
+    // Daemons and session ownership.
+    /// Whether several daemons may use this store at once (events are then numbered by the
+    /// store, and sessions belong to the daemon that created them).
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Records `node` (address, start) or refreshes its heartbeat; clears an earlier claim
+    /// on it ([`Store::claim_silent_node`]), since it is alive again.
+    async fn heartbeat(&self, node: &NodeRecord) -> Result<(), StoreError>;
+    async fn get_node(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError>;
+    /// Every node that has ever used the store, by id.
+    async fn list_nodes(&self) -> Result<Vec<NodeRecord>, StoreError>;
+    /// Claims a node silent since before `silent_since` for cleaning up after it: `true` for
+    /// exactly one claimant until the node's next heartbeat.
+    async fn claim_silent_node(
+        &self,
+        node_id: &str,
+        silent_since: SystemTime,
+        by: &str,
+    ) -> Result<bool, StoreError>;
+    /// Makes `to` the owner of open session `session_id` if `from` still owns it; `false`
+    /// otherwise (closed, unknown, or taken by someone else first).
+    async fn adopt_session(
+        &self,
+        session_id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<bool, StoreError>;
+    /// Writes an interrupted audit row for every call of `session_id` that was queued (its
+    /// `tool:queued` event is stored) but has none: the daemon running it stopped before the
+    /// call finished. Only for a session whose calls cannot be running (its owner is gone,
+    /// or the owner itself is starting). Returns how many rows were written.
+    async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError>;
 
     /// Finishes the writes in flight and releases the database (graceful shutdown). Calls
     /// after it fail. The default has nothing to release.

@@ -105,7 +105,7 @@ pub fn resolve(
         });
     }
     Ok(ResolvedPath {
-        inside_workspace: path.starts_with(&workspace),
+        inside_workspace: path.starts_with(workspace),
         path,
     })
 }

@@ -85,10 +85,15 @@ impl Toold {
         self.child.wait().unwrap()
     }
 
-    /// Stops this daemon with `kill -9` and starts another over the same directory.
-    pub fn kill_and_restart(mut self) -> Toold {
+    /// Stops this daemon with `kill -9` and waits for it.
+    pub fn kill(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// Stops this daemon with `kill -9` and starts another over the same directory.
+    pub fn kill_and_restart(mut self) -> Toold {
+        self.kill();
         Toold::start_with(self.dir.clone(), &[])
     }
 

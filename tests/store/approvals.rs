@@ -1,14 +1,14 @@
 //! Approvals: pending until resolved, resolved exactly once.
 
+use crate::harness::Backend;
 use std::time::Duration;
 
 use toold::store::StoreError;
 
 use crate::harness::{approval, now, with_sessions};
 
-#[tokio::test]
-async fn pending_approvals_are_the_sessions_unresolved_ones_oldest_first() {
-    let fixture = with_sessions(&["s1", "s2"]).await;
+pub async fn pending_approvals_are_the_sessions_unresolved_ones_oldest_first(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1", "s2"]).await;
     let t0 = now();
     let later = approval("a2", "s1", t0 + Duration::from_millis(5));
     let earlier = approval("a1", "s1", t0);
@@ -41,9 +41,8 @@ async fn pending_approvals_are_the_sessions_unresolved_ones_oldest_first() {
     );
 }
 
-#[tokio::test]
-async fn an_approval_resolves_once_and_an_unknown_one_not_at_all() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn an_approval_resolves_once_and_an_unknown_one_not_at_all(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     fixture
         .store
         .insert_approval(&approval("a1", "s1", now()))
@@ -72,9 +71,8 @@ async fn an_approval_resolves_once_and_an_unknown_one_not_at_all() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn of_concurrent_resolutions_exactly_one_wins() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn of_concurrent_resolutions_exactly_one_wins(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     for round in 0..20 {
         let id = format!("a{round}");
         fixture
@@ -103,9 +101,8 @@ async fn of_concurrent_resolutions_exactly_one_wins() {
     );
 }
 
-#[tokio::test]
-async fn a_decision_other_than_allow_or_deny_is_invalid() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn a_decision_other_than_allow_or_deny_is_invalid(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     fixture
         .store
         .insert_approval(&approval("a1", "s1", now()))
@@ -125,9 +122,10 @@ async fn a_decision_other_than_allow_or_deny_is_invalid() {
     );
 }
 
-#[tokio::test]
-async fn an_approval_for_an_unknown_session_is_not_found_and_a_duplicate_id_a_conflict() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn an_approval_for_an_unknown_session_is_not_found_and_a_duplicate_id_a_conflict(
+    backend: Backend,
+) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     let err = fixture
         .store
         .insert_approval(&approval("a1", "ghost", now()))

@@ -1,5 +1,6 @@
 //! Batches: claiming (idempotency keys, atomically), completing, reading back.
 
+use crate::harness::Backend;
 use std::collections::HashMap;
 
 use toold::store::{BatchClaim, BatchStatus, StoreError};
@@ -37,9 +38,8 @@ fn results() -> Vec<ToolResult> {
     ]
 }
 
-#[tokio::test]
-async fn batches_without_a_key_are_always_new() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn batches_without_a_key_are_always_new(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     for id in ["b1", "b2"] {
         let claim = fixture
             .store
@@ -50,9 +50,8 @@ async fn batches_without_a_key_are_always_new() {
     }
 }
 
-#[tokio::test]
-async fn a_claimed_batch_is_running_then_completed_with_its_results() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn a_claimed_batch_is_running_then_completed_with_its_results(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     let claimed = batch("b1", "s1", Some("k1"), "h1");
     fixture.store.claim_batch(&claimed).await.unwrap();
     assert_eq!(
@@ -72,9 +71,8 @@ async fn a_claimed_batch_is_running_then_completed_with_its_results() {
     assert_eq!(done.idempotency_key.as_deref(), Some("k1"));
 }
 
-#[tokio::test]
-async fn the_same_key_and_hash_returns_the_existing_batch() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn the_same_key_and_hash_returns_the_existing_batch(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     fixture
         .store
         .claim_batch(&batch("b1", "s1", Some("k1"), "h1"))
@@ -102,9 +100,8 @@ async fn the_same_key_and_hash_returns_the_existing_batch() {
     );
 }
 
-#[tokio::test]
-async fn the_same_key_with_another_hash_is_a_conflict() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn the_same_key_with_another_hash_is_a_conflict(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     fixture
         .store
         .claim_batch(&batch("b1", "s1", Some("k1"), "h1"))
@@ -123,9 +120,8 @@ async fn the_same_key_with_another_hash_is_a_conflict() {
     );
 }
 
-#[tokio::test]
-async fn keys_are_per_session() {
-    let fixture = with_sessions(&["s1", "s2"]).await;
+pub async fn keys_are_per_session(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1", "s2"]).await;
     fixture
         .store
         .claim_batch(&batch("b1", "s1", Some("k1"), "h1"))
@@ -139,9 +135,8 @@ async fn keys_are_per_session() {
     assert_eq!(claim, BatchClaim::New);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_claims_with_one_key_give_exactly_one_new() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn concurrent_claims_with_one_key_give_exactly_one_new(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     let mut tasks = Vec::new();
     for n in 0..16 {
         let store = fixture.store.clone();
@@ -170,9 +165,8 @@ async fn concurrent_claims_with_one_key_give_exactly_one_new() {
     assert_eq!(winners.len(), 1, "every retry sees the same winner");
 }
 
-#[tokio::test]
-async fn another_sessions_or_an_unknown_batch_is_none() {
-    let fixture = with_sessions(&["s1", "s2"]).await;
+pub async fn another_sessions_or_an_unknown_batch_is_none(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1", "s2"]).await;
     fixture
         .store
         .claim_batch(&batch("b1", "s1", None, "h1"))
@@ -182,9 +176,8 @@ async fn another_sessions_or_an_unknown_batch_is_none() {
     assert_eq!(fixture.store.get_batch("s1", "nope").await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn completing_an_unknown_batch_is_not_found() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn completing_an_unknown_batch_is_not_found(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     let err = fixture
         .store
         .complete_batch("ghost", &results())
@@ -194,9 +187,8 @@ async fn completing_an_unknown_batch_is_not_found() {
     assert!(err.to_string().contains("\"ghost\""), "{err}");
 }
 
-#[tokio::test]
-async fn claiming_for_an_unknown_session_is_not_found() {
-    let fixture = with_sessions(&[]).await;
+pub async fn claiming_for_an_unknown_session_is_not_found(backend: Backend) {
+    let fixture = with_sessions(backend, &[]).await;
     let err = fixture
         .store
         .claim_batch(&batch("b1", "ghost", Some("k"), "h"))
@@ -206,9 +198,8 @@ async fn claiming_for_an_unknown_session_is_not_found() {
     assert!(err.to_string().contains("\"ghost\""), "{err}");
 }
 
-#[tokio::test]
-async fn a_duplicate_batch_id_is_a_conflict() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn a_duplicate_batch_id_is_a_conflict(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     fixture
         .store
         .claim_batch(&batch("b1", "s1", None, "h1"))

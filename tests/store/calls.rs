@@ -1,6 +1,7 @@
 //! The audit log: rows through `AuditSink::record` (group-committed by the SQLite store),
 //! read back by `list_calls` in cursor pages.
 
+use crate::harness::Backend;
 use std::collections::HashSet;
 
 use toold::store::CallRow;
@@ -26,9 +27,8 @@ async fn all_rows(fixture: &Fixture, session_id: &str, page: u32) -> Vec<CallRow
     }
 }
 
-#[tokio::test]
-async fn a_row_reads_back_with_every_field_and_the_node() {
-    let fixture = Fixture::new().await;
+pub async fn a_row_reads_back_with_every_field_and_the_node(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let plain = audit_record("s1", "b1", "c1", 0);
     let full = full_audit_record("s1", "c2");
     let unresolved = toold::dispatch::AuditRecord {
@@ -50,9 +50,10 @@ async fn a_row_reads_back_with_every_field_and_the_node() {
     assert!(page.rows.windows(2).all(|w| w[0].cursor < w[1].cursor));
 }
 
-#[tokio::test]
-async fn a_thousand_concurrent_records_from_fifty_tasks_are_durable_and_listed_once() {
-    let mut fixture = Fixture::new().await;
+pub async fn a_thousand_concurrent_records_from_fifty_tasks_are_durable_and_listed_once(
+    backend: Backend,
+) {
+    let mut fixture = Fixture::new(backend).await;
     let mut tasks = Vec::new();
     for task in 0..50 {
         let store = fixture.store.clone();
@@ -85,9 +86,8 @@ async fn a_thousand_concurrent_records_from_fifty_tasks_are_durable_and_listed_o
     assert_eq!(task_seven, (0..20).collect::<Vec<_>>());
 }
 
-#[tokio::test]
-async fn pages_follow_the_cursor_and_skip_other_sessions() {
-    let fixture = Fixture::new().await;
+pub async fn pages_follow_the_cursor_and_skip_other_sessions(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     for n in 0..25 {
         fixture
             .store
@@ -135,9 +135,8 @@ async fn pages_follow_the_cursor_and_skip_other_sessions() {
     assert!(past.rows.is_empty() && past.next_cursor.is_none());
 }
 
-#[tokio::test]
-async fn a_zero_limit_gives_an_empty_page_that_says_whether_rows_remain() {
-    let fixture = Fixture::new().await;
+pub async fn a_zero_limit_gives_an_empty_page_that_says_whether_rows_remain(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     fixture
         .store
         .record(audit_record("s1", "b", "c1", 0))
@@ -150,17 +149,15 @@ async fn a_zero_limit_gives_an_empty_page_that_says_whether_rows_remain() {
     assert!(empty.rows.is_empty() && empty.next_cursor.is_none());
 }
 
-#[tokio::test]
-async fn an_unknown_session_has_no_calls() {
-    let fixture = Fixture::new().await;
+pub async fn an_unknown_session_has_no_calls(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let page = fixture.store.list_calls("ghost", None, 10).await.unwrap();
     assert!(page.rows.is_empty());
     assert_eq!(page.next_cursor, None);
 }
 
-#[tokio::test]
-async fn odd_text_and_measured_durations_round_trip_exactly() {
-    let fixture = Fixture::new().await;
+pub async fn odd_text_and_measured_durations_round_trip_exactly(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let mut expected = Vec::new();
     // Durations as the audit phase measures them (`as_secs_f64() * 1000.0`): full mantissas.
     let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -185,9 +182,8 @@ async fn odd_text_and_measured_durations_round_trip_exactly() {
     assert_eq!(got.len(), expected.len());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_burst_of_1500_simultaneous_records_is_stored_whole() {
-    let fixture = Fixture::new().await;
+pub async fn a_burst_of_1500_simultaneous_records_is_stored_whole(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(1500));
     let tasks: Vec<_> = (0..1500)
         .map(|n| {

@@ -1,5 +1,6 @@
 //! Events: appended as numbered by the bus, read back by seq with filters, pruned by age.
 
+use crate::harness::Backend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,8 +26,8 @@ fn seqs(events: &[Event]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
 }
 
-async fn filled() -> Fixture {
-    let fixture = Fixture::new().await;
+async fn filled(backend: Backend) -> Fixture {
+    let fixture = Fixture::new(backend).await;
     let events = sample();
     // Two appends, as the persister would make them.
     fixture.store.append_events(&events[..2]).await.unwrap();
@@ -34,9 +35,8 @@ async fn filled() -> Fixture {
     fixture
 }
 
-#[tokio::test]
-async fn events_read_back_whole_in_seq_order() {
-    let fixture = filled().await;
+pub async fn events_read_back_whole_in_seq_order(backend: Backend) {
+    let fixture = filled(backend).await;
     let all = fixture
         .store
         .read_events(&EventFilter::default(), 0, 100)
@@ -46,9 +46,8 @@ async fn events_read_back_whole_in_seq_order() {
     assert_eq!(all, expected);
 }
 
-#[tokio::test]
-async fn filters_combine_and_after_seq_and_limit_apply() {
-    let fixture = filled().await;
+pub async fn filters_combine_and_after_seq_and_limit_apply(backend: Backend) {
+    let fixture = filled(backend).await;
     let read = |filter: EventFilter, after: u64, limit: u32| {
         let store = fixture.store.clone();
         async move { seqs(&store.read_events(&filter, after, limit).await.unwrap()) }
@@ -87,9 +86,8 @@ async fn filters_combine_and_after_seq_and_limit_apply() {
     assert_eq!(read(session("ghost"), 0, 10).await, Vec::<u64>::new());
 }
 
-#[tokio::test]
-async fn the_store_filter_agrees_with_event_filter_matches() {
-    let fixture = filled().await;
+pub async fn the_store_filter_agrees_with_event_filter_matches(backend: Backend) {
+    let fixture = filled(backend).await;
     let filters = [
         EventFilter {
             session_id: Some("s2".to_owned()),
@@ -115,9 +113,8 @@ async fn the_store_filter_agrees_with_event_filter_matches() {
     }
 }
 
-#[tokio::test]
-async fn the_last_seq_is_zero_when_empty_then_the_highest() {
-    let fixture = Fixture::new().await;
+pub async fn the_last_seq_is_zero_when_empty_then_the_highest(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     assert_eq!(fixture.store.last_event_seq().await.unwrap(), 0);
     fixture.store.append_events(&sample()).await.unwrap();
     assert_eq!(fixture.store.last_event_seq().await.unwrap(), 6);
@@ -125,9 +122,8 @@ async fn the_last_seq_is_zero_when_empty_then_the_highest() {
     assert_eq!(fixture.store.last_event_seq().await.unwrap(), 6);
 }
 
-#[tokio::test]
-async fn a_stored_seq_is_a_conflict_and_the_append_stores_nothing() {
-    let fixture = filled().await;
+pub async fn a_stored_seq_is_a_conflict_and_the_append_stores_nothing(backend: Backend) {
+    let fixture = filled(backend).await;
     let batch = [
         event(7, EventType::ToolQueued, "s1", Some("bash")),
         event(3, EventType::ToolPost, "s1", None),
@@ -142,9 +138,8 @@ async fn a_stored_seq_is_a_conflict_and_the_append_stores_nothing() {
     );
 }
 
-#[tokio::test]
-async fn pruning_deletes_events_older_than_the_cutoff() {
-    let fixture = Fixture::new().await;
+pub async fn pruning_deletes_events_older_than_the_cutoff(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let old = now() - Duration::from_secs(3600);
     let mut aged = sample();
     for (n, event) in aged.iter_mut().enumerate() {

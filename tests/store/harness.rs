@@ -1,7 +1,10 @@
 //! The store factory and record builders the conformance tests share.
 //!
-//! A `Fixture` owns a fresh store and whatever it lives in (for SQLite, a temporary
-//! directory), and can reopen the same database, as a restarted daemon would. Builders make
+//! A `Fixture` owns a fresh store of a [`Backend`] and whatever it lives in (for SQLite, a
+//! temporary directory; for Postgres, a schema of its own in the database named by
+//! `TOOLD_TEST_POSTGRES_URL`, dropped at the end, so tests run in parallel), and can reopen
+//! the same database, as a restarted daemon would, or open it again beside the first, as a
+//! second daemon would. Builders make
 //! records with times already truncated to the millisecond, the precision the `Store`
 //! contract keeps, so a record read back compares equal to the one written.
 
@@ -14,29 +17,70 @@ use tempfile::TempDir;
 use toold::dispatch::AuditRecord;
 use toold::event::{Event, EventType};
 use toold::permission::{DecidedBy, PermissionDecision, PermissionLevel};
-use toold::store::{ApprovalRecord, BatchRecord, BatchStatus, SessionRecord, SqliteStore, Store};
+use toold::store::{ApprovalRecord, BatchRecord, BatchStatus, SessionRecord, Store};
 use toold::tool::{ErrorKind, OffloadedResult};
 
 pub const NODE: &str = "node-test";
+
+/// Which implementation a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The Postgres server for tests: `TOOLD_TEST_POSTGRES_URL`. In CI (`CI=true`) a missing or
+/// unreachable server fails the test; elsewhere the Postgres tests are skipped with a note.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("TOOLD_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+            panic!("TOOLD_TEST_POSTGRES_URL is not set; CI must run the Postgres store tests")
+        }
+        _ => {
+            eprintln!("skipped: TOOLD_TEST_POSTGRES_URL is not set (Postgres store tests)");
+            None
+        }
+    }
+}
 
 /// A fresh store, and the means to reopen its database.
 pub struct Fixture {
     pub store: Arc<dyn Store>,
     _dir: TempDir,
     url: String,
+    /// The Postgres server and the test's schema, dropped with the fixture.
+    schema: Option<(String, String)>,
 }
 
 impl Fixture {
-    pub async fn new() -> Fixture {
+    pub async fn new(backend: Backend) -> Fixture {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path: PathBuf = dir.path().join("toold.db");
-        let url = path.to_str().expect("temp path is UTF-8").to_owned();
+        let (url, schema) = match backend {
+            Backend::Sqlite => {
+                let path: PathBuf = dir.path().join("toold.db");
+                (path.to_str().expect("temp path is UTF-8").to_owned(), None)
+            }
+            Backend::Postgres => {
+                let server = postgres_url().expect("the generated test checked for a server");
+                let schema = create_schema(&server).await;
+                (schema_url(&server, &schema), Some((server, schema)))
+            }
+        };
         let store = open(&url).await;
         Fixture {
             store,
             _dir: dir,
             url,
+            schema,
         }
+    }
+
+    /// The same database opened again, as a second daemon would (its own node id).
+    pub async fn another(&self, node_id: &str) -> Arc<dyn Store> {
+        toold::store::open(&self.url, node_id)
+            .await
+            .expect("open the store again")
     }
 
     /// Drops the store without closing it (as a crash would) and opens the same database.
@@ -52,8 +96,60 @@ impl Fixture {
     }
 }
 
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let Some((server, schema)) = self.schema.take() else {
+            return;
+        };
+        // Dropping the schema needs async I/O, and `drop` runs inside the test's runtime:
+        // a thread of its own with its own runtime does it.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let mut connection = connect(&server).await;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                )))
+                .execute(&mut connection)
+                .await
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(_))) {
+            eprintln!("test schema not dropped: {dropped:?}");
+        }
+    }
+}
+
 async fn open(url: &str) -> Arc<dyn Store> {
-    Arc::new(SqliteStore::open(url, NODE).await.expect("open store"))
+    toold::store::open(url, NODE).await.expect("open store")
+}
+
+async fn connect(server: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    sqlx::PgConnection::connect(server)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach TOOLD_TEST_POSTGRES_URL \"{server}\": {err}"))
+}
+
+/// A fresh schema `t_<uuid>` on `server`.
+pub async fn create_schema(server: &str) -> String {
+    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let mut connection = connect(server).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut connection)
+        .await
+        .expect("create the test schema");
+    schema
+}
+
+/// `server` with every connection's `search_path` set to `schema`.
+pub fn schema_url(server: &str, schema: &str) -> String {
+    let separator = if server.contains('?') { '&' } else { '?' };
+    format!("{server}{separator}options=-csearch_path%3D{schema}")
 }
 
 /// `time` truncated to whole milliseconds, as the store keeps it.
@@ -178,8 +274,8 @@ pub fn approval(id: &str, session_id: &str, created_at: SystemTime) -> ApprovalR
 }
 
 /// A store with sessions `ids` already inserted.
-pub async fn with_sessions(ids: &[&str]) -> Fixture {
-    let fixture = Fixture::new().await;
+pub async fn with_sessions(backend: Backend, ids: &[&str]) -> Fixture {
+    let fixture = Fixture::new(backend).await;
     for id in ids {
         fixture.store.insert_session(&session(id)).await.unwrap();
     }

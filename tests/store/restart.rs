@@ -2,15 +2,15 @@
 //! everything written before (sessions and their state, calls, events, results, batches,
 //! approvals), and the event seq continues.
 
+use crate::harness::Backend;
 use serde_json::json;
 use toold::event::EventType;
 use toold::store::{BatchClaim, EventFilter};
 
 use crate::harness::{Fixture, approval, audit_record, batch, event, mixed_text, now, session};
 
-#[tokio::test]
-async fn reopening_the_database_keeps_everything() {
-    let mut fixture = Fixture::new().await;
+pub async fn reopening_the_database_keeps_everything(backend: Backend) {
+    let mut fixture = Fixture::new(backend).await;
     let store = fixture.store.clone();
     let open = session("s1");
     let mut closed = session("s2");

@@ -1,6 +1,7 @@
 //! Offloaded results: stored whole, read back by character range (never by byte), only by
 //! their own session through `read_for_session`.
 
+use crate::harness::Backend;
 use crate::harness::{Fixture, mixed_text};
 
 /// Characters `offset..offset + limit` of `text`: what a page must hold.
@@ -8,9 +9,8 @@ fn expected(text: &str, offset: usize, limit: usize) -> String {
     text.chars().skip(offset).take(limit).collect()
 }
 
-#[tokio::test]
-async fn a_result_reads_back_by_character_range() {
-    let fixture = Fixture::new().await;
+pub async fn a_result_reads_back_by_character_range(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let stored = fixture
         .store
         .offload("s1", "c1", "héllo wörld 𝄞!")
@@ -30,9 +30,8 @@ async fn a_result_reads_back_by_character_range() {
     assert_eq!(tail.content, "𝄞!");
 }
 
-#[tokio::test]
-async fn reads_spanning_chunk_boundaries_slice_by_characters() {
-    let fixture = Fixture::new().await;
+pub async fn reads_spanning_chunk_boundaries_slice_by_characters(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     // Long enough to cross any sensible chunk size (SQLite's is 64 Ki characters) twice.
     let text = mixed_text(200_003);
     let stored = fixture.store.offload("s1", "c1", &text).await.unwrap();
@@ -60,9 +59,8 @@ async fn reads_spanning_chunk_boundaries_slice_by_characters() {
     assert_eq!(everything.content, text);
 }
 
-#[tokio::test]
-async fn offset_past_the_end_and_zero_limit_give_empty_content() {
-    let fixture = Fixture::new().await;
+pub async fn offset_past_the_end_and_zero_limit_give_empty_content(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let stored = fixture.store.offload("s1", "c1", "ünï").await.unwrap();
     for (offset, limit) in [(3, 10), (4, 1), (u64::MAX, u64::MAX), (0, 0), (1, 0)] {
         let page = fixture
@@ -76,18 +74,16 @@ async fn offset_past_the_end_and_zero_limit_give_empty_content() {
     }
 }
 
-#[tokio::test]
-async fn an_empty_output_has_no_characters() {
-    let fixture = Fixture::new().await;
+pub async fn an_empty_output_has_no_characters(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let stored = fixture.store.offload("s1", "c1", "").await.unwrap();
     assert_eq!(stored.total_chars, 0);
     let page = fixture.store.read(&stored.result_id, 0, 10).await.unwrap();
     assert_eq!((page.content.as_str(), page.total_chars), ("", 0));
 }
 
-#[tokio::test]
-async fn a_five_megabyte_result_reads_back_byte_for_byte_in_pages() {
-    let fixture = Fixture::new().await;
+pub async fn a_five_megabyte_result_reads_back_byte_for_byte_in_pages(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let text = mixed_text(2_400_000);
     assert!(text.len() > 5_000_000, "{} bytes", text.len());
     let stored = fixture.store.offload("s1", "c1", &text).await.unwrap();
@@ -110,9 +106,8 @@ async fn a_five_megabyte_result_reads_back_byte_for_byte_in_pages() {
     assert!(read_back.as_bytes() == text.as_bytes(), "bytes differ");
 }
 
-#[tokio::test]
-async fn another_sessions_result_is_unknown_to_it() {
-    let fixture = Fixture::new().await;
+pub async fn another_sessions_result_is_unknown_to_it(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let stored = fixture
         .store
         .offload("owner", "c1", "secret")
@@ -151,9 +146,8 @@ async fn another_sessions_result_is_unknown_to_it() {
     );
 }
 
-#[tokio::test]
-async fn an_unknown_result_is_an_error_naming_it() {
-    let fixture = Fixture::new().await;
+pub async fn an_unknown_result_is_an_error_naming_it(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let err = fixture.store.read("res_missing", 0, 10).await.unwrap_err();
     assert!(
         err.to_string().contains("unknown result \"res_missing\""),
@@ -161,9 +155,8 @@ async fn an_unknown_result_is_an_error_naming_it() {
     );
 }
 
-#[tokio::test]
-async fn each_offload_gets_its_own_id() {
-    let fixture = Fixture::new().await;
+pub async fn each_offload_gets_its_own_id(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let first = fixture.store.offload("s1", "c1", "one").await.unwrap();
     let second = fixture.store.offload("s1", "c1", "two").await.unwrap();
     assert_ne!(first.result_id, second.result_id);
@@ -187,10 +180,11 @@ async fn each_offload_gets_its_own_id() {
     );
 }
 
-#[tokio::test]
-async fn a_streamed_result_decodes_invalid_utf8_like_from_utf8_lossy_across_reads() {
+pub async fn a_streamed_result_decodes_invalid_utf8_like_from_utf8_lossy_across_reads(
+    backend: Backend,
+) {
     use tokio::io::AsyncReadExt;
-    let fixture = Fixture::new().await;
+    let fixture = Fixture::new(backend).await;
     // Valid text, a stray continuation byte, a truncated 3-byte lead, a 4-byte character
     // cut between reads, and a lead left incomplete at the very end; 70 000 ASCII bytes in
     // between so the cuts fall in different chunk rows.

@@ -1,27 +1,25 @@
 //! Sessions: insert, read back, state, listing with and without closed ones, closing.
 
+use crate::harness::Backend;
 use serde_json::json;
 use toold::store::StoreError;
 
 use crate::harness::{Fixture, now, session, with_sessions};
 
-#[tokio::test]
-async fn a_session_reads_back_as_inserted() {
-    let fixture = Fixture::new().await;
+pub async fn a_session_reads_back_as_inserted(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let record = session("s1");
     fixture.store.insert_session(&record).await.unwrap();
     assert_eq!(fixture.store.get_session("s1").await.unwrap(), Some(record));
 }
 
-#[tokio::test]
-async fn an_unknown_session_is_none() {
-    let fixture = Fixture::new().await;
+pub async fn an_unknown_session_is_none(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     assert_eq!(fixture.store.get_session("nope").await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn a_duplicate_session_id_is_a_conflict_naming_it() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn a_duplicate_session_id_is_a_conflict_naming_it(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     let err = fixture
         .store
         .insert_session(&session("s1"))
@@ -31,9 +29,8 @@ async fn a_duplicate_session_id_is_a_conflict_naming_it() {
     assert!(err.to_string().contains("\"s1\""), "{err}");
 }
 
-#[tokio::test]
-async fn saved_state_replaces_the_old_one() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn saved_state_replaces_the_old_one(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     let state = json!({"cwd": "/work/s1/src", "todos": [{"content": "ship", "status": "pending"}]});
     fixture
         .store
@@ -52,9 +49,8 @@ async fn saved_state_replaces_the_old_one() {
     assert_eq!(back.state, newer);
 }
 
-#[tokio::test]
-async fn saving_the_state_of_an_unknown_session_is_not_found() {
-    let fixture = Fixture::new().await;
+pub async fn saving_the_state_of_an_unknown_session_is_not_found(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
     let err = fixture
         .store
         .save_session_state("ghost", &json!({}))
@@ -64,9 +60,8 @@ async fn saving_the_state_of_an_unknown_session_is_not_found() {
     assert!(err.to_string().contains("\"ghost\""), "{err}");
 }
 
-#[tokio::test]
-async fn listing_is_in_creation_order_and_hides_closed_sessions_unless_asked() {
-    let fixture = with_sessions(&["c", "a", "b"]).await;
+pub async fn listing_is_in_creation_order_and_hides_closed_sessions_unless_asked(backend: Backend) {
+    let fixture = with_sessions(backend, &["c", "a", "b"]).await;
     let ids = |sessions: Vec<toold::store::SessionRecord>| {
         sessions.into_iter().map(|s| s.id).collect::<Vec<_>>()
     };
@@ -90,9 +85,8 @@ async fn listing_is_in_creation_order_and_hides_closed_sessions_unless_asked() {
     );
 }
 
-#[tokio::test]
-async fn closing_is_true_once_then_false_and_false_when_unknown() {
-    let fixture = with_sessions(&["s1"]).await;
+pub async fn closing_is_true_once_then_false_and_false_when_unknown(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
     assert!(fixture.store.close_session("s1").await.unwrap());
     assert!(!fixture.store.close_session("s1").await.unwrap());
     assert!(!fixture.store.close_session("ghost").await.unwrap());

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::serve::ListenerExt;
 use axum::http::HeaderName;
+use axum::serve::ListenerExt;
 use tokio::sync::Semaphore;
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};

@@ -96,6 +96,8 @@ pub struct SessionBody {
     pub interactive: bool,
     /// The daemon that runs the session.
     pub owner: String,
+    /// Where the owner is reached (`http://host:port`), when known.
+    pub owner_address: Option<String>,
     /// RFC 3339.
     pub created_at: String,
     pub closed: bool,

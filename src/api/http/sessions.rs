@@ -47,7 +47,7 @@ pub async fn get(
     State(service): Service,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(service.get_session(&id)?))
+    Ok(Json(service.describe_session(&id).await?))
 }
 
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
@@ -145,6 +145,7 @@ fn call_json(row: &CallRow) -> Value {
     json!({
         "cursor": row.cursor,
         "node": row.node,
+        "interrupted": row.interrupted,
         "session_id": record.session_id,
         "batch_id": record.batch_id,
         "call_id": record.call_id,

@@ -10,8 +10,8 @@ use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use super::convert::{
-    database_error, from_json, get, millis, optional_time, sqlite_error, sqlite_write_error,
-    time, to_json,
+    database_error, from_json, get, millis, optional_time, sqlite_error, sqlite_write_error, time,
+    to_json,
 };
 use crate::store::{ApprovalRecord, StoreError};
 

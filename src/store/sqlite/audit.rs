@@ -25,7 +25,7 @@ const INSERT_CALL: &str = "INSERT INTO calls (node, session_id, batch_id, call_i
 
 const SELECT_CALLS: &str = "SELECT cursor, node, session_id, batch_id, call_id, call_index, \
      requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
-     result_total_chars, started_at, duration_ms FROM calls \
+     result_total_chars, started_at, duration_ms, interrupted FROM calls \
      WHERE session_id = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3";
 
 /// An audit row as column values, ready to bind. Built in the caller's task, so rendering
@@ -206,6 +206,7 @@ fn call_row(row: &SqliteRow) -> Result<CallRow, StoreError> {
     Ok(CallRow {
         cursor,
         node: get(row, "node")?,
+        interrupted: get(row, "interrupted")?,
         record,
     })
 }

@@ -4,6 +4,7 @@
 //! `seq` is the primary key and comes from the event bus, which continues after
 //! `last_event_seq` on start; a seq stored twice is a conflict, not silently dropped.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -67,6 +68,59 @@ impl SqliteStore {
                 Ok(())
             })
             .await
+    }
+
+    /// Numbers `events` after the highest stored seq on the writer thread (the only writer, so
+    /// numbering and inserting cannot interleave with another append).
+    pub(super) async fn append_numbered_event_rows(
+        &self,
+        events: &[Arc<Event>],
+    ) -> Result<Range<u64>, StoreError> {
+        let rows = events
+            .iter()
+            .map(|event| {
+                Ok(EventRow {
+                    seq: 0,
+                    ts: millis(event.ts),
+                    event_type: event.event_type.as_str(),
+                    data: to_json(&event.data, "event data")?,
+                    event: event.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let count = rows.len() as u64;
+        let first = self
+            .writer
+            .write(move |connection| {
+                let last: i64 = connection
+                    .prepare_cached("SELECT coalesce(max(seq), 0) FROM events")
+                    .and_then(|mut select| select.query_row([], |row| row.get(0)))
+                    .map_err(|err| sqlite_error("reading the last event seq", err))?;
+                let mut insert = connection
+                    .prepare_cached(
+                        "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, \
+                         data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    )
+                    .map_err(|err| sqlite_error("preparing the event insert", err))?;
+                for (n, row) in (1..).zip(&rows) {
+                    let event = &row.event;
+                    insert
+                        .execute(params![
+                            last + n,
+                            row.ts,
+                            row.event_type,
+                            &*event.session_id,
+                            event.batch_id.as_deref(),
+                            event.call_id.as_deref(),
+                            event.tool.as_deref(),
+                            row.data,
+                        ])
+                        .map_err(|err| sqlite_error("appending numbered events", err))?;
+                }
+                from_i64::<u64>(last + 1, "event seq")
+            })
+            .await?;
+        Ok(first..first + count)
     }
 
     pub(super) async fn read_event_rows(
@@ -133,9 +187,7 @@ impl SqliteStore {
                     )
                     .and_then(|mut delete| delete.execute([before]))
                     .map(|deleted| deleted as u64)
-                    .map_err(|err| {
-                        sqlite_error(&format!("pruning events before {before} ms"), err)
-                    })
+                    .map_err(|err| sqlite_error(&format!("pruning events before {before} ms"), err))
             })
             .await
     }

@@ -3,7 +3,7 @@
 //! This file owns opening the database (connection settings, migrations, the writer thread
 //! and the read pool) and the `Store` impl, which delegates to one file per area: `audit`
 //! (audit rows), `results` (offloaded outputs in chunks), `sessions` (sessions and batches),
-//! `events`, `approvals`; `writer` runs every write on one connection with group commit,
+//! `events`, `approvals`, `nodes` (daemons, adoption, interrupted calls); `writer` runs every write on one connection with group commit,
 //! `checkpoint` copies the write-ahead log back beside it, `convert` holds the shared
 //! conversions and error mapping.
 //!
@@ -32,10 +32,12 @@ mod audit;
 mod checkpoint;
 mod convert;
 mod events;
+mod nodes;
 mod results;
 mod sessions;
 mod writer;
 
+use std::ops::Range;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -49,8 +51,8 @@ use sqlx::sqlite::{
 use sqlx::{ConnectOptions, Connection};
 
 use super::{
-    ApprovalRecord, BatchClaim, BatchRecord, CallPage, EventFilter, SessionRecord, Store,
-    StoreError,
+    ApprovalRecord, BatchClaim, BatchRecord, CallPage, EventFilter, NodeRecord, SessionRecord,
+    Store, StoreError,
 };
 use crate::event::Event;
 use crate::tool::ToolResult;
@@ -224,6 +226,13 @@ impl Store for SqliteStore {
         self.append_event_rows(events).await
     }
 
+    async fn append_events_numbered(
+        &self,
+        events: &[Arc<Event>],
+    ) -> Result<Range<u64>, StoreError> {
+        self.append_numbered_event_rows(events).await
+    }
+
     async fn read_events(
         &self,
         filter: &EventFilter,
@@ -257,6 +266,40 @@ impl Store for SqliteStore {
     ) -> Result<bool, StoreError> {
         self.resolve_approval_row(approval_id, decision, decided_by)
             .await
+    }
+
+    async fn heartbeat(&self, node: &NodeRecord) -> Result<(), StoreError> {
+        self.heartbeat_row(node).await
+    }
+
+    async fn get_node(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError> {
+        self.get_node_row(node_id).await
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
+        self.list_node_rows().await
+    }
+
+    async fn claim_silent_node(
+        &self,
+        node_id: &str,
+        silent_since: SystemTime,
+        by: &str,
+    ) -> Result<bool, StoreError> {
+        self.claim_silent_node_row(node_id, silent_since, by).await
+    }
+
+    async fn adopt_session(
+        &self,
+        session_id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<bool, StoreError> {
+        self.adopt_session_row(session_id, from, to).await
+    }
+
+    async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError> {
+        self.mark_interrupted_call_rows(session_id).await
     }
 
     /// Idempotent: each step does nothing the second time.

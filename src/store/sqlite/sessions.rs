@@ -85,7 +85,9 @@ impl SqliteStore {
                             state
                         ])
                     })
-                    .map_err(|err| sqlite_write_error(&format!("inserting {what}"), &what, &what, err))?;
+                    .map_err(|err| {
+                        sqlite_write_error(&format!("inserting {what}"), &what, &what, err)
+                    })?;
                 Ok(())
             })
             .await
@@ -162,9 +164,7 @@ impl SqliteStore {
                     )
                     .and_then(|mut update| update.execute(params![now, session_id]))
                     .map(|changed| changed == 1)
-                    .map_err(|err| {
-                        sqlite_error(&format!("closing session \"{session_id}\""), err)
-                    })
+                    .map_err(|err| sqlite_error(&format!("closing session \"{session_id}\""), err))
             })
             .await
     }

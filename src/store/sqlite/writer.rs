@@ -217,10 +217,7 @@ fn commit_group(connection: &Connection, group: &mut Vec<Job>) {
     let committed = if began {
         execute(connection, "COMMIT").map(drop).map_err(|err| {
             let _ = execute(connection, "ROLLBACK");
-            StoreError::Unavailable(format!(
-                "committing {} writes failed: {err}",
-                replies.len()
-            ))
+            StoreError::Unavailable(format!("committing {} writes failed: {err}", replies.len()))
         })
     } else {
         Ok(())
