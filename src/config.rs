@@ -8,8 +8,8 @@ use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
-use crate::permission::PermissionSettings;
 use crate::hooks::{HookConfigError, HookSettings};
+use crate::permission::PermissionSettings;
 use crate::server::ServerSettings;
 use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
