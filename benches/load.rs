@@ -4,7 +4,8 @@
 //! audited calls/s for 100-call read-only batches from 4 concurrent clients, checked against
 //! the audit log at the end. With `TOOLD_BENCH_POSTGRES_URL` (or `TOOLD_TEST_POSTGRES_URL`)
 //! set, the batched throughput is measured again on a daemon using Postgres (a fresh schema),
-//! printed beside SQLite's.
+//! printed beside SQLite's. The same single-call latency and batched throughput over gRPC
+//! (`load/grpc.rs`) follow the HTTP figures, on the same daemon and listener.
 //!
 //! Run with `cargo bench --bench load`: cargo builds the `toold` binary with the bench
 //! profile (release settings) first and hands its path over as `CARGO_BIN_EXE_toold`.
@@ -17,6 +18,8 @@ mod client;
 mod daemon;
 #[path = "load/floor.rs"]
 mod floor;
+#[path = "load/grpc.rs"]
+mod grpc;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -90,14 +93,23 @@ async fn run() {
         "rss under load:      {:.1} MB peak (sampled every 100 ms)",
         mb(rss_peak)
     );
+    let grpc = grpc::measure(
+        daemon.address,
+        &projects,
+        FILE_NAME,
+        (WARM_UP, ROUNDS * ROUND),
+        (CLIENTS, BATCH_CALLS, THROUGHPUT_FOR),
+    )
+    .await;
     verify_audit(daemon.address, &session, single_calls).await;
-    for (id, calls) in &per_session {
+    for (id, calls) in per_session.iter().chain(&grpc.per_session) {
         verify_audit(daemon.address, id, *calls).await;
     }
+    let grpc_made: usize = grpc.per_session.iter().map(|(_, calls)| calls).sum();
     println!(
-        "audit:               {} rows over {} sessions = every call made",
-        made + single_calls,
-        per_session.len() + 1
+        "audit:               {} rows over {} sessions = every call made (HTTP and gRPC)",
+        made + single_calls + grpc_made,
+        per_session.len() + grpc.per_session.len() + 1
     );
     println!(
         "reference:           a Python tool server measured on this kind of machine answers a \

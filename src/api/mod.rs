@@ -1,9 +1,10 @@
 //! The doors: adapters that translate a wire protocol into calls on [`crate::service`] and
-//! back, and nothing else. Only this module names axum, http (and later tonic).
+//! back, and nothing else. Only this module names axum, http, tonic and prost.
 //!
-//! The one error table lives here: every [`ErrorCode`] maps to one HTTP status (and, with the
-//! gRPC door, one gRPC code), so the doors cannot disagree.
+//! The one error table lives here: every [`ErrorCode`] maps to one HTTP status and one gRPC
+//! code, so the doors cannot disagree.
 
+pub mod grpc;
 pub mod http;
 
 pub use self::http::{DaemonStatus, HttpSettings, serve as serve_http};
@@ -12,19 +13,30 @@ use axum::http::StatusCode;
 
 use crate::service::ErrorCode;
 
-/// The HTTP status of each error code (DESIGN §4).
-pub fn http_status(code: ErrorCode) -> StatusCode {
+/// The table: each error code's HTTP status (DESIGN §4) and gRPC code.
+fn error_table(code: ErrorCode) -> (StatusCode, tonic::Code) {
+    use tonic::Code;
     match code {
-        ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
-        ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
-        ErrorCode::NotFound => StatusCode::NOT_FOUND,
-        ErrorCode::Conflict => StatusCode::CONFLICT,
-        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorCode::Overloaded => StatusCode::TOO_MANY_REQUESTS,
-        ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::Timeout => StatusCode::REQUEST_TIMEOUT,
-        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
+        ErrorCode::Unauthenticated => (StatusCode::UNAUTHORIZED, Code::Unauthenticated),
+        ErrorCode::NotFound => (StatusCode::NOT_FOUND, Code::NotFound),
+        ErrorCode::Conflict => (StatusCode::CONFLICT, Code::AlreadyExists),
+        ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
+        ErrorCode::Overloaded => (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted),
+        ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
+        ErrorCode::Timeout => (StatusCode::REQUEST_TIMEOUT, Code::DeadlineExceeded),
+        ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
     }
+}
+
+/// The HTTP status of an error code.
+pub fn http_status(code: ErrorCode) -> StatusCode {
+    error_table(code).0
+}
+
+/// The gRPC code of an error code.
+pub fn grpc_code(code: ErrorCode) -> tonic::Code {
+    error_table(code).1
 }
 
 #[cfg(test)]
@@ -44,5 +56,25 @@ mod tests {
             http_status(ErrorCode::PayloadTooLarge),
             StatusCode::PAYLOAD_TOO_LARGE
         );
+    }
+
+    #[test]
+    fn grpc_codes_follow_the_table() {
+        assert_eq!(grpc_code(ErrorCode::NotFound), tonic::Code::NotFound);
+        assert_eq!(
+            grpc_code(ErrorCode::InvalidRequest),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            grpc_code(ErrorCode::Unauthenticated),
+            tonic::Code::Unauthenticated
+        );
+        // No error of toold's is reported as success or as an unknown failure.
+        for code in ErrorCode::ALL {
+            assert!(!matches!(
+                grpc_code(code),
+                tonic::Code::Ok | tonic::Code::Unknown
+            ));
+        }
     }
 }

@@ -90,6 +90,48 @@ impl BatchRequest {
     }
 }
 
+impl BatchRequest {
+    /// A toold-shaped batch from calls already split out by a typed door (gRPC): the same
+    /// envelope rules as [`BatchRequest::from_json`] (non-empty ids and names, unique ids).
+    pub fn from_calls(
+        calls: Vec<ToolCall>,
+        idempotency_key: Option<String>,
+    ) -> Result<BatchRequest, EnvelopeError> {
+        let mut seen = HashSet::new();
+        for (position, call) in calls.iter().enumerate() {
+            for (key, value) in [("id", &call.id), ("name", &call.name)] {
+                if value.is_empty() {
+                    return Err(EnvelopeError::Malformed(format!(
+                        "call {position}: \"{key}\" must be a non-empty string"
+                    )));
+                }
+            }
+            if !seen.insert(call.id.as_str()) {
+                return Err(EnvelopeError::DuplicateCallId(call.id.clone()));
+            }
+        }
+        Ok(BatchRequest {
+            format: BatchFormat::Toold,
+            calls,
+            idempotency_key,
+        })
+    }
+
+    /// The body this batch would have in the toold shape (malformed inputs as their raw
+    /// text), for hashing idempotent retries the same way whichever door they came through.
+    pub fn to_toold_json(&self) -> Value {
+        let calls: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|call| json!({"id": call.id, "name": call.name, "input": call.input.to_record()}))
+            .collect();
+        match &self.idempotency_key {
+            Some(key) => json!({"calls": calls, "idempotency_key": key}),
+            None => json!({"calls": calls}),
+        }
+    }
+}
+
 fn malformed(message: &str) -> EnvelopeError {
     EnvelopeError::Malformed(message.to_owned())
 }

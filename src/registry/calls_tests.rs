@@ -151,3 +151,34 @@ fn results_mirror_the_request_shape() {
         "c1"
     );
 }
+
+#[test]
+fn typed_calls_follow_the_toold_envelope_rules() {
+    let read = |id: &str| ToolCall::new(id, "read_file", json!({"file_path": "a"}));
+    let request = BatchRequest::from_calls(vec![read("a"), read("b")], Some("k".into())).unwrap();
+    assert_eq!(request.format, BatchFormat::Toold);
+    assert_eq!(
+        request.to_toold_json(),
+        json!({"calls": [
+            {"id": "a", "name": "read_file", "input": {"file_path": "a"}},
+            {"id": "b", "name": "read_file", "input": {"file_path": "a"}}],
+            "idempotency_key": "k"})
+    );
+    assert_eq!(
+        BatchRequest::from_calls(vec![read("a"), read("a")], None),
+        Err(EnvelopeError::DuplicateCallId("a".into()))
+    );
+    let nameless = ToolCall::new("a", "", json!({}));
+    assert!(matches!(
+        BatchRequest::from_calls(vec![nameless], None),
+        Err(EnvelopeError::Malformed(message)) if message.contains("\"name\"")
+    ));
+    // A malformed input hashes as its raw text.
+    let broken = ToolCall {
+        id: "x".into(),
+        name: "read_file".into(),
+        input: CallInput::from_arguments("{oops"),
+    };
+    let request = BatchRequest::from_calls(vec![broken], None).unwrap();
+    assert_eq!(request.to_toold_json()["calls"][0]["input"], "{oops");
+}

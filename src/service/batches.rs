@@ -140,7 +140,10 @@ impl ToolService {
 
     /// For a batch with an idempotency key: records it, or finds the earlier one with the same
     /// key. A batch without a key has nothing to find.
-    async fn claim(&self, record: &BatchRecord) -> Result<Option<BatchResponse>, ServiceError> {
+    pub(super) async fn claim(
+        &self,
+        record: &BatchRecord,
+    ) -> Result<Option<BatchResponse>, ServiceError> {
         let Some(key) = record.idempotency_key.as_deref() else {
             return Ok(None);
         };
@@ -179,7 +182,7 @@ impl ToolService {
         )
     }
 
-    async fn stored_results(
+    pub(super) async fn stored_results(
         &self,
         session_id: &str,
         batch_id: &str,
@@ -193,7 +196,7 @@ impl ToolService {
     }
 
     /// Runs a batch to its end, in the caller's task (a task of its own, see the callers).
-    async fn run(
+    pub(super) async fn run(
         &self,
         session: &LiveSession,
         record: &BatchRecord,
@@ -245,7 +248,7 @@ impl ToolService {
     }
 
     /// A batch's bookkeeping once it has run: see the module header for what is stored when.
-    async fn finish(
+    pub(super) async fn finish(
         &self,
         session: &LiveSession,
         record: BatchRecord,
@@ -287,7 +290,7 @@ fn batch_record(session_id: &str, request: &BatchRequest, body: &Value) -> Batch
 
 /// A hash of the body: JSON objects serialise with sorted keys, so equal bodies hash equal
 /// whatever their key order on the wire.
-fn request_hash(body: &Value) -> String {
+pub(super) fn request_hash(body: &Value) -> String {
     format!(
         "{:032x}",
         xxhash_rust::xxh3::xxh3_128(body.to_string().as_bytes())

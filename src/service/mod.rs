@@ -11,6 +11,7 @@ mod batches;
 mod behind;
 mod error;
 mod events;
+mod execute;
 mod ownership;
 mod recent;
 mod sessions;
@@ -24,6 +25,7 @@ pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchResponse, BatchStream};
 pub use error::{ErrorCode, ServiceError};
 pub use events::EventItem;
+pub use execute::{CallsOutcome, ExecuteItem, ExecuteStream};
 pub use ownership::TakeOver;
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
 

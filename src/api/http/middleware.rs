@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -51,7 +52,7 @@ pub async fn gate(State(gates): State<Arc<Gates>>, mut request: Request, next: N
     }
     let mut caller = CallerToken(None);
     if !gates.auth_tokens.is_empty() {
-        match authorised(&gates.auth_tokens, &request) {
+        match authorised(&gates.auth_tokens, request.headers()) {
             Some(token) => caller = CallerToken(Some(token.to_owned())),
             None => {
                 return ApiError::new(
@@ -86,10 +87,10 @@ pub async fn gate(State(gates): State<Arc<Gates>>, mut request: Request, next: N
 }
 
 /// The configured token the request presents. Every token is compared in full, so timing
-/// does not tell which prefix (or which token) matched.
-fn authorised<'t>(tokens: &'t [String], request: &Request) -> Option<&'t str> {
-    let presented = request
-        .headers()
+/// does not tell which prefix (or which token) matched. (The gRPC door's gates use it too:
+/// metadata travels as headers.)
+pub fn authorised<'t>(tokens: &'t [String], headers: &HeaderMap) -> Option<&'t str> {
+    let presented = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))?;

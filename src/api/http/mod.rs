@@ -18,18 +18,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::{DefaultBodyLimit, FromRef, Request};
 use axum::http::HeaderName;
 use axum::serve::ListenerExt;
 use tokio::sync::Semaphore;
-use tower::ServiceBuilder;
+use tower::{ServiceBuilder, ServiceExt};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::ApiError;
-pub use middleware::DaemonStatus;
+pub use middleware::{CallerToken, DaemonStatus, authorised};
 
 use crate::service::ToolService;
 use middleware::Gates;
@@ -73,7 +73,10 @@ impl FromRef<HttpState> for Arc<ToolService> {
     }
 }
 
-/// Serves the app on `listener` until `drain` fires, then until running requests finish.
+/// Serves both doors on `listener` (HTTP/1.1, and HTTP/2 without TLS, which gRPC uses)
+/// until `drain` fires, then until running requests finish. A request whose content type is
+/// `application/grpc*` goes to the gRPC door, anything else to the HTTP app; both share the
+/// load-shedding permits.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     service: Arc<ToolService>,
@@ -81,14 +84,27 @@ pub async fn serve(
     status: Arc<DaemonStatus>,
     drain: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
+    let permits = Arc::new(Semaphore::new(settings.max_concurrent_requests));
+    let grpc =
+        crate::api::grpc::router(service.clone(), &settings, status.clone(), permits.clone()).await;
+    let http = app(service, &settings, status, permits);
+    let doors = Router::new().fallback_service(tower::service_fn(move |request: Request| {
+        let door = if crate::api::grpc::is_grpc(&request) {
+            grpc.clone()
+        } else {
+            http.clone()
+        };
+        door.oneshot(request)
+    }));
     // Responses go out as soon as they are written: without TCP_NODELAY a response written in
-    // two pieces waits for the client's acknowledgement of the first.
+    // pieces (HTTP/2 writes headers, data and trailers apart) waits for the client's
+    // acknowledgement of the first.
     let listener = listener.tap_io(|stream| {
         if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(error = %err, "TCP_NODELAY not set on a connection");
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router_with(service, &settings, status))
+    axum::serve(listener, doors)
         .with_graceful_shutdown(drain.cancelled_owned())
         .await
 }
@@ -110,6 +126,16 @@ pub fn router_with(
     settings: &HttpSettings,
     status: Arc<DaemonStatus>,
 ) -> Router {
+    let permits = Arc::new(Semaphore::new(settings.max_concurrent_requests));
+    app(service, settings, status, permits)
+}
+
+fn app(
+    service: Arc<ToolService>,
+    settings: &HttpSettings,
+    status: Arc<DaemonStatus>,
+    permits: Arc<Semaphore>,
+) -> Router {
     let state = HttpState {
         service,
         status: status.clone(),
@@ -118,7 +144,7 @@ pub fn router_with(
     let gates = Arc::new(Gates {
         status,
         auth_tokens: settings.auth_tokens.clone(),
-        permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
+        permits,
         request_timeout: settings.request_timeout,
     });
     let (routes, _document) = routes().split_for_parts();

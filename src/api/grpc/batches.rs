@@ -1,0 +1,152 @@
+//! Batch RPCs: `ExecuteBatch` (whole), `Execute` (calls streamed in, events and ordered
+//! results streamed out) and `GetResult`. Calls and results are translated here; running them
+//! is the service's.
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::events::event;
+use super::proto::{self, execute_request, execute_response};
+use super::{GrpcDoor, invalid, status};
+use crate::service::ExecuteItem;
+use crate::tool::{CallInput, ToolCall, ToolResult};
+
+/// Characters `GetResult` returns when no limit is given, and at most. At the default, a page
+/// of 4-byte characters stays under the 4 MiB message limit most gRPC clients keep.
+const DEFAULT_RESULT_PAGE: u64 = 256 << 10;
+const MAX_RESULT_PAGE: u64 = 1 << 20;
+
+pub type ExecuteResponses =
+    Pin<Box<dyn Stream<Item = Result<proto::ExecuteResponse, Status>> + Send + 'static>>;
+
+impl GrpcDoor {
+    pub(super) async fn execute_batch(
+        &self,
+        request: Request<proto::ExecuteBatchRequest>,
+    ) -> Result<Response<proto::ExecuteBatchResponse>, Status> {
+        let request = request.into_inner();
+        let calls = request.calls.into_iter().map(call).collect();
+        let key = Some(request.idempotency_key).filter(|key| !key.is_empty());
+        let outcome = self
+            .service
+            .execute_calls(&request.session_id, calls, key)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(proto::ExecuteBatchResponse {
+            batch_id: outcome.batch_id,
+            results: outcome.results.into_iter().map(result).collect(),
+            replayed: outcome.replayed,
+        }))
+    }
+
+    pub(super) async fn execute(
+        &self,
+        request: Request<Streaming<proto::ExecuteRequest>>,
+    ) -> Result<Response<ExecuteResponses>, Status> {
+        let mut incoming = request.into_inner();
+        let session_id = match incoming.message().await? {
+            Some(proto::ExecuteRequest {
+                kind: Some(execute_request::Kind::Start(start)),
+            }) => start.session_id,
+            _ => return Err(invalid("the first Execute message must be `start`")),
+        };
+        let started = self
+            .service
+            .execute_stream(&session_id, Box::pin(calls(incoming)))
+            .await
+            .map_err(status)?;
+        let done = proto::ExecuteResponse {
+            kind: Some(execute_response::Kind::Done(proto::BatchDone {
+                batch_id: started.batch_id,
+            })),
+        };
+        let items = futures::stream::unfold(started.items, |mut items| async move {
+            items.recv().await.map(|item| (item, items))
+        });
+        let responses = items
+            .map(|item| proto::ExecuteResponse {
+                kind: Some(match item {
+                    ExecuteItem::Event(e) => execute_response::Kind::Event(event(&e)),
+                    ExecuteItem::Result(r) => execute_response::Kind::Result(result(r)),
+                }),
+            })
+            .chain(futures::stream::once(async move { done }))
+            .map(Ok);
+        Ok(Response::new(Box::pin(responses)))
+    }
+
+    pub(super) async fn get_result(
+        &self,
+        request: Request<proto::GetResultRequest>,
+    ) -> Result<Response<proto::GetResultResponse>, Status> {
+        let request = request.into_inner();
+        let limit = match request.limit {
+            0 => DEFAULT_RESULT_PAGE,
+            limit => limit.min(MAX_RESULT_PAGE),
+        };
+        let page = self
+            .service
+            .read_result(&request.result_id, request.offset, limit)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(proto::GetResultResponse {
+            result_id: page.result_id,
+            total_chars: page.total_chars,
+            offset: page.offset,
+            content: page.content,
+        }))
+    }
+}
+
+/// The calls of an `Execute` stream, up to `end` (or the client closing its side). A
+/// message without a call ends the batch too: a second `start` or an empty one is logged.
+fn calls(incoming: Streaming<proto::ExecuteRequest>) -> impl Stream<Item = ToolCall> + Send {
+    futures::stream::unfold(incoming, |mut incoming| async move {
+        match incoming.message().await {
+            Ok(Some(proto::ExecuteRequest {
+                kind: Some(execute_request::Kind::Call(message)),
+            })) => Some((call(message), incoming)),
+            Ok(Some(proto::ExecuteRequest {
+                kind: Some(execute_request::Kind::End(_)),
+            }))
+            | Ok(None) => None,
+            Ok(Some(other)) => {
+                tracing::warn!(message = ?other, "unexpected Execute message ends the batch");
+                None
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "Execute stream failed; the batch ends");
+                None
+            }
+        }
+    })
+}
+
+/// Invalid JSON in `input_json` stays that call's `input_validation` error.
+fn call(message: proto::ToolCall) -> ToolCall {
+    ToolCall {
+        id: message.id,
+        name: message.name,
+        input: CallInput::from_arguments(&message.input_json),
+    }
+}
+
+fn result(result: ToolResult) -> proto::ToolResult {
+    let (result_id, total_chars) = result
+        .offloaded
+        .map_or((String::new(), 0), |o| (o.result_id, o.total_chars));
+    proto::ToolResult {
+        id: result.id,
+        name: result.name,
+        is_error: result.is_error,
+        output: result.output,
+        error_kind: result
+            .error_kind
+            .map_or_else(String::new, |kind| kind.as_str().to_owned()),
+        duration_ms: result.duration_ms,
+        result_id,
+        total_chars,
+    }
+}

@@ -1,0 +1,183 @@
+//! The gRPC door (DESIGN §4): `toold.v1.ToolService` from `proto/toold/v1/toold.proto`, plus
+//! `grpc.health.v1` and server reflection (v1 and v1alpha), served on the HTTP listener.
+//!
+//! [`router`] builds the gRPC routes as an axum router behind the gRPC gates (`gates.rs`);
+//! `api::http::serve` sends every request whose content type is `application/grpc*` here and
+//! the rest to the HTTP app. Each RPC (`sessions.rs`, `batches.rs`, `events.rs`) only
+//! translates messages to and from [`crate::service`] calls; errors go through the one table
+//! in `api` ([`crate::api::grpc_code`]). Not here: any rule about sessions, batches or events.
+
+mod batches;
+mod events;
+mod gates;
+mod sessions;
+
+use std::sync::Arc;
+
+use axum::http::header::CONTENT_TYPE;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::api::http::HttpSettings;
+use crate::api::{DaemonStatus, grpc_code};
+use crate::service::{ServiceError, ToolService};
+use gates::GrpcGates;
+
+/// The generated messages, server and client (`toold.v1`), and the descriptor set that
+/// reflection serves. Clients in Rust (tests, benches, tools) use `proto::tool_service_client`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod proto {
+    tonic::include_proto!("toold.v1");
+
+    /// The encoded `FileDescriptorSet` of `toold.proto`.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("toold_descriptor");
+}
+
+/// The fully qualified name of the service (health reports it).
+pub const SERVICE_NAME: &str = "toold.v1.ToolService";
+
+/// What the gRPC RPCs share: the core service and the event buffer of subscriptions.
+#[derive(Clone)]
+pub struct GrpcDoor {
+    service: Arc<ToolService>,
+    event_buffer: usize,
+}
+
+/// Whether a request is gRPC (any `application/grpc` content type: `+proto`, `+json`, ...).
+pub fn is_grpc<B>(request: &axum::http::Request<B>) -> bool {
+    request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"))
+}
+
+/// Every gRPC service behind the gates: toold's, health and reflection.
+pub async fn router(
+    service: Arc<ToolService>,
+    settings: &HttpSettings,
+    status: Arc<DaemonStatus>,
+    permits: Arc<tokio::sync::Semaphore>,
+) -> axum::Router {
+    let door = GrpcDoor {
+        service,
+        event_buffer: settings.event_buffer,
+    };
+    let tool_service = proto::tool_service_server::ToolServiceServer::new(door)
+        .max_decoding_message_size(settings.body_limit_bytes)
+        .max_encoding_message_size(usize::MAX);
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    // Serving from the start: the router exists only once the daemon is ready; while it
+    // shuts down the gates answer UNAVAILABLE.
+    health_reporter
+        .set_service_status(SERVICE_NAME, tonic_health::ServingStatus::Serving)
+        .await;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let mut routes = tonic::service::Routes::builder();
+    routes.add_service(tool_service).add_service(health);
+    match (reflection().build_v1(), reflection().build_v1alpha()) {
+        (Ok(v1), Ok(v1alpha)) => {
+            routes.add_service(v1).add_service(v1alpha);
+        }
+        // The descriptor sets are compiled in; failing to read them is a build defect, and
+        // the door still serves without reflection.
+        (v1, v1alpha) => tracing::error!(
+            v1 = ?v1.err(),
+            v1alpha = ?v1alpha.err(),
+            "gRPC reflection unavailable"
+        ),
+    }
+    let gates = Arc::new(GrpcGates {
+        status,
+        auth_tokens: settings.auth_tokens.clone(),
+        permits,
+        request_timeout: settings.request_timeout,
+    });
+    routes
+        .routes()
+        .into_axum_router()
+        .layer(axum::middleware::from_fn_with_state(gates, gates::gate))
+}
+
+/// The RPCs, each a one-line hand-off to its translation (in `sessions`, `batches`, `events`).
+#[tonic::async_trait]
+impl proto::tool_service_server::ToolService for GrpcDoor {
+    type ExecuteStream = batches::ExecuteResponses;
+    type SubscribeStream = events::EventStream;
+
+    async fn create_session(
+        &self,
+        request: Request<proto::CreateSessionRequest>,
+    ) -> Result<Response<proto::Session>, Status> {
+        GrpcDoor::create_session(self, request).await
+    }
+
+    async fn close_session(
+        &self,
+        request: Request<proto::CloseSessionRequest>,
+    ) -> Result<Response<proto::CloseSessionResponse>, Status> {
+        GrpcDoor::close_session(self, request).await
+    }
+
+    async fn list_tools(
+        &self,
+        request: Request<proto::ListToolsRequest>,
+    ) -> Result<Response<proto::ListToolsResponse>, Status> {
+        GrpcDoor::list_tools(self, request).await
+    }
+
+    async fn execute_batch(
+        &self,
+        request: Request<proto::ExecuteBatchRequest>,
+    ) -> Result<Response<proto::ExecuteBatchResponse>, Status> {
+        GrpcDoor::execute_batch(self, request).await
+    }
+
+    async fn execute(
+        &self,
+        request: Request<Streaming<proto::ExecuteRequest>>,
+    ) -> Result<Response<Self::ExecuteStream>, Status> {
+        GrpcDoor::execute(self, request).await
+    }
+
+    async fn subscribe(
+        &self,
+        request: Request<proto::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        GrpcDoor::subscribe(self, request).await
+    }
+
+    async fn get_result(
+        &self,
+        request: Request<proto::GetResultRequest>,
+    ) -> Result<Response<proto::GetResultResponse>, Status> {
+        GrpcDoor::get_result(self, request).await
+    }
+
+    async fn interrupt(
+        &self,
+        request: Request<proto::InterruptRequest>,
+    ) -> Result<Response<proto::InterruptResponse>, Status> {
+        GrpcDoor::interrupt(self, request).await
+    }
+
+    async fn resolve_approval(
+        &self,
+        request: Request<proto::ResolveApprovalRequest>,
+    ) -> Result<Response<proto::ResolveApprovalResponse>, Status> {
+        GrpcDoor::resolve_approval(self, request).await
+    }
+}
+
+/// A service error as a gRPC status, through the one table.
+fn status(err: ServiceError) -> tonic::Status {
+    tonic::Status::new(grpc_code(err.code), err.message)
+}
+
+/// A malformed field of a request message.
+fn invalid(message: impl Into<String>) -> tonic::Status {
+    status(ServiceError::invalid(message))
+}

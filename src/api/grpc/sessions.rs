@@ -1,0 +1,125 @@
+//! Session RPCs: `CreateSession`, `CloseSession`, `ListTools`, `Interrupt`,
+//! `ResolveApproval`. Each unwraps the message, calls the service and shapes the answer.
+
+use serde_json::{Map, Value};
+use tonic::{Request, Response, Status};
+
+use super::proto::{self, CloseSessionResponse, InterruptResponse, ResolveApprovalResponse};
+use super::{GrpcDoor, invalid, status};
+use crate::api::http::CallerToken;
+use crate::permission::Approver;
+use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo};
+
+impl GrpcDoor {
+    pub(super) async fn create_session(
+        &self,
+        request: Request<proto::CreateSessionRequest>,
+    ) -> Result<Response<proto::Session>, Status> {
+        let request = create_request(request.into_inner())?;
+        let info = self.service.create_session(request).await.map_err(status)?;
+        Ok(Response::new(session(info)))
+    }
+
+    pub(super) async fn close_session(
+        &self,
+        request: Request<proto::CloseSessionRequest>,
+    ) -> Result<Response<CloseSessionResponse>, Status> {
+        let session_id = request.into_inner().session_id;
+        self.service
+            .close_session(&session_id)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(CloseSessionResponse {}))
+    }
+
+    pub(super) async fn list_tools(
+        &self,
+        request: Request<proto::ListToolsRequest>,
+    ) -> Result<Response<proto::ListToolsResponse>, Status> {
+        let request = request.into_inner();
+        let format = if request.format.is_empty() {
+            "toold"
+        } else {
+            &request.format
+        };
+        let tools = self
+            .service
+            .list_tools(&request.session_id, format)
+            .map_err(status)?;
+        Ok(Response::new(proto::ListToolsResponse {
+            tools_json: Value::Array(tools).to_string(),
+        }))
+    }
+
+    pub(super) async fn interrupt(
+        &self,
+        request: Request<proto::InterruptRequest>,
+    ) -> Result<Response<InterruptResponse>, Status> {
+        self.service
+            .interrupt(&request.into_inner().session_id)
+            .map_err(status)?;
+        Ok(Response::new(InterruptResponse {}))
+    }
+
+    pub(super) async fn resolve_approval(
+        &self,
+        request: Request<proto::ResolveApprovalRequest>,
+    ) -> Result<Response<ResolveApprovalResponse>, Status> {
+        let token = request
+            .extensions()
+            .get::<CallerToken>()
+            .and_then(|CallerToken(token)| token.clone());
+        let approver = Approver::new("grpc", token.as_deref());
+        let request = request.into_inner();
+        let resolution = ResolveApprovalRequest {
+            decision: request.decision,
+            reason: Some(request.reason).filter(|reason| !reason.is_empty()),
+            remember: request.remember,
+        };
+        self.service
+            .resolve_approval(
+                &request.session_id,
+                &request.approval_id,
+                resolution,
+                approver,
+            )
+            .await
+            .map_err(status)?;
+        Ok(Response::new(ResolveApprovalResponse {}))
+    }
+}
+
+/// The HTTP body the message stands for: `options_json` with the typed fields set over it
+/// (an empty string or `false` leaves a field to the options or its default).
+fn create_request(request: proto::CreateSessionRequest) -> Result<CreateSessionRequest, Status> {
+    let mut body = if request.options_json.trim().is_empty() {
+        Map::new()
+    } else {
+        match serde_json::from_str(&request.options_json) {
+            Ok(Value::Object(options)) => options,
+            Ok(_) => return Err(invalid("options_json must be a JSON object")),
+            Err(err) => return Err(invalid(format!("options_json is not JSON: {err}"))),
+        }
+    };
+    if !request.working_directory.is_empty() {
+        body.insert("working_directory".into(), request.working_directory.into());
+    }
+    if !request.permission_mode.is_empty() {
+        body.insert("permission_mode".into(), request.permission_mode.into());
+    }
+    if request.interactive {
+        body.insert("interactive".into(), true.into());
+    }
+    serde_json::from_value(Value::Object(body))
+        .map_err(|err| invalid(format!("invalid session request: {err}")))
+}
+
+fn session(info: SessionInfo) -> proto::Session {
+    proto::Session {
+        id: info.id,
+        working_directory: info.working_directory.display().to_string(),
+        permission_mode: info.permission_mode.as_str().to_owned(),
+        interactive: info.interactive,
+        owner: info.owner,
+    }
+}

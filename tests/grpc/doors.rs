@@ -1,0 +1,164 @@
+//! The gRPC door beside the HTTP one on the same listener: bearer auth from metadata,
+//! `grpc.health.v1`, reflection (v1 and v1alpha), and HTTP/1.1 still answering.
+
+use tokio_stream::StreamExt;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+use tonic_reflection::pb::{v1, v1alpha};
+use toold::api::grpc::proto;
+use toold::api::grpc::proto::tool_service_client::ToolServiceClient;
+
+use crate::harness::Toold;
+
+fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        MetadataValue::try_from(format!("Bearer {token}")).unwrap(),
+    );
+    request
+}
+
+#[tokio::test]
+async fn bearer_tokens_guard_every_rpc_but_health() {
+    let toold = Toold::start_with(&["--auth-token", "s3cret"]);
+    let mut client = ToolServiceClient::new(toold.channel().await);
+    let missing = client
+        .create_session(proto::CreateSessionRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::Unauthenticated, "{missing:?}");
+    let wrong = client
+        .create_session(with_token(proto::CreateSessionRequest::default(), "guess"))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.code(), Code::Unauthenticated);
+    let subscribe = client
+        .subscribe(proto::SubscribeRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(subscribe.code(), Code::Unauthenticated);
+    let session = client
+        .create_session(with_token(proto::CreateSessionRequest::default(), "s3cret"))
+        .await
+        .expect("the right token is accepted")
+        .into_inner();
+    assert!(session.id.starts_with("sess_"));
+
+    let mut health = HealthClient::new(toold.channel().await);
+    let serving = health
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health needs no token")
+        .into_inner();
+    assert_eq!(serving.status, ServingStatus::Serving as i32);
+}
+
+#[tokio::test]
+async fn health_reports_the_tool_service_and_unknown_services_are_not_found() {
+    let toold = Toold::start();
+    let mut health = HealthClient::new(toold.channel().await);
+    let ours = health
+        .check(HealthCheckRequest {
+            service: "toold.v1.ToolService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ours.status, ServingStatus::Serving as i32);
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "nope.v1.Nothing".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+}
+
+#[tokio::test]
+async fn reflection_lists_the_services_in_both_versions() {
+    let toold = Toold::start();
+    let mut v1_client =
+        v1::server_reflection_client::ServerReflectionClient::new(toold.channel().await);
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut answers = v1_client
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.next().await.unwrap().unwrap();
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answer.message_response
+    else {
+        panic!("a service list: {answer:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for name in ["toold.v1.ToolService", "grpc.health.v1.Health"] {
+        assert!(names.iter().any(|n| n == name), "{names:?}");
+    }
+
+    let mut alpha =
+        v1alpha::server_reflection_client::ServerReflectionClient::new(toold.channel().await);
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                "toold.v1.ToolService".into(),
+            ),
+        ),
+    };
+    let mut answers = alpha
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.next().await.unwrap().unwrap();
+    let Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+        answer.message_response
+    else {
+        panic!("the file descriptor: {answer:?}");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
+}
+
+#[tokio::test]
+async fn http_1_1_still_answers_on_the_same_listener() {
+    let toold = Toold::start();
+    let client = reqwest::Client::builder().http1_only().build().unwrap();
+    let health = client
+        .get(format!("{}/healthz", toold.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let created = client
+        .post(format!("{}/v1/sessions", toold.base))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    // A session made over HTTP is usable over gRPC: one core behind both doors.
+    let body: serde_json::Value = serde_json::from_slice(&created.bytes().await.unwrap()).unwrap();
+    let id = body["id"].as_str().unwrap().to_owned();
+    let mut grpc = toold.client().await;
+    let tools = grpc
+        .list_tools(proto::ListToolsRequest {
+            session_id: id,
+            format: "mcp".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(tools.tools_json.contains("inputSchema"));
+}
