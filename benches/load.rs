@@ -5,7 +5,8 @@
 //! the audit log at the end. With `TOOLD_BENCH_POSTGRES_URL` (or `TOOLD_TEST_POSTGRES_URL`)
 //! set, the batched throughput is measured again on a daemon using Postgres (a fresh schema),
 //! printed beside SQLite's. The same single-call latency and batched throughput over gRPC
-//! (`load/grpc.rs`) follow the HTTP figures, on the same daemon and listener.
+//! (`load/grpc.rs`) follow the HTTP figures, on the same daemon and listener. Then `bash true`
+//! through the daemon unsandboxed, under Landlock and under bubblewrap (`load/sandbox.rs`).
 //!
 //! Run with `cargo bench --bench load`: cargo builds the `toold` binary with the bench
 //! profile (release settings) first and hands its path over as `CARGO_BIN_EXE_toold`.
@@ -20,6 +21,8 @@ mod daemon;
 mod floor;
 #[path = "load/grpc.rs"]
 mod grpc;
+#[path = "load/sandbox.rs"]
+mod sandbox;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -120,6 +123,7 @@ async fn run() {
         "shutdown:            SIGTERM → exit {}",
         if clean { "0" } else { "non-zero" }
     );
+    sandbox::report().await;
     postgres_throughput().await;
 }
 
