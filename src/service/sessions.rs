@@ -49,6 +49,9 @@ pub struct CreateSessionRequest {
     pub metadata: Value,
     /// The schema `structured_output` validates against.
     pub output_schema: Option<Value>,
+    /// Network access for the session's sandboxed shells; granted only where the server's
+    /// `[sandbox] network` allows it (otherwise they have none, as without asking).
+    pub network: bool,
 }
 
 /// A session as the API shows it.
@@ -69,6 +72,8 @@ pub struct SessionInfo {
     pub tools: ToolFilter,
     pub mcp_servers: Vec<String>,
     pub metadata: Value,
+    /// The session asked for network access for its sandboxed shells.
+    pub network: bool,
 }
 
 impl ToolService {
@@ -135,6 +140,7 @@ impl ToolService {
             .permission_mode(record.permission_mode)
             .interactive(record.interactive);
         config.output_schema = request.output_schema.clone();
+        config.network = request.network;
         config.rules = Arc::new(self.session_rules(&record.working_directory, &request.rules)?);
         let mode = request
             .tools
@@ -321,5 +327,6 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         tools: request.tools.clone(),
         mcp_servers: request.mcp_servers.clone(),
         metadata: request.metadata.clone(),
+        network: request.network,
     }
 }

@@ -26,6 +26,9 @@ pub struct SessionConfig {
     pub output_schema: Option<Value>,
     /// The server's and the session's permission rules, compiled against the workspace.
     pub rules: Arc<SessionRules>,
+    /// The session asked for network access for its sandboxed shells (granted only where the
+    /// server's `[sandbox] network` allows it).
+    pub network: bool,
 }
 
 impl SessionConfig {
@@ -38,6 +41,7 @@ impl SessionConfig {
             interactive: false,
             output_schema: None,
             rules: Arc::default(),
+            network: false,
         }
     }
 
@@ -199,6 +203,11 @@ impl SessionState {
 
     pub fn output_schema(&self) -> Option<&Value> {
         self.config.output_schema.as_ref()
+    }
+
+    /// Whether the session asked for network access for its sandboxed shells.
+    pub fn network_requested(&self) -> bool {
+        self.config.network
     }
 
     /// A runtime setting, if the session has set it.

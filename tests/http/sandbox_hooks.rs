@@ -30,6 +30,13 @@ async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
         hook.display()
     );
     let toold = Toold::start_with_config(&toml);
+    let asks = toold.post("/v1/sessions", &json!({"network": true})).await;
+    assert_eq!(asks.status, StatusCode::CREATED, "{}", asks.body);
+    assert_eq!(
+        asks.body["network"], true,
+        "the request is kept: {}",
+        asks.body
+    );
     let reply = toold
         .post(
             "/v1/sessions",
@@ -37,6 +44,7 @@ async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    assert_eq!(reply.body["network"], false, "{}", reply.body);
     let session = reply.body["id"].as_str().unwrap().to_owned();
     let workspace = toold.workspace(&session).await;
 

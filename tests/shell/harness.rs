@@ -47,6 +47,16 @@ impl Shell {
         shells: Arc<BackgroundShells>,
         workspace: tempfile::TempDir,
     ) -> Shell {
+        Shell::with_network(mode, shells, workspace, false)
+    }
+
+    /// [`Shell::with_shells`] for a session that asked for network access (`network`) or not.
+    pub fn with_network(
+        mode: PermissionLevel,
+        shells: Arc<BackgroundShells>,
+        workspace: tempfile::TempDir,
+        network: bool,
+    ) -> Shell {
         let mut registry = ToolRegistry::new();
         for tool in shells.tools().expect("the shell tools build") {
             registry.register(tool).expect("the shell tools register");
@@ -71,9 +81,10 @@ impl Shell {
             .path()
             .canonicalize()
             .expect("a canonical workspace");
-        let session = Arc::new(SessionState::new(
-            SessionConfig::new(format!("sess_{}", uuid_like()), root).permission_mode(mode),
-        ));
+        let mut config =
+            SessionConfig::new(format!("sess_{}", uuid_like()), root).permission_mode(mode);
+        config.network = network;
+        let session = Arc::new(SessionState::new(config));
         Shell {
             registry,
             dispatcher: Dispatcher::new(deps, settings),

@@ -31,13 +31,19 @@ struct Sandboxed {
 }
 
 fn sandboxed(mode: SandboxMode) -> Sandboxed {
+    sandboxed_with_network(mode, false, false)
+}
+
+/// A sandboxed session on a server whose `[sandbox] network` is `server`, the session having
+/// asked for network access (`session`) or not.
+fn sandboxed_with_network(mode: SandboxMode, server: bool, session: bool) -> Sandboxed {
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let data = tempfile::tempdir_in(base).expect("a data directory");
     let outside = tempfile::tempdir_in(base).expect("a directory outside");
     let settings = SandboxSettings {
         mode,
         allow_unsandboxed: false,
-        network: false,
+        network: server,
     };
     let capability = SandboxCapability::probe();
     let sandbox = ShellSandbox::resolve(&settings, &capability, data.path());
@@ -55,7 +61,7 @@ fn sandboxed(mode: SandboxMode) -> Sandboxed {
     ));
     std::fs::create_dir_all(data.path().join("workspaces")).unwrap();
     let workspace = tempfile::tempdir_in(data.path().join("workspaces")).unwrap();
-    let shell = Shell::with_shells(PermissionLevel::WorkspaceWrite, shells, workspace);
+    let shell = Shell::with_network(PermissionLevel::WorkspaceWrite, shells, workspace, session);
     Sandboxed {
         shell,
         outside: outside.path().canonicalize().unwrap(),
@@ -241,4 +247,49 @@ async fn with_a_sandbox_a_write_inside_needs_only_workspace_write_and_cd_persist
     let plain = Shell::with_mode(PermissionLevel::WorkspaceWrite);
     let refused = plain.bash("touch made").await;
     assert_eq!(refused.error_kind, Some(ErrorKind::PermissionDenied));
+}
+
+/// Connects from a sandboxed shell to a loopback listener: whether it got through.
+async fn connects(sandbox: &Sandboxed) -> bool {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = sandbox
+        .script(&format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected\n"
+        ))
+        .await;
+    let accepted = listener.accept().is_ok();
+    assert_eq!(
+        accepted,
+        connect.output.contains("connected\n"),
+        "the shell and the listener agree: {}",
+        connect.output
+    );
+    accepted
+}
+
+async fn network_needs_the_session_to_ask_and_the_server_to_allow(mode: SandboxMode) {
+    for (server, session, expected) in [
+        (true, true, true),
+        (true, false, false),
+        (false, true, false),
+    ] {
+        let sandbox = sandboxed_with_network(mode, server, session);
+        assert_eq!(
+            connects(&sandbox).await,
+            expected,
+            "{mode:?}: server network {server}, session asked {session}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn network_needs_the_session_to_ask_and_the_server_to_allow_under_bubblewrap() {
+    network_needs_the_session_to_ask_and_the_server_to_allow(SandboxMode::Bwrap).await;
+}
+
+#[tokio::test]
+async fn network_needs_the_session_to_ask_and_the_server_to_allow_under_landlock() {
+    network_needs_the_session_to_ask_and_the_server_to_allow(SandboxMode::Landlock).await;
 }

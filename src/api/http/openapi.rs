@@ -106,6 +106,8 @@ pub struct SessionBody {
     pub mcp_servers: Vec<String>,
     #[schema(value_type = Object)]
     pub metadata: Value,
+    /// The session asked for network access for its sandboxed shells.
+    pub network: bool,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -255,6 +255,7 @@ impl Tool for BashTool {
             ctx.session.working_directory(),
             &cwd,
             ctx.authorized,
+            ctx.session.network_requested(),
         )?;
         let sandbox = json!(confinement.kind().as_str());
         if input.run_in_background {

@@ -190,17 +190,20 @@ impl ShellSandbox {
     }
 
     /// How to confine a shell of `session_id` in `workspace`, starting in `cwd`, for a call
-    /// authorised at `authorized`.
+    /// authorised at `authorized`. The shell gets the network only if the session asked for it
+    /// (`network_requested`) and the server allows it.
     pub(crate) fn confine(
         &self,
         session_id: &str,
         workspace: &Path,
         cwd: &Path,
         authorized: PermissionLevel,
+        network_requested: bool,
     ) -> Result<Confinement, ToolError> {
         if authorized >= PermissionLevel::DangerFullAccess {
             return Ok(Confinement::None);
         }
+        let network = self.network && network_requested;
         match &self.choice {
             Choice::Unsandboxed => Ok(Confinement::None),
             Choice::Refused { why } => Err(ToolError::Execution(format!(
@@ -208,7 +211,7 @@ impl ShellSandbox {
             ))),
             Choice::Bubblewrap => Ok(Confinement::Bubblewrap {
                 program: BWRAP.into(),
-                args: bwrap::arguments(workspace, cwd, self.data_dir.as_deref(), self.network),
+                args: bwrap::arguments(workspace, cwd, self.data_dir.as_deref(), network),
             }),
             Choice::Landlock { abi } => {
                 let temp = self.session_temp_dir(session_id);
@@ -218,7 +221,7 @@ impl ShellSandbox {
                         temp.display()
                     ))
                 })?;
-                let ruleset = landlock::ruleset(*abi, &[workspace, &temp], self.network)
+                let ruleset = landlock::ruleset(*abi, &[workspace, &temp], network)
                     .map_err(ToolError::Execution)?;
                 Ok(Confinement::Landlock { ruleset, temp })
             }
@@ -325,7 +328,7 @@ mod tests {
         assert!(!sandbox.confines());
         let ws = Path::new("/w");
         let err = sandbox
-            .confine("s", ws, ws, PermissionLevel::WorkspaceWrite)
+            .confine("s", ws, ws, PermissionLevel::WorkspaceWrite, false)
             .unwrap_err();
         assert!(
             err.message().contains("allow_unsandboxed"),
@@ -333,7 +336,7 @@ mod tests {
             err.message()
         );
         let full = sandbox
-            .confine("s", ws, ws, PermissionLevel::DangerFullAccess)
+            .confine("s", ws, ws, PermissionLevel::DangerFullAccess, false)
             .unwrap();
         assert_eq!(full.kind(), SandboxKind::None);
     }
