@@ -3,10 +3,10 @@
 //! p50/p99. Each runs on a daemon of its own, configured by a settings file; a sandbox this
 //! machine lacks is reported as skipped, not measured.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
+use toold::tools::SandboxCapability;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
@@ -15,10 +15,12 @@ const WARM_UP: usize = 20;
 const SAMPLES: usize = 300;
 
 pub async fn report() {
+    // The daemon's own probe, so "available" means what it means to the daemon.
+    let capability = SandboxCapability::probe();
     let sandboxes = [
         ("none", "mode = \"off\"\nallow_unsandboxed = true\n", true),
-        ("landlock", "mode = \"landlock\"\n", landlock_available()),
-        ("bwrap", "mode = \"bwrap\"\n", bwrap_available()),
+        ("landlock", "mode = \"landlock\"\n", capability.landlock_abi.is_ok()),
+        ("bwrap", "mode = \"bwrap\"\n", capability.bubblewrap.is_ok()),
     ];
     for (name, settings, available) in sandboxes {
         if !available {
@@ -63,18 +65,4 @@ async fn measure(name: &str, settings: &str) -> (Duration, Duration) {
     let mut samples = super::time_requests(&mut connection, &request, SAMPLES).await;
     daemon.terminate();
     super::percentiles(&mut samples)
-}
-
-fn bwrap_available() -> bool {
-    std::process::Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "true"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
-fn landlock_available() -> bool {
-    std::fs::read_to_string(Path::new("/sys/kernel/security/lsm"))
-        .is_ok_and(|modules| modules.split(',').any(|module| module.trim() == "landlock"))
 }
