@@ -19,7 +19,11 @@ pub async fn report() {
     let capability = SandboxCapability::probe();
     let sandboxes = [
         ("none", "mode = \"off\"\nallow_unsandboxed = true\n", true),
-        ("landlock", "mode = \"landlock\"\n", capability.landlock_abi.is_ok()),
+        (
+            "landlock",
+            "mode = \"landlock\"\n",
+            capability.landlock_abi.is_ok(),
+        ),
         ("bwrap", "mode = \"bwrap\"\n", capability.bubblewrap.is_ok()),
     ];
     for (name, settings, available) in sandboxes {
