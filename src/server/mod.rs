@@ -243,27 +243,44 @@ impl Daemon {
     }
 }
 
-/// Waits for running requests up to the grace period, then cancels their calls and waits for
-/// their (cancelled) results a little longer before giving up on them.
+/// Waits for running requests, and for batches still running on their own (their clients
+/// went away), up to the grace period; then cancels their calls and waits for their
+/// (cancelled) results a little longer before giving up on them. Only then may the store
+/// close: a batch that ends after it would lose its audit rows.
 async fn drain(
     service: &ToolService,
     settings: &Settings,
     serving: &mut tokio::task::JoinHandle<std::io::Result<()>>,
 ) -> Result<std::io::Result<()>, tokio::task::JoinError> {
-    let grace = settings.server.shutdown_grace;
-    if let Ok(joined) = tokio::time::timeout(grace, &mut *serving).await {
+    let deadline = tokio::time::Instant::now() + settings.server.shutdown_grace;
+    let served = tokio::time::timeout_at(deadline, &mut *serving).await.ok();
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let batches_ended = service.wait_for_batches(left).await;
+    if batches_ended && let Some(joined) = served {
         return joined;
     }
     tracing::warn!("shutdown grace period over: cancelling running calls");
     service.cancel_running_calls();
     let after_cancel = settings.dispatch.cancel_grace + Duration::from_secs(2);
-    match tokio::time::timeout(after_cancel, &mut *serving).await {
-        Ok(joined) => joined,
-        Err(_) => {
-            serving.abort();
-            (&mut *serving).await
-        }
+    let deadline = tokio::time::Instant::now() + after_cancel;
+    // The server task is awaited once: here if it had not ended yet.
+    let joined = match served {
+        Some(joined) => joined,
+        None => match tokio::time::timeout_at(deadline, &mut *serving).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                serving.abort();
+                (&mut *serving).await
+            }
+        },
+    };
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    if !service.wait_for_batches(left).await {
+        tracing::error!(
+            "batches still running after the shutdown deadline; their calls may lack audit rows"
+        );
     }
+    joined
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.

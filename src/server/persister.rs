@@ -73,7 +73,7 @@ async fn run(
                 while let Ok(event) = events.try_recv() {
                     batch.push(event);
                 }
-                write(&*store, &mut batch, &stored, 3).await;
+                write(&*store, &mut batch, &stored, 3, &stop).await;
                 return;
             }
         };
@@ -92,7 +92,7 @@ async fn run(
                 batch.push(event);
             }
         }
-        write(&*store, &mut batch, &stored, usize::MAX).await;
+        write(&*store, &mut batch, &stored, usize::MAX, &stop).await;
     }
 }
 
@@ -104,7 +104,10 @@ async fn write(
     batch: &mut Vec<Arc<Event>>,
     stored: &Option<watch::Sender<u64>>,
     attempts: usize,
+    stop: &CancellationToken,
 ) {
+    // A store that keeps failing must not hold shutdown up: once stopping, three tries.
+    const STOPPING_ATTEMPTS: usize = 3;
     if batch.is_empty() {
         return;
     }
@@ -118,7 +121,7 @@ async fn write(
             Err(crate::store::StoreError::Conflict(_)) if attempt > 1 => break,
             Err(err) => {
                 tracing::warn!(error = %err, events = batch.len(), attempt, "storing events failed");
-                if attempt == attempts {
+                if attempt == attempts || (stop.is_cancelled() && attempt >= STOPPING_ATTEMPTS) {
                     tracing::error!(events = batch.len(), "events dropped from the store");
                     break;
                 }

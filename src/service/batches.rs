@@ -53,26 +53,28 @@ impl ToolService {
         let request = BatchRequest::from_json(body)?;
         let session = self.owned_session(session_id).await?;
         let record = batch_record(session_id, &request, body);
-        if let Some(replay) = self.claim(&record).await? {
-            return Ok(replay);
-        }
         let (batch_id, format) = (record.batch_id.clone(), request.format);
         let service = self.clone();
-        let running = tokio::spawn(async move {
+        // The claim runs in the batch's task too: once a key's claim is committed, its batch
+        // runs and completes even if the client goes away meanwhile.
+        let running = self.batch_tasks.spawn(async move {
+            if let Some(replay) = service.claim(&record).await? {
+                return Ok(replay);
+            }
             let results = service.run(&session, &record, request).await;
             let body = format_results(format, &record.batch_id, &results);
+            let batch_id = record.batch_id.clone();
             service.finish(&session, record, results).await?;
-            Ok::<_, ServiceError>(body)
+            Ok::<_, ServiceError>(BatchResponse {
+                batch_id,
+                format,
+                body,
+                replayed: false,
+            })
         });
-        let body = running.await.map_err(|err| {
-            ServiceError::internal(format!("batch \"{batch_id}\" failed: {err}"))
-        })??;
-        Ok(BatchResponse {
-            batch_id,
-            format,
-            body,
-            replayed: false,
-        })
+        running
+            .await
+            .map_err(|err| ServiceError::internal(format!("batch \"{batch_id}\" failed: {err}")))?
     }
 
     /// Runs a batch body and streams its progress and results.
@@ -99,7 +101,7 @@ impl ToolService {
         }
         let batch_id = record.batch_id.clone();
         let service = self.clone();
-        tokio::spawn(async move {
+        self.batch_tasks.spawn(async move {
             let results = service
                 .run_streaming(&session, &record, request, sender)
                 .await;

@@ -63,30 +63,33 @@ impl ToolService {
             request_hash(&request.to_toold_json()),
             request.calls.len(),
         );
-        if let Some(replay) = self.claim(&record).await? {
-            return Ok(CallsOutcome {
-                results: self.stored_results(session_id, &replay.batch_id).await?,
-                batch_id: replay.batch_id,
-                replayed: true,
-            });
-        }
         let batch_id = record.batch_id.clone();
-        // In a task of its own, as for a JSON body: a client that goes away loses its answer,
-        // not the batch's bookkeeping.
+        // In a task of its own, claim included, as for a JSON body: a client that goes away
+        // loses its answer, not the batch or its bookkeeping.
         let service = self.clone();
-        let running = tokio::spawn(async move {
+        let session_id = session_id.to_owned();
+        let running = self.batch_tasks.spawn(async move {
+            if let Some(replay) = service.claim(&record).await? {
+                return Ok(CallsOutcome {
+                    results: service
+                        .stored_results(&session_id, &replay.batch_id)
+                        .await?,
+                    batch_id: replay.batch_id,
+                    replayed: true,
+                });
+            }
             let results = service.run(&session, &record, request).await;
+            let batch_id = record.batch_id.clone();
             service.finish(&session, record, results.clone()).await?;
-            Ok::<_, ServiceError>(results)
+            Ok::<_, ServiceError>(CallsOutcome {
+                batch_id,
+                results,
+                replayed: false,
+            })
         });
-        let results = running.await.map_err(|err| {
-            ServiceError::internal(format!("batch \"{batch_id}\" failed: {err}"))
-        })??;
-        Ok(CallsOutcome {
-            batch_id,
-            results,
-            replayed: false,
-        })
+        running
+            .await
+            .map_err(|err| ServiceError::internal(format!("batch \"{batch_id}\" failed: {err}")))?
     }
 
     /// Starts a batch whose calls arrive on `calls` as the model emits them (the batch ends
@@ -110,7 +113,7 @@ impl ToolService {
         let (sender, items) = mpsc::unbounded_channel();
         let batch_id = record.batch_id.clone();
         let service = self.clone();
-        tokio::spawn(async move {
+        self.batch_tasks.spawn(async move {
             let results = service.run_stream(&session, &record, calls, sender).await;
             let batch_id = record.batch_id.clone();
             if let Err(err) = service.finish(&session, record, results).await {

@@ -92,6 +92,9 @@ pub struct ToolService {
     behind: behind::WriteBehind,
     /// When this service started: a batch stored as running from before then was cut off.
     started_at: SystemTime,
+    /// Every batch's task, so shutdown can wait for them (their audit rows and bookkeeping)
+    /// before the store closes.
+    batch_tasks: tokio_util::task::TaskTracker,
 }
 
 impl ToolService {
@@ -122,7 +125,17 @@ impl ToolService {
             stopping: CancellationToken::new(),
             recent: recent::RecentBatches::default(),
             started_at: SystemTime::now(),
+            batch_tasks: tokio_util::task::TaskTracker::new(),
         }
+    }
+
+    /// Waits up to `within` for every batch still running (a client that went away leaves its
+    /// batch running on its own); whether they all ended.
+    pub async fn wait_for_batches(&self, within: std::time::Duration) -> bool {
+        self.batch_tasks.close();
+        tokio::time::timeout(within, self.batch_tasks.wait())
+            .await
+            .is_ok()
     }
 
     /// Waits until the writes queued behind earlier answers (session state, batch records)

@@ -80,8 +80,12 @@ impl RecentBatches {
 }
 
 impl Inner {
+    /// Evicts the oldest completed batches while over budget, never the one just completed
+    /// (its answer is on its way; a `GET` right after must find it).
     fn evict(&mut self) {
-        while self.bytes > RESULT_BYTES || self.completed.len() > COMPLETED_BATCHES {
+        while (self.bytes > RESULT_BYTES || self.completed.len() > COMPLETED_BATCHES)
+            && self.completed.len() > 1
+        {
             let Some(oldest) = self.completed.pop_front() else {
                 return;
             };

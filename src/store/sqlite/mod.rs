@@ -306,8 +306,10 @@ impl Store for SqliteStore {
     async fn close(&self) {
         // The writer thread commits everything queued before the close, so every write that
         // was waiting gets its answer.
+        // Readers first: the writer's close checkpoints the log and removes it only when no
+        // other connection has the database open.
         self.checkpointer.stop();
-        self.writer.close().await;
         self.readers.close().await;
+        self.writer.close().await;
     }
 }

@@ -1,11 +1,16 @@
 //! The one write connection, on a thread of its own, committing in groups.
 //!
-//! SQLite admits one writer at a time, so every write of the store goes to one connection,
-//! owned by one OS thread. A write is a closure over that connection, sent down a channel;
-//! the thread takes everything queued (up to [`GROUP_JOBS`]), runs it in one transaction,
-//! commits, and only then answers each caller. One commit thus serves every concurrent
-//! caller (audit rows of parallel calls, events, a batch's bookkeeping), and an idle system
-//! commits a lone write at once: there is no waiting for company.
+//! SQLite admits one writer at a time, so every write of the store goes to one connection.
+//! A write is a closure over that connection. A caller that finds the connection free runs
+//! its write at once, on its own thread, in a transaction of its own: the commonest case on
+//! a lightly loaded daemon, and the cheapest (no hand-off between threads at all; the cost is
+//! a small transaction's blocking write into the page cache, tens of microseconds). A caller
+//! that finds it busy sends the closure down a channel to the writer thread, which takes
+//! everything queued (up to [`GROUP_JOBS`]), runs it in one transaction, commits, and only
+//! then answers each caller. Under load one commit thus serves every concurrent caller
+//! (audit rows of parallel calls, events, a batch's bookkeeping). Either way a caller is
+//! answered only after its write is committed. Writes of different callers may commit in
+//! either order; a caller's own writes are sequential (each awaits the last).
 //!
 //! Why a thread and rusqlite rather than sqlx's connection: sqlx's SQLite driver runs each
 //! statement on a worker thread of its own and answers through a channel, so a transaction of
@@ -23,8 +28,8 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -54,8 +59,13 @@ enum Message {
     Close(oneshot::Sender<()>),
 }
 
-/// The handle to the writer thread. Cheap to share behind an `Arc`.
+/// The one write connection, shared by the writer thread and callers that find it free;
+/// `None` once closed.
+type SharedConnection = Arc<Mutex<Option<Connection>>>;
+
+/// The handle to the write connection and its thread. Cheap to share behind an `Arc`.
 pub struct WriteThread {
+    connection: SharedConnection,
     /// `None` once closed: writes after `close` fail.
     jobs: Mutex<Option<mpsc::Sender<Message>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -68,16 +78,19 @@ impl WriteThread {
         let connection = open_connection(file, busy_timeout).map_err(|err| {
             StoreError::Unavailable(format!("cannot open database \"{location}\": {err}"))
         })?;
+        let connection: SharedConnection = Arc::new(Mutex::new(Some(connection)));
         let (sender, receiver) = mpsc::channel();
+        let shared = connection.clone();
         let thread = std::thread::Builder::new()
             .name("toold-sqlite-writer".to_owned())
-            .spawn(move || run(connection, receiver))
+            .spawn(move || run(&shared, receiver))
             .map_err(|err| {
                 StoreError::Unavailable(format!(
                     "cannot start the writer thread of database \"{location}\": {err}"
                 ))
             })?;
         Ok(WriteThread {
+            connection,
             jobs: Mutex::new(Some(sender)),
             thread: Mutex::new(Some(thread)),
         })
@@ -111,15 +124,31 @@ impl WriteThread {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (answer, answered) = oneshot::channel();
-        self.send(Box::new(move |connection: &Connection| {
+        let job: Job = Box::new(move |connection: &Connection| {
             let outcome = work(connection);
             Box::new(move |committed: Result<(), StoreError>| {
                 // The caller may have stopped waiting (its task was cancelled): the write
                 // stands all the same, as a statement already sent to a server would.
                 let _ = answer.send(committed.and(outcome));
             }) as Reply
-        }))?;
+        });
+        if let Some(job) = self.commit_here(job) {
+            self.send(job)?;
+        }
         answered.await.map_err(|_| closed())?
+    }
+
+    /// Commits `job` on this thread if the connection is free; gives it back otherwise (or
+    /// once closed, when sending it fails with the store's closed error).
+    fn commit_here(&self, job: Job) -> Option<Job> {
+        let Ok(guard) = self.connection.try_lock() else {
+            return Some(job);
+        };
+        let Some(connection) = guard.as_ref() else {
+            return Some(job);
+        };
+        commit_group(connection, &mut vec![job]);
+        None
     }
 
     fn send(&self, job: Job) -> Result<(), StoreError> {
@@ -175,7 +204,7 @@ fn open_connection(file: &Path, busy_timeout: Duration) -> rusqlite::Result<Conn
 
 /// The thread: take what is queued, run it in one transaction, commit, answer; until closed
 /// or every handle is gone.
-fn run(connection: Connection, receiver: mpsc::Receiver<Message>) {
+fn run(connection: &SharedConnection, receiver: mpsc::Receiver<Message>) {
     let mut group: Vec<Job> = Vec::with_capacity(GROUP_JOBS);
     let mut closing = None;
     while closing.is_none() {
@@ -191,9 +220,17 @@ fn run(connection: Connection, receiver: mpsc::Receiver<Message>) {
                 Err(_) => break,
             }
         }
-        commit_group(&connection, &mut group);
+        let guard = connection.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(connection) => commit_group(connection, &mut group),
+            // Closed: the callers' answers go with the jobs (the store is closed).
+            None => group.clear(),
+        }
     }
-    if let Err((_, err)) = connection.close() {
+    let closing_connection = connection.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(connection) = closing_connection
+        && let Err((_, err)) = connection.close()
+    {
         tracing::warn!(error = %err, "closing the write connection failed");
     }
     if let Some(done) = closing {
@@ -206,21 +243,44 @@ fn commit_group(connection: &Connection, group: &mut Vec<Job>) {
     if group.is_empty() {
         return;
     }
+    // A transaction left open by an earlier failure would swallow this group's writes.
+    if !connection.is_autocommit() {
+        let _ = execute(connection, "ROLLBACK");
+    }
     // If the transaction cannot begin (another process holds the lock past the busy timeout),
-    // each job's savepoint is a transaction of its own: slower, but every write still lands or
-    // fails on its own.
+    // each job is a transaction of its own: slower, but every write still lands or fails on
+    // its own.
     let began = execute(connection, "BEGIN IMMEDIATE").is_ok();
-    let replies: Vec<Reply> = group
-        .drain(..)
-        .filter_map(|job| run_job(connection, job))
-        .collect();
-    let committed = if began {
-        execute(connection, "COMMIT").map(drop).map_err(|err| {
+    let mut replies: Vec<Reply> = Vec::with_capacity(group.len());
+    // SQLite rolls a whole transaction back by itself on some errors (a full disk, I/O
+    // errors), savepoints notwithstanding: the writes before were lost, and those after ran
+    // (and committed) on their own.
+    let mut rolled_back_before = None;
+    for job in group.drain(..) {
+        replies.extend(run_job(connection, job));
+        if began && rolled_back_before.is_none() && connection.is_autocommit() {
+            rolled_back_before = Some(replies.len());
+        }
+    }
+    let committed = match (began, rolled_back_before) {
+        (false, _) => Ok(()),
+        (true, None) => execute(connection, "COMMIT").map(drop).map_err(|err| {
             let _ = execute(connection, "ROLLBACK");
             StoreError::Unavailable(format!("committing {} writes failed: {err}", replies.len()))
-        })
-    } else {
-        Ok(())
+        }),
+        (true, Some(lost)) => {
+            let rolled_back = StoreError::Unavailable(format!(
+                "the database rolled back a transaction of {lost} writes"
+            ));
+            for (index, reply) in replies.drain(..).enumerate() {
+                reply(if index < lost {
+                    Err(rolled_back.clone())
+                } else {
+                    Ok(())
+                });
+            }
+            return;
+        }
     };
     for reply in replies {
         reply(committed.clone());
@@ -233,7 +293,9 @@ fn run_job(connection: &Connection, job: Job) -> Option<Reply> {
     match std::panic::catch_unwind(AssertUnwindSafe(|| job(connection))) {
         Ok(reply) => Some(reply),
         Err(_) => {
-            tracing::error!("a store write panicked; it was undone");
+            // A `write` job is undone to its savepoint; a `write_one` job's single statement,
+            // if it ran, stands (there is no savepoint to return to).
+            tracing::error!("a store write panicked; its caller is answered with an error");
             let _ = execute(connection, "ROLLBACK TO job");
             let _ = execute(connection, "RELEASE job");
             None
