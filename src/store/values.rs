@@ -1,13 +1,17 @@
 //! Conversions between the store's Rust types and column values that every SQL backend
 //! shares: times as integer milliseconds since the Unix epoch (negative before it), unsigned
-//! counts as signed 64-bit integers (refused when they do not fit), JSON as text.
+//! counts as signed 64-bit integers (refused when they do not fit), JSON as text, batch
+//! statuses, error kinds and offload columns; and the shared rules both backends apply
+//! (approval decisions, paging results by character).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::StoreError;
+use super::{BatchStatus, StoreError};
+use crate::dispatch::{ResultPage, SinkError};
+use crate::tool::{ErrorKind, OffloadedResult};
 
 /// Milliseconds since the epoch, truncated towards the past, saturating far outside the
 /// representable range.
@@ -68,6 +72,84 @@ pub fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, Store
     })
 }
 
+/// Characters `skip..skip + take` of `text` (fewer when it is shorter).
+pub fn char_slice(text: &str, skip: u64, take: u64) -> &str {
+    let byte_at = |chars: u64| {
+        usize::try_from(chars)
+            .ok()
+            .and_then(|n| text.char_indices().nth(n))
+            .map_or(text.len(), |(at, _)| at)
+    };
+    let start = byte_at(skip);
+    let end = byte_at(skip.saturating_add(take));
+    &text[start..end]
+}
+
+/// A batch status as stored.
+pub fn batch_status_text(status: BatchStatus) -> &'static str {
+    match status {
+        BatchStatus::Running => "running",
+        BatchStatus::Completed => "completed",
+    }
+}
+
+/// A batch status as stored, back; anything else is corruption (`what` names the column).
+pub fn parse_batch_status(text: &str, what: &str) -> Result<BatchStatus, StoreError> {
+    match text {
+        "running" => Ok(BatchStatus::Running),
+        "completed" => Ok(BatchStatus::Completed),
+        other => Err(StoreError::Corrupt(format!(
+            "{what}: unknown status \"{other}\""
+        ))),
+    }
+}
+
+/// An error kind as stored, back (`what` names the column).
+pub fn parse_error_kind(text: Option<String>, what: &str) -> Result<Option<ErrorKind>, StoreError> {
+    text.map(|kind| {
+        ErrorKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("{what}: unknown error kind \"{kind}\"")))
+    })
+    .transpose()
+}
+
+/// An audit row's offload columns, back: both set, or no offloaded result.
+pub fn offloaded(
+    result_id: Option<String>,
+    total_chars: Option<i64>,
+    what: &str,
+) -> Result<Option<OffloadedResult>, StoreError> {
+    match (result_id, total_chars) {
+        (Some(result_id), Some(total)) => Ok(Some(OffloadedResult {
+            result_id,
+            total_chars: from_i64(total, what)?,
+        })),
+        _ => Ok(None),
+    }
+}
+
+pub fn check_decision(decision: &str) -> Result<(), StoreError> {
+    match decision {
+        "allow" | "deny" => Ok(()),
+        other => Err(StoreError::Invalid(format!(
+            "approval decision \"{other}\"; expected allow or deny"
+        ))),
+    }
+}
+
+/// A page read from the store, as the sink traits answer: an unknown result is an error
+/// naming it.
+pub fn page_or_unknown(
+    result_id: &str,
+    page: Result<Option<ResultPage>, StoreError>,
+) -> Result<ResultPage, SinkError> {
+    match page {
+        Ok(Some(page)) => Ok(page),
+        Ok(None) => Err(SinkError(format!("unknown result \"{result_id}\""))),
+        Err(err) => Err(SinkError(err.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +172,25 @@ mod tests {
         assert!(err.contains("seq 18446744073709551615"), "{err}");
         let err = from_i64::<u64>(-1, "total_chars").unwrap_err().to_string();
         assert!(err.contains("total_chars -1"), "{err}");
+    }
+
+    #[test]
+    fn slices_count_characters_not_bytes() {
+        assert_eq!(char_slice("héllo", 1, 3), "éll");
+        assert_eq!(char_slice("héllo", 4, 10), "o");
+        assert_eq!(char_slice("héllo", 9, 1), "");
+        assert_eq!(char_slice("héllo", 0, u64::MAX), "héllo");
+    }
+
+    #[test]
+    fn stored_batch_statuses_round_trip_and_unknown_ones_are_corrupt() {
+        for status in [BatchStatus::Running, BatchStatus::Completed] {
+            assert_eq!(
+                parse_batch_status(batch_status_text(status), "status").unwrap(),
+                status
+            );
+        }
+        let err = parse_batch_status("paused", "column status").unwrap_err();
+        assert!(err.to_string().contains("\"paused\""), "{err}");
     }
 }

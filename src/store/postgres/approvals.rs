@@ -12,6 +12,7 @@ use super::PostgresStore;
 use super::convert::{
     database_error, from_json, get, get_text, millis, optional_time, time, to_json, write_error,
 };
+use crate::store::values::check_decision;
 use crate::store::{ApprovalRecord, StoreError};
 
 impl PostgresStore {
@@ -86,15 +87,6 @@ impl PostgresStore {
         .await
         .map(|done| done.rows_affected() == 1)
         .map_err(|err| database_error(&format!("resolving approval \"{approval_id}\""), err))
-    }
-}
-
-fn check_decision(decision: &str) -> Result<(), StoreError> {
-    match decision {
-        "allow" | "deny" => Ok(()),
-        other => Err(StoreError::Invalid(format!(
-            "approval decision \"{other}\"; expected allow or deny"
-        ))),
     }
 }
 

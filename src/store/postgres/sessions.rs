@@ -13,7 +13,8 @@ use super::convert::{
     database_error, from_i64, from_json, get, get_optional_text, millis, optional_time, time,
     to_i64, to_json, write_error,
 };
-use crate::store::{BatchClaim, BatchRecord, BatchStatus, SessionRecord, StoreError};
+use crate::store::values::{batch_status_text, parse_batch_status};
+use crate::store::{BatchClaim, BatchRecord, SessionRecord, StoreError};
 use crate::tool::ToolResult;
 
 /// The columns `session_record` reads, for `concat!` into static SQL.
@@ -151,7 +152,7 @@ impl PostgresStore {
         .bind(&batch.format)
         .bind(key)
         .bind(&batch.request_hash)
-        .bind(status_text(batch.status))
+        .bind(batch_status_text(batch.status))
         .bind(to_i64(batch.call_count, "call_count")?)
         .bind(results)
         .bind(millis(batch.created_at))
@@ -228,13 +229,6 @@ impl PostgresStore {
     }
 }
 
-fn status_text(status: BatchStatus) -> &'static str {
-    match status {
-        BatchStatus::Running => "running",
-        BatchStatus::Completed => "completed",
-    }
-}
-
 pub(super) fn session_record(row: &PgRow) -> Result<SessionRecord, StoreError> {
     let id: String = get(row, "id")?;
     let what = |column: &str| format!("column {column} of session \"{id}\"");
@@ -258,16 +252,7 @@ pub(super) fn session_record(row: &PgRow) -> Result<SessionRecord, StoreError> {
 fn batch_record(row: &PgRow) -> Result<BatchRecord, StoreError> {
     let batch_id: String = get(row, "batch_id")?;
     let what = |column: &str| format!("column {column} of batch \"{batch_id}\"");
-    let status = match get::<String>(row, "status")?.as_str() {
-        "running" => BatchStatus::Running,
-        "completed" => BatchStatus::Completed,
-        other => {
-            return Err(StoreError::Corrupt(format!(
-                "{}: unknown status \"{other}\"",
-                what("status")
-            )));
-        }
-    };
+    let status = parse_batch_status(&get::<String>(row, "status")?, &what("status"))?;
     let results = get::<Option<String>>(row, "results")?
         .map(|text| from_json(&text, &what("results")))
         .transpose()?;

@@ -13,6 +13,7 @@ use super::convert::{
     database_error, from_json, get, millis, optional_time, sqlite_error, sqlite_write_error, time,
     to_json,
 };
+use crate::store::values::check_decision;
 use crate::store::{ApprovalRecord, StoreError};
 
 impl SqliteStore {
@@ -109,15 +110,6 @@ impl SqliteStore {
                     })
             })
             .await
-    }
-}
-
-fn check_decision(decision: &str) -> Result<(), StoreError> {
-    match decision {
-        "allow" | "deny" => Ok(()),
-        other => Err(StoreError::Invalid(format!(
-            "approval decision \"{other}\"; expected allow or deny"
-        ))),
     }
 }
 

@@ -15,6 +15,7 @@ use super::convert::{
     database_error, from_i64, from_json, get, millis, sqlite_error, time, to_i64, to_json,
 };
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
+use crate::store::values::{offloaded, parse_error_kind};
 use crate::store::{CallPage, CallRow, StoreError};
 use crate::tool::{ErrorKind, OffloadedResult};
 
@@ -165,26 +166,12 @@ impl SqliteStore {
 fn call_row(row: &SqliteRow) -> Result<CallRow, StoreError> {
     let cursor: i64 = get(row, "cursor")?;
     let what = |column: &str| format!("column {column} of call row {cursor}");
-    let error_kind = get::<Option<String>>(row, "error_kind")?
-        .map(|kind| {
-            ErrorKind::parse(&kind).ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "{}: unknown error kind \"{kind}\"",
-                    what("error_kind")
-                ))
-            })
-        })
-        .transpose()?;
-    let offloaded = match (
-        get::<Option<String>>(row, "result_id")?,
-        get::<Option<i64>>(row, "result_total_chars")?,
-    ) {
-        (Some(result_id), Some(total)) => Some(OffloadedResult {
-            result_id,
-            total_chars: from_i64(total, &what("result_total_chars"))?,
-        }),
-        _ => None,
-    };
+    let error_kind = parse_error_kind(get(row, "error_kind")?, &what("error_kind"))?;
+    let offloaded = offloaded(
+        get(row, "result_id")?,
+        get(row, "result_total_chars")?,
+        &what("result_total_chars"),
+    )?;
     let record = AuditRecord {
         session_id: get(row, "session_id")?,
         batch_id: get(row, "batch_id")?,

@@ -25,6 +25,7 @@ use super::convert::{database_error, from_i64, get, millis, sqlite_error, to_i64
 use crate::dispatch::sinks::{OffloadSource, TextChunk, TextChunker};
 use crate::dispatch::{ResultPage, ResultStore, SinkError};
 use crate::store::StoreError;
+use crate::store::values::{char_slice, page_or_unknown};
 use crate::tool::OffloadedResult;
 
 /// Characters per chunk row: 64 Ki characters is 64–256 KiB of UTF-8, large enough that a
@@ -37,19 +38,6 @@ const TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 
 /// Bytes read from the source at a time.
 const READ_BYTES: usize = 1024 * 1024;
-
-/// Characters `skip..skip + take` of `text` (fewer when it is shorter).
-fn char_slice(text: &str, skip: u64, take: u64) -> &str {
-    let byte_at = |chars: u64| {
-        usize::try_from(chars)
-            .ok()
-            .and_then(|n| text.char_indices().nth(n))
-            .map_or(text.len(), |(at, _)| at)
-    };
-    let start = byte_at(skip);
-    let end = byte_at(skip.saturating_add(take));
-    &text[start..end]
-}
 
 /// Why a streamed offload failed.
 #[derive(Debug, thiserror::Error)]
@@ -273,21 +261,6 @@ impl SqliteStore {
         }
         Ok(Some(page))
     }
-
-    /// [`Self::result_page`] for the sink traits: unknown results are an error naming them.
-    async fn result_page_or_unknown(
-        &self,
-        owner: Option<&str>,
-        result_id: &str,
-        offset: u64,
-        limit: u64,
-    ) -> Result<ResultPage, SinkError> {
-        match self.result_page(owner, result_id, offset, limit).await {
-            Ok(Some(page)) => Ok(page),
-            Ok(None) => Err(SinkError(format!("unknown result \"{result_id}\""))),
-            Err(err) => Err(SinkError(err.to_string())),
-        }
-    }
 }
 
 #[async_trait]
@@ -317,8 +290,10 @@ impl ResultStore for SqliteStore {
         offset: u64,
         limit: u64,
     ) -> Result<ResultPage, SinkError> {
-        self.result_page_or_unknown(None, result_id, offset, limit)
-            .await
+        page_or_unknown(
+            result_id,
+            self.result_page(None, result_id, offset, limit).await,
+        )
     }
 
     async fn read_for_session(
@@ -328,20 +303,10 @@ impl ResultStore for SqliteStore {
         offset: u64,
         limit: u64,
     ) -> Result<ResultPage, SinkError> {
-        self.result_page_or_unknown(Some(session_id), result_id, offset, limit)
-            .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slices_count_characters_not_bytes() {
-        assert_eq!(char_slice("héllo", 1, 3), "éll");
-        assert_eq!(char_slice("héllo", 4, 10), "o");
-        assert_eq!(char_slice("héllo", 9, 1), "");
-        assert_eq!(char_slice("héllo", 0, u64::MAX), "héllo");
+        page_or_unknown(
+            result_id,
+            self.result_page(Some(session_id), result_id, offset, limit)
+                .await,
+        )
     }
 }

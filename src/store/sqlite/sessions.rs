@@ -15,7 +15,8 @@ use super::convert::{
     database_error, from_i64, from_json, get, millis, optional_time, sqlite_error,
     sqlite_write_error, time, to_i64, to_json,
 };
-use crate::store::{BatchClaim, BatchRecord, BatchStatus, SessionRecord, StoreError};
+use crate::store::values::{batch_status_text, parse_batch_status};
+use crate::store::{BatchClaim, BatchRecord, SessionRecord, StoreError};
 use crate::tool::ToolResult;
 
 /// The columns `session_record` reads, for `concat!` into static SQL.
@@ -188,7 +189,7 @@ impl SqliteStore {
             batch.format.clone(),
             batch.idempotency_key.clone(),
             batch.request_hash.clone(),
-            status_text(batch.status),
+            batch_status_text(batch.status),
             results,
             millis(batch.created_at),
             batch.completed_at.map(millis),
@@ -296,13 +297,6 @@ impl SqliteStore {
     }
 }
 
-fn status_text(status: BatchStatus) -> &'static str {
-    match status {
-        BatchStatus::Running => "running",
-        BatchStatus::Completed => "completed",
-    }
-}
-
 fn session_record(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
     let id: String = get(row, "id")?;
     let what = |column: &str| format!("column {column} of session \"{id}\"");
@@ -326,16 +320,7 @@ fn session_record(row: &SqliteRow) -> Result<SessionRecord, StoreError> {
 fn batch_record(row: &SqliteRow) -> Result<BatchRecord, StoreError> {
     let batch_id: String = get(row, "batch_id")?;
     let what = |column: &str| format!("column {column} of batch \"{batch_id}\"");
-    let status = match get::<String>(row, "status")?.as_str() {
-        "running" => BatchStatus::Running,
-        "completed" => BatchStatus::Completed,
-        other => {
-            return Err(StoreError::Corrupt(format!(
-                "{}: unknown status \"{other}\"",
-                what("status")
-            )));
-        }
-    };
+    let status = parse_batch_status(&get::<String>(row, "status")?, &what("status"))?;
     let results = get::<Option<String>>(row, "results")?
         .map(|text| from_json(&text, &what("results")))
         .transpose()?;
