@@ -72,14 +72,25 @@ pub fn record_http_request(route: &str, method: &str, status: u16) {
 
 /// A finished batch: one count per call by tool and outcome, and the batch's duration.
 pub fn record_batch(results: &[ToolResult], duration: Duration) {
+    // Counted per (tool, outcome) first: a batch of a hundred reads is one registry lookup.
+    let mut counts: Vec<(&str, &'static str, u64)> = Vec::new();
     for result in results {
         let outcome = match result.error_kind {
             Some(kind) => kind.as_str(),
             None if result.is_error => "error",
             None => "ok",
         };
-        metrics::counter!(TOOL_CALLS, "tool" => result.name.clone(), "outcome" => outcome)
-            .increment(1);
+        match counts
+            .iter_mut()
+            .find(|(tool, seen, _)| *tool == result.name && *seen == outcome)
+        {
+            Some((_, _, count)) => *count += 1,
+            None => counts.push((&result.name, outcome, 1)),
+        }
+    }
+    for (tool, outcome, count) in counts {
+        metrics::counter!(TOOL_CALLS, "tool" => tool.to_owned(), "outcome" => outcome)
+            .increment(count);
     }
     metrics::histogram!(BATCH_DURATION).record(duration.as_secs_f64());
 }

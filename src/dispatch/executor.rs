@@ -24,6 +24,7 @@ use tower::ServiceExt;
 use super::Dispatcher;
 use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
+use super::sinks::HeldAudit;
 use crate::event::{EventDraft, EventType};
 use crate::permission::PermissionLevel;
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
@@ -138,8 +139,25 @@ impl Dispatcher {
             .map(|c| (c.id.clone(), c.name.clone()))
             .collect();
         let stream = futures::stream::iter(calls);
-        self.run_batch(session, pool, batch_id.clone(), stream, updates)
-            .await;
+        // Nothing is returned before the batch ends, so its audit rows are written together
+        // then, before any result leaves this function.
+        let held = HeldAudit::default();
+        self.run_batch_holding(
+            session,
+            pool,
+            batch_id.clone(),
+            stream,
+            updates,
+            Some(held.clone()),
+        )
+        .await;
+        let rows = held.take();
+        let count = rows.len();
+        if let Err(err) = self.audit.record_many(rows).await {
+            // As for a single row (`pipeline::audit`): the calls have happened; their results
+            // are returned all the same, and the failure is logged loudly.
+            tracing::error!(%batch_id, rows = count, error = %err, "audit rows not written");
+        }
         let mut results = Vec::with_capacity(ids.len());
         while let Ok(update) = received.try_recv() {
             if let BatchUpdate::Result { result, .. } = update {
@@ -182,8 +200,25 @@ impl Dispatcher {
         session: Arc<SessionState>,
         pool: Arc<ToolPool>,
         batch_id: String,
+        calls: C,
+        updates: mpsc::UnboundedSender<BatchUpdate>,
+    ) where
+        C: Stream<Item = ToolCall> + Unpin,
+    {
+        self.run_batch_holding(session, pool, batch_id, calls, updates, None)
+            .await;
+    }
+
+    /// [`Dispatcher::run_batch`], its calls leaving their audit rows in `held_audit` when set
+    /// (the caller writes them before returning any result).
+    async fn run_batch_holding<C>(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        batch_id: String,
         mut calls: C,
         updates: mpsc::UnboundedSender<BatchUpdate>,
+        held_audit: Option<HeldAudit>,
     ) where
         C: Stream<Item = ToolCall> + Unpin,
     {
@@ -204,6 +239,7 @@ impl Dispatcher {
             running_count: 0,
             next_yield: 0,
             error_count: 0,
+            held_audit,
         };
         run.publish(
             EventDraft::new(EventType::BatchStart, run.session.shared_id()).data(json!({})),
@@ -277,6 +313,7 @@ struct BatchRun<'a> {
     running_count: usize,
     next_yield: usize,
     error_count: usize,
+    held_audit: Option<HeldAudit>,
 }
 
 impl BatchRun<'_> {
@@ -426,6 +463,7 @@ impl BatchRun<'_> {
                 abort: group.abort.clone(),
                 close: self.session.close_token(),
             },
+            held_audit: self.held_audit.clone(),
         });
         // Calls are polled here, inside the batch's task, not spawned: a no-op call then costs
         // no cross-thread wake-up. Tools must not block the thread (blocking work belongs in

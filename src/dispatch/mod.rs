@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 pub use executor::{BatchOutcome, BatchUpdate};
 pub use partition::{CallGroup, partition};
 pub use sinks::{
-    AuditRecord, AuditSink, InMemoryAuditLog, InMemoryResultStore, ResultPage, ResultStore,
-    SinkError,
+    AuditRecord, AuditSink, HeldAudit, InMemoryAuditLog, InMemoryResultStore, ResultPage,
+    ResultStore, SinkError,
 };
 
 use crate::event::EventBus;
@@ -93,6 +93,8 @@ impl DispatchDeps {
 #[derive(Clone)]
 pub struct Dispatcher {
     pipeline: pipeline::Pipeline,
+    /// Where whole batches write their held audit rows (the pipeline writes the others).
+    audit: Arc<dyn AuditSink>,
     settings: DispatchSettings,
     events: EventBus,
 }
@@ -101,6 +103,7 @@ impl Dispatcher {
     pub fn new(deps: DispatchDeps, settings: DispatchSettings) -> Dispatcher {
         Dispatcher {
             pipeline: pipeline::build(&deps, &settings),
+            audit: deps.audit.clone(),
             settings,
             events: deps.events,
         }

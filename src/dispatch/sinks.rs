@@ -50,6 +50,37 @@ pub struct SinkError(pub String);
 #[async_trait]
 pub trait AuditSink: Send + Sync + 'static {
     async fn record(&self, record: AuditRecord) -> Result<(), SinkError>;
+
+    /// Records several rows (a whole batch's), all durable when this returns. A sink may
+    /// write them together; this one writes them one by one and stops at the first failure.
+    async fn record_many(&self, records: Vec<AuditRecord>) -> Result<(), SinkError> {
+        for record in records {
+            self.record(record).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The audit rows of a batch whose results are all returned at once: its calls leave their
+/// rows here and the batch writes them together before answering (one write instead of one
+/// per call), which keeps "durable before the result is returned".
+#[derive(Clone, Default)]
+pub struct HeldAudit {
+    records: Arc<Mutex<Vec<AuditRecord>>>,
+}
+
+impl HeldAudit {
+    pub fn hold(&self, record: AuditRecord) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+    }
+
+    /// Everything held so far, in the order the calls finished.
+    pub fn take(&self) -> Vec<AuditRecord> {
+        std::mem::take(&mut *self.records.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// A page of an offloaded output, by character range.

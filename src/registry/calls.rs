@@ -244,46 +244,131 @@ fn openai_chat_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, Envel
 
 /// Results in the request's shape.
 pub fn format_results(format: BatchFormat, batch_id: &str, results: &[ToolResult]) -> Value {
-    match format {
-        BatchFormat::Toold => json!({"batch_id": batch_id, "results": results}),
-        BatchFormat::Anthropic => json!({
-            "role": "user",
-            "content": results.iter().map(anthropic_result).collect::<Vec<_>>(),
-        }),
-        BatchFormat::OpenAi => json!({
-            "input": results.iter().map(openai_result).collect::<Vec<_>>(),
-        }),
-        BatchFormat::OpenAiChat => json!({
-            "messages": results.iter().map(openai_chat_result).collect::<Vec<_>>(),
-        }),
+    serde_json::to_value(ResultsBody::new(format, batch_id, results))
+        .unwrap_or_else(|err| unreachable_json(&err))
+}
+
+/// [`format_results`] as JSON text, written straight from the results: a batch's outputs
+/// are copied once into the response, not first into a `Value`.
+pub fn results_json(format: BatchFormat, batch_id: &str, results: &[ToolResult]) -> Vec<u8> {
+    // Room for the outputs and a little per result.
+    let outputs: usize = results.iter().map(|r| r.output.len() + 128).sum();
+    let mut json = Vec::with_capacity(outputs + 64);
+    match serde_json::to_writer(&mut json, &ResultsBody::new(format, batch_id, results)) {
+        Ok(()) => json,
+        Err(err) => serde_json::to_vec(&unreachable_json(&err)).unwrap_or_default(),
     }
 }
 
 /// One result in the request's shape (what a stream yields per result).
 pub fn format_result(format: BatchFormat, result: &ToolResult) -> Value {
-    match format {
-        BatchFormat::Toold => json!(result),
-        BatchFormat::Anthropic => anthropic_result(result),
-        BatchFormat::OpenAi => openai_result(result),
-        BatchFormat::OpenAiChat => openai_chat_result(result),
+    let shaped = match format {
+        BatchFormat::Toold => serde_json::to_value(result),
+        BatchFormat::Anthropic => serde_json::to_value(AnthropicResult::from(result)),
+        BatchFormat::OpenAi => serde_json::to_value(OpenAiResult::from(result)),
+        BatchFormat::OpenAiChat => serde_json::to_value(OpenAiChatResult::from(result)),
+    };
+    shaped.unwrap_or_else(|err| unreachable_json(&err))
+}
+
+/// Results serialise to JSON whatever they hold (string keys, finite numbers: `duration_ms`
+/// is a measured time); a failure here is a bug, answered with `null` rather than a panic.
+fn unreachable_json(err: &serde_json::Error) -> Value {
+    tracing::error!(error = %err, "results could not be serialised");
+    Value::Null
+}
+
+/// The four response bodies, borrowing from the results.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum ResultsBody<'a> {
+    Toold {
+        batch_id: &'a str,
+        results: &'a [ToolResult],
+    },
+    Anthropic {
+        role: &'static str,
+        content: Vec<AnthropicResult<'a>>,
+    },
+    OpenAi {
+        input: Vec<OpenAiResult<'a>>,
+    },
+    OpenAiChat {
+        messages: Vec<OpenAiChatResult<'a>>,
+    },
+}
+
+impl<'a> ResultsBody<'a> {
+    fn new(format: BatchFormat, batch_id: &'a str, results: &'a [ToolResult]) -> Self {
+        match format {
+            BatchFormat::Toold => ResultsBody::Toold { batch_id, results },
+            BatchFormat::Anthropic => ResultsBody::Anthropic {
+                role: "user",
+                content: results.iter().map(AnthropicResult::from).collect(),
+            },
+            BatchFormat::OpenAi => ResultsBody::OpenAi {
+                input: results.iter().map(OpenAiResult::from).collect(),
+            },
+            BatchFormat::OpenAiChat => ResultsBody::OpenAiChat {
+                messages: results.iter().map(OpenAiChatResult::from).collect(),
+            },
+        }
     }
 }
 
-fn anthropic_result(result: &ToolResult) -> Value {
-    json!({
-        "type": "tool_result",
-        "tool_use_id": result.id,
-        "content": result.output,
-        "is_error": result.is_error,
-    })
+#[derive(serde::Serialize)]
+struct AnthropicResult<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    tool_use_id: &'a str,
+    content: &'a str,
+    is_error: bool,
 }
 
-fn openai_result(result: &ToolResult) -> Value {
-    json!({"type": "function_call_output", "call_id": result.id, "output": result.output})
+impl<'a> From<&'a ToolResult> for AnthropicResult<'a> {
+    fn from(result: &'a ToolResult) -> Self {
+        AnthropicResult {
+            kind: "tool_result",
+            tool_use_id: &result.id,
+            content: &result.output,
+            is_error: result.is_error,
+        }
+    }
 }
 
-fn openai_chat_result(result: &ToolResult) -> Value {
-    json!({"role": "tool", "tool_call_id": result.id, "content": result.output})
+#[derive(serde::Serialize)]
+struct OpenAiResult<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    call_id: &'a str,
+    output: &'a str,
+}
+
+impl<'a> From<&'a ToolResult> for OpenAiResult<'a> {
+    fn from(result: &'a ToolResult) -> Self {
+        OpenAiResult {
+            kind: "function_call_output",
+            call_id: &result.id,
+            output: &result.output,
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct OpenAiChatResult<'a> {
+    role: &'static str,
+    tool_call_id: &'a str,
+    content: &'a str,
+}
+
+impl<'a> From<&'a ToolResult> for OpenAiChatResult<'a> {
+    fn from(result: &'a ToolResult) -> Self {
+        OpenAiChatResult {
+            role: "tool",
+            tool_call_id: &result.id,
+            content: &result.output,
+        }
+    }
 }
 
 #[cfg(test)]

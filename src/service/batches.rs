@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::dispatch::BatchUpdate;
 use crate::dispatch::executor::new_batch_id;
-use crate::registry::calls::{BatchFormat, BatchRequest, format_results};
+use crate::registry::calls::{BatchFormat, BatchRequest, results_json};
 use crate::store::{BatchClaim, BatchRecord, BatchStatus};
 use crate::tool::ToolResult;
 
@@ -29,10 +29,18 @@ use crate::tool::ToolResult;
 pub struct BatchResponse {
     pub batch_id: String,
     pub format: BatchFormat,
-    /// The results in the request's shape (an agent appends it to its conversation).
-    pub body: Value,
+    /// The results in the request's shape (an agent appends it to its conversation), as
+    /// JSON text.
+    pub body: Vec<u8>,
     /// The results were stored by an earlier request with the same idempotency key.
     pub replayed: bool,
+}
+
+impl BatchResponse {
+    /// The body as a JSON value (tests and callers that inspect it; the doors send the text).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
 }
 
 /// A batch whose progress and results arrive as they happen.
@@ -62,7 +70,7 @@ impl ToolService {
                 return Ok(replay);
             }
             let results = service.run(&session, &record, request).await;
-            let body = format_results(format, &record.batch_id, &results);
+            let body = results_json(format, &record.batch_id, &results);
             let batch_id = record.batch_id.clone();
             service.finish(&session, record, results).await?;
             Ok::<_, ServiceError>(BatchResponse {
@@ -158,7 +166,7 @@ impl ToolService {
                 Err(ServiceError::conflict(self.still_running(key, &earlier)))
             }
             BatchClaim::Existing(earlier) => Ok(Some(BatchResponse {
-                body: format_results(
+                body: results_json(
                     record_format(record),
                     &earlier.batch_id,
                     earlier.results.as_deref().unwrap_or_default(),
@@ -281,7 +289,12 @@ fn batch_record(session_id: &str, request: &BatchRequest, body: &Value) -> Batch
         session_id: session_id.to_owned(),
         format: request.format.as_str().to_owned(),
         idempotency_key: request.idempotency_key.clone(),
-        request_hash: request_hash(body),
+        // Only a key's retries are compared with it; hashing every body would cost a batch
+        // a second serialisation of its calls.
+        request_hash: match request.idempotency_key {
+            Some(_) => request_hash(body),
+            None => String::new(),
+        },
         status: BatchStatus::Running,
         call_count: request.calls.len(),
         results: None,

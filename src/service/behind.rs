@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sessions::snapshot_json;
 use crate::session::SessionState;
-use crate::store::{BatchRecord, Store, StoreError};
+use crate::store::{BatchRecord, BehindWrites, Store};
 
 /// How long the task gathers writes after the first one arrives: a session running batch
 /// after batch has its state saved once per interval, not once per batch.
@@ -97,27 +97,21 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>)
                 Item::Flush(done) => flushes.push(done),
             }
         }
-        for record in batches.drain(..) {
-            if let Err(err) = store.claim_batch(&record).await {
-                log_failure("recording batch", &record.batch_id, &err);
-            }
-        }
-        for (id, session) in states.drain() {
-            match store
-                .save_session_state(&id, &snapshot_json(&session))
-                .await
-            {
-                // Closed and deleted sessions have nothing left to save.
-                Ok(()) | Err(StoreError::NotFound(_)) => {}
-                Err(err) => log_failure("saving the state of session", &id, &err),
+        // One write for the lot: the store may let it ride along with its next commit.
+        let writes = BehindWrites {
+            batches: std::mem::take(&mut batches),
+            states: states
+                .drain()
+                .map(|(id, session)| (id.to_string(), snapshot_json(&session)))
+                .collect(),
+        };
+        if !writes.is_empty() {
+            for err in store.write_behind(&writes).await {
+                tracing::error!(error = %err, "a write behind a batch's answer failed");
             }
         }
         for done in flushes.drain(..) {
             let _ = done.send(());
         }
     }
-}
-
-fn log_failure(what: &str, id: &str, err: &StoreError) {
-    tracing::error!(error = %err, "{what} \"{id}\" failed");
 }

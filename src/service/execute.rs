@@ -57,10 +57,15 @@ impl ToolService {
     ) -> Result<CallsOutcome, ServiceError> {
         let request = BatchRequest::from_calls(calls, idempotency_key)?;
         let session = self.owned_session(session_id).await?;
+        // As for a JSON body: only a key's retries are compared with the hash.
+        let hash = match request.idempotency_key {
+            Some(_) => request_hash(&request.to_toold_json()),
+            None => String::new(),
+        };
         let record = new_record(
             session_id,
             request.idempotency_key.clone(),
-            request_hash(&request.to_toold_json()),
+            hash,
             request.calls.len(),
         );
         let batch_id = record.batch_id.clone();

@@ -191,6 +191,21 @@ pub struct NodeRecord {
     pub heartbeat_at: SystemTime,
 }
 
+/// What finished batches leave to be written behind their answers ([`Store::write_behind`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BehindWrites {
+    /// Completed batches without an idempotency key.
+    pub batches: Vec<BatchRecord>,
+    /// Session ids with the state to save.
+    pub states: Vec<(String, Value)>,
+}
+
+impl BehindWrites {
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty() && self.states.is_empty()
+    }
+}
+
 /// Everything the daemon persists. Implementations must be safe to call concurrently; every
 /// method that writes returns once the write is durable.
 ///
@@ -228,6 +243,26 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     /// always `New`. [`StoreError::NotFound`] if the session is unknown,
     /// [`StoreError::Conflict`] if the batch id is taken.
     async fn claim_batch(&self, batch: &BatchRecord) -> Result<BatchClaim, StoreError>;
+    /// Writes what finished batches leave behind their answers, which nobody waits on: the
+    /// records of batches without an idempotency key (as [`Store::claim_batch`] would) and
+    /// session states (as [`Store::save_session_state`] would; a session no longer stored is
+    /// skipped). A store may hold these for its next commit. Each item stands or fails on its
+    /// own; the failures come back, an empty list when everything was written.
+    async fn write_behind(&self, writes: &BehindWrites) -> Vec<StoreError> {
+        let mut failures = Vec::new();
+        for batch in &writes.batches {
+            if let Err(err) = self.claim_batch(batch).await {
+                failures.push(err);
+            }
+        }
+        for (id, state) in &writes.states {
+            match self.save_session_state(id, state).await {
+                Ok(()) | Err(StoreError::NotFound(_)) => {}
+                Err(err) => failures.push(err),
+            }
+        }
+        failures
+    }
     /// Marks a batch completed with its results; [`StoreError::NotFound`] if unknown.
     async fn complete_batch(
         &self,

@@ -131,7 +131,7 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
         .execute_batch(&session.id, &body)
         .await
         .expect("batch runs")
-        .body;
+        .json();
     let elapsed = started.elapsed();
     let peak = PEAK.load(Ordering::Relaxed) - before;
 

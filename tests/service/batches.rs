@@ -222,7 +222,7 @@ async fn an_interrupt_cancels_a_running_sleep() {
         }
     }
     daemon.service.interrupt(&session.id).unwrap();
-    let body = running.await.unwrap().unwrap().body;
+    let body = running.await.unwrap().unwrap().json();
     assert_eq!(body["results"][0]["error_kind"], "cancelled", "{body}");
     assert_eq!(
         daemon.service.interrupt("sess_nope").unwrap_err().code,

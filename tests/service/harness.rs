@@ -109,7 +109,7 @@ impl Daemon {
             .execute_batch(session, &body)
             .await
             .expect("batch runs")
-            .body
+            .json()
     }
 }
 

@@ -241,7 +241,7 @@ async fn closing_cancels_running_calls_and_forgets_the_session() {
     }
     let closed = daemon.service.close_session(&session.id).await.unwrap();
     assert!(closed.closed);
-    let response = running.await.unwrap().unwrap().body;
+    let response = running.await.unwrap().unwrap().json();
     assert_eq!(
         response["results"][0]["error_kind"], "cancelled",
         "{response}"

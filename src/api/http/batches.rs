@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::header::ACCEPT;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -44,11 +44,13 @@ pub async fn execute(
     }
     let response = service.execute_batch(&id, &body).await?;
     let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(BATCH_ID, header_value(&response.batch_id));
     if response.replayed {
         headers.insert(REPLAYED, HeaderValue::from_static("true"));
     }
-    Ok((headers, Json(response.body)).into_response())
+    // Already JSON text (`results_json`), written once.
+    Ok((headers, response.body).into_response())
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/batches/{batch_id}", tag = "batches",

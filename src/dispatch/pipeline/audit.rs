@@ -1,5 +1,6 @@
 //! Audit phase (outermost): times the call and writes its audit row before the result is
-//! returned, whichever phase produced the result.
+//! returned, whichever phase produced the result; or, for a batch answered whole, holds the
+//! row for the batch to write with the others before it answers (`HeldAudit`).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -25,6 +26,7 @@ impl Phase for Audit {
         let batch_id = request.batch_id.to_string();
         let index = request.index;
         let tool = request.tool.as_ref().ok().map(|t| t.name().to_owned());
+        let held = request.held_audit.clone();
 
         let mut outcome = run_next(next, request).await;
         outcome.result.duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
@@ -46,7 +48,10 @@ impl Phase for Audit {
             started_at,
             duration_ms: result.duration_ms,
         };
-        if let Err(err) = self.sink.record(record).await {
+        if let Some(held) = held {
+            // The batch writes it, with its siblings', before any result is returned.
+            held.hold(record);
+        } else if let Err(err) = self.sink.record(record).await {
             // The call has already happened; withholding its result would not undo it. The
             // failure is logged loudly and the result still returned.
             tracing::error!(call_id = %result.id, error = %err, "audit row not written");

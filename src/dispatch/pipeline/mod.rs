@@ -30,6 +30,7 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{DispatchDeps, DispatchSettings};
+use crate::dispatch::sinks::HeldAudit;
 use crate::permission::PermissionDecision;
 use crate::registry::{RegisteredTool, UnknownTool};
 use crate::tool::{ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult};
@@ -59,6 +60,8 @@ pub struct CallRequest {
     pub admitted_safe: bool,
     pub ctx: ToolContext,
     pub signals: CallSignals,
+    /// Set when the batch writes its calls' audit rows itself, all at once (see `HeldAudit`).
+    pub held_audit: Option<HeldAudit>,
 }
 
 impl CallRequest {

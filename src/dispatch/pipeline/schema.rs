@@ -23,6 +23,8 @@ impl Phase for SchemaValidation {
                     "the arguments are not valid JSON ({reason}): {quoted}"
                 ))
             }
+            // A call admitted to a parallel group was found valid then (see the executor).
+            CallInput::Json(_) if request.admitted_safe => None,
             CallInput::Json(input) => tool
                 .validate_input(input)
                 .err()

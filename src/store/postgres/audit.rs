@@ -188,6 +188,21 @@ impl AuditSink for PostgresStore {
             .await
             .map_err(|err| SinkError(err.to_string()))
     }
+
+    /// Every row handed to the writer at once, so they share its multi-row INSERTs.
+    async fn record_many(&self, records: Vec<AuditRecord>) -> Result<(), SinkError> {
+        let rows = records
+            .into_iter()
+            .map(AuditRow::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| SinkError(err.to_string()))?;
+        let written = futures::future::join_all(rows.into_iter().map(|row| self.audit.record(row)));
+        written
+            .await
+            .into_iter()
+            .collect::<Result<(), _>>()
+            .map_err(|err| SinkError(err.to_string()))
+    }
 }
 
 impl PostgresStore {

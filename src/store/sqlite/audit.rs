@@ -129,6 +129,28 @@ impl AuditSink for SqliteStore {
             .await
             .map_err(|err| SinkError(err.to_string()))
     }
+
+    /// One write for the lot: a batch's rows commit together (all or none).
+    async fn record_many(&self, records: Vec<AuditRecord>) -> Result<(), SinkError> {
+        let rows = records
+            .into_iter()
+            .map(AuditRow::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| SinkError(err.to_string()))?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let node = self.node_id.clone();
+        self.writer
+            .write(move |connection| {
+                for row in rows {
+                    row.insert(connection, &node)?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|err| SinkError(err.to_string()))
+    }
 }
 
 impl SqliteStore {

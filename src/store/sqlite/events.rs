@@ -39,8 +39,9 @@ impl SqliteStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
+        // Nobody waits on events to go on: held for the writer thread's next group (`writer`).
         self.writer
-            .write(move |connection| {
+            .write_held(move |connection| {
                 let mut insert = connection
                     .prepare_cached(
                         "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, \

@@ -51,8 +51,8 @@ use sqlx::sqlite::{
 use sqlx::{ConnectOptions, Connection};
 
 use super::{
-    ApprovalRecord, BatchClaim, BatchRecord, CallPage, EventFilter, NodeRecord, SessionRecord,
-    Store, StoreError,
+    ApprovalRecord, BatchClaim, BatchRecord, BehindWrites, CallPage, EventFilter, NodeRecord,
+    SessionRecord, Store, StoreError,
 };
 use crate::event::Event;
 use crate::tool::ToolResult;
@@ -204,6 +204,10 @@ impl Store for SqliteStore {
 
     async fn claim_batch(&self, batch: &BatchRecord) -> Result<BatchClaim, StoreError> {
         self.claim_batch_row(batch).await
+    }
+
+    async fn write_behind(&self, writes: &BehindWrites) -> Vec<StoreError> {
+        self.write_behind_rows(writes).await
     }
 
     async fn complete_batch(

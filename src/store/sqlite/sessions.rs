@@ -6,7 +6,7 @@
 //! (same request hash) and `Conflict`. Two concurrent claims with one key give exactly one
 //! `New`.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 
@@ -16,7 +16,7 @@ use super::convert::{
     sqlite_write_error, time, to_i64, to_json,
 };
 use crate::store::values::{batch_status_text, parse_batch_status};
-use crate::store::{BatchClaim, BatchRecord, SessionRecord, StoreError};
+use crate::store::{BatchClaim, BatchRecord, BehindWrites, SessionRecord, StoreError};
 use crate::tool::ToolResult;
 
 /// The columns `session_record` reads, for `concat!` into static SQL.
@@ -41,7 +41,118 @@ struct TakenKey {
     request_hash: String,
 }
 
+/// A batch record as column values, ready to bind (rendered in the caller's task).
+struct BatchRow {
+    what: String,
+    batch_id: String,
+    session_id: String,
+    format: String,
+    idempotency_key: Option<String>,
+    request_hash: String,
+    status: &'static str,
+    call_count: i64,
+    results: Option<String>,
+    created_at: i64,
+    completed_at: Option<i64>,
+}
+
+impl BatchRow {
+    fn new(batch: &BatchRecord) -> Result<BatchRow, StoreError> {
+        let what = format!("batch \"{}\"", batch.batch_id);
+        Ok(BatchRow {
+            results: batch
+                .results
+                .as_ref()
+                .map(|results| to_json(results, &what))
+                .transpose()?,
+            call_count: to_i64(batch.call_count, "call_count")?,
+            what,
+            batch_id: batch.batch_id.clone(),
+            session_id: batch.session_id.clone(),
+            format: batch.format.clone(),
+            idempotency_key: batch.idempotency_key.clone(),
+            request_hash: batch.request_hash.clone(),
+            status: batch_status_text(batch.status),
+            created_at: millis(batch.created_at),
+            completed_at: batch.completed_at.map(millis),
+        })
+    }
+
+    /// Inserts the row unless its (session, idempotency key) is taken; the rows inserted.
+    fn insert(&self, connection: &Connection, context: &str) -> Result<usize, StoreError> {
+        connection
+            .prepare_cached(
+                "INSERT INTO batches (batch_id, session_id, format, idempotency_key, \
+                 request_hash, status, call_count, results, created_at, completed_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                 ON CONFLICT (session_id, idempotency_key) DO NOTHING",
+            )
+            .and_then(|mut insert| {
+                insert.execute(params![
+                    self.batch_id,
+                    self.session_id,
+                    self.format,
+                    self.idempotency_key,
+                    self.request_hash,
+                    self.status,
+                    self.call_count,
+                    self.results,
+                    self.created_at,
+                    self.completed_at
+                ])
+            })
+            .map_err(|err| {
+                let session = format!("session \"{}\"", self.session_id);
+                sqlite_write_error(context, &self.what, &session, err)
+            })
+    }
+}
+
 impl SqliteStore {
+    /// What batches leave behind their answers, held for the writer thread's next group (see `writer`): one
+    /// statement per item, so an item that fails leaves the others standing.
+    pub(super) async fn write_behind_rows(&self, writes: &BehindWrites) -> Vec<StoreError> {
+        let mut failures = Vec::new();
+        let batches: Vec<BatchRow> = writes
+            .batches
+            .iter()
+            .filter_map(|batch| BatchRow::new(batch).map_err(|err| failures.push(err)).ok())
+            .collect();
+        let states: Vec<(String, String)> = writes
+            .states
+            .iter()
+            .filter_map(|(id, state)| {
+                to_json(state, &format!("session \"{id}\""))
+                    .map(|state| (id.clone(), state))
+                    .map_err(|err| failures.push(err))
+                    .ok()
+            })
+            .collect();
+        let written = self
+            .writer
+            .write_held(move |connection| {
+                let mut failures = Vec::new();
+                for row in &batches {
+                    if let Err(err) = row.insert(connection, &format!("recording {}", row.what)) {
+                        failures.push(err);
+                    }
+                }
+                for (id, state) in &states {
+                    // A session deleted meanwhile has nothing left to save (no row changes).
+                    if let Err(err) = update_state(connection, id, state) {
+                        failures.push(err);
+                    }
+                }
+                Ok(failures)
+            })
+            .await;
+        match written {
+            Ok(more) => failures.extend(more),
+            Err(err) => failures.push(err),
+        }
+        failures
+    }
+
     pub(super) async fn insert_session_row(
         &self,
         session: &SessionRecord,
@@ -104,11 +215,7 @@ impl SqliteStore {
         let session_id = session_id.to_owned();
         self.writer
             .write_one(move |connection| {
-                let changed = connection
-                    .prepare_cached("UPDATE sessions SET state = ?1 WHERE id = ?2")
-                    .and_then(|mut update| update.execute(params![state, session_id]))
-                    .map_err(|err| sqlite_error(&format!("saving the state of {what}"), err))?;
-                if changed == 0 {
+                if update_state(connection, &session_id, &state)? == 0 {
                     return Err(StoreError::NotFound(what));
                 }
                 Ok(())
@@ -174,43 +281,12 @@ impl SqliteStore {
         &self,
         batch: &BatchRecord,
     ) -> Result<BatchClaim, StoreError> {
-        let what = format!("batch \"{}\"", batch.batch_id);
-        let session = format!("session \"{}\"", batch.session_id);
-        let context = format!("claiming {what}");
-        let results = batch
-            .results
-            .as_ref()
-            .map(|results| to_json(results, &what))
-            .transpose()?;
-        let call_count = to_i64(batch.call_count, "call_count")?;
-        let row = (
-            batch.batch_id.clone(),
-            batch.session_id.clone(),
-            batch.format.clone(),
-            batch.idempotency_key.clone(),
-            batch.request_hash.clone(),
-            batch_status_text(batch.status),
-            results,
-            millis(batch.created_at),
-            batch.completed_at.map(millis),
-        );
+        let row = BatchRow::new(batch)?;
+        let context = format!("claiming {}", row.what);
         let taken = self
             .writer
             .write_one(move |connection| {
-                let inserted = connection
-                    .prepare_cached(
-                        "INSERT INTO batches (batch_id, session_id, format, idempotency_key, \
-                         request_hash, status, call_count, results, created_at, completed_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-                         ON CONFLICT (session_id, idempotency_key) DO NOTHING",
-                    )
-                    .and_then(|mut insert| {
-                        insert.execute(params![
-                            row.0, row.1, row.2, row.3, row.4, row.5, call_count, row.6, row.7,
-                            row.8
-                        ])
-                    })
-                    .map_err(|err| sqlite_write_error(&context, &what, &session, err))?;
+                let inserted = row.insert(connection, &context)?;
                 if inserted == 1 {
                     return Ok(None);
                 }
@@ -222,7 +298,7 @@ impl SqliteStore {
                     )
                     .and_then(|mut select| {
                         select
-                            .query_row(params![row.1, row.3], |found| {
+                            .query_row(params![row.session_id, row.idempotency_key], |found| {
                                 Ok(TakenKey {
                                     batch_id: found.get(0)?,
                                     request_hash: found.get(1)?,
@@ -295,6 +371,23 @@ impl SqliteStore {
             .map(batch_record)
             .transpose()
     }
+}
+
+/// Replaces a session's state; the rows changed (0 for an unknown session).
+fn update_state(
+    connection: &Connection,
+    session_id: &str,
+    state: &str,
+) -> Result<usize, StoreError> {
+    connection
+        .prepare_cached("UPDATE sessions SET state = ?1 WHERE id = ?2")
+        .and_then(|mut update| update.execute(params![state, session_id]))
+        .map_err(|err| {
+            sqlite_error(
+                &format!("saving the state of session \"{session_id}\""),
+                err,
+            )
+        })
 }
 
 fn session_record(row: &SqliteRow) -> Result<SessionRecord, StoreError> {

@@ -23,6 +23,13 @@
 //! undoes its own statements and reports its error, and the rest of the group still commits.
 //! If the group's commit fails, every caller in it gets that error.
 //!
+//! Writes nobody waits on to go on (events, a batch's record, session state saved behind the
+//! answer) are *held*: they join the next group the writer thread commits, or commit there on
+//! their own once [`HELD_LINGER`] has passed since the first of them was held. Under load the
+//! rows requests leave behind thus ride along with queued audit rows, one commit (and one
+//! write into the log) instead of several. A caller committing on its own thread does not
+//! take them: that commit is on the way to an answer, and carries only the caller's write.
+//!
 //! Deliberately absent: retries (a failed commit means a failed disk; callers decide), and any
 //! knowledge of the tables (each area's file writes its own statements).
 
@@ -31,7 +38,7 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
@@ -42,6 +49,10 @@ use crate::store::StoreError;
 /// At most this many jobs share a transaction, so a flood of writes still commits (and
 /// answers) in steps of bounded latency.
 const GROUP_JOBS: usize = 1024;
+
+/// How long a held write waits for another commit to ride along with before it commits on
+/// its own.
+const HELD_LINGER: Duration = Duration::from_millis(5);
 
 /// Prepared statements kept per connection: every statement the store writes with, with room.
 const STATEMENT_CACHE: usize = 64;
@@ -55,6 +66,8 @@ type Job = Box<dyn FnOnce(&Connection) -> Reply + Send>;
 
 enum Message {
     Job(Job),
+    /// A write was held while none was: commit the held writes within [`HELD_LINGER`].
+    Held,
     /// Commit what is queued, close the connection, and end the thread.
     Close(oneshot::Sender<()>),
 }
@@ -63,9 +76,13 @@ enum Message {
 /// `None` once closed.
 type SharedConnection = Arc<Mutex<Option<Connection>>>;
 
+/// Writes waiting for the next commit.
+type HeldJobs = Arc<Mutex<Vec<Job>>>;
+
 /// The handle to the write connection and its thread. Cheap to share behind an `Arc`.
 pub struct WriteThread {
     connection: SharedConnection,
+    held: HeldJobs,
     /// `None` once closed: writes after `close` fail.
     jobs: Mutex<Option<mpsc::Sender<Message>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -81,9 +98,11 @@ impl WriteThread {
         let connection: SharedConnection = Arc::new(Mutex::new(Some(connection)));
         let (sender, receiver) = mpsc::channel();
         let shared = connection.clone();
+        let held = HeldJobs::default();
+        let thread_held = held.clone();
         let thread = std::thread::Builder::new()
             .name("toold-sqlite-writer".to_owned())
-            .spawn(move || run(&shared, receiver))
+            .spawn(move || run(&shared, &thread_held, receiver))
             .map_err(|err| {
                 StoreError::Unavailable(format!(
                     "cannot start the writer thread of database \"{location}\": {err}"
@@ -91,6 +110,7 @@ impl WriteThread {
             })?;
         Ok(WriteThread {
             connection,
+            held,
             jobs: Mutex::new(Some(sender)),
             thread: Mutex::new(Some(thread)),
         })
@@ -118,22 +138,35 @@ impl WriteThread {
         self.submit(work).await
     }
 
+    /// [`WriteThread::write`] for a write nobody waits on to go on: it joins the next
+    /// transaction committed for another reason, or commits on its own after [`HELD_LINGER`].
+    /// Returns once it is committed, like any write.
+    pub async fn write_held<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (job, answered) = job(move |connection| in_savepoint(connection, work));
+        let first = {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            held.push(job);
+            held.len() == 1
+        };
+        // The thread is told once per held run, not once per write: it arms its timer then.
+        if first {
+            self.send(Message::Held)?;
+        }
+        answered.await.map_err(|_| closed())?
+    }
+
     async fn submit<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let (answer, answered) = oneshot::channel();
-        let job: Job = Box::new(move |connection: &Connection| {
-            let outcome = work(connection);
-            Box::new(move |committed: Result<(), StoreError>| {
-                // The caller may have stopped waiting (its task was cancelled): the write
-                // stands all the same, as a statement already sent to a server would.
-                let _ = answer.send(committed.and(outcome));
-            }) as Reply
-        });
+        let (job, answered) = job(work);
         if let Some(job) = self.commit_here(job) {
-            self.send(job)?;
+            self.send(Message::Job(job))?;
         }
         answered.await.map_err(|_| closed())?
     }
@@ -147,14 +180,15 @@ impl WriteThread {
         let Some(connection) = guard.as_ref() else {
             return Some(job);
         };
-        commit_group(connection, &mut vec![job]);
+        // Without the held writes: this commit is on its caller's way to answering.
+        commit_group(connection, None, &mut vec![job]);
         None
     }
 
-    fn send(&self, job: Job) -> Result<(), StoreError> {
+    fn send(&self, message: Message) -> Result<(), StoreError> {
         let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         let sender = jobs.as_ref().ok_or_else(closed)?;
-        sender.send(Message::Job(job)).map_err(|_| closed())
+        sender.send(message).map_err(|_| closed())
     }
 
     /// Commits every write queued so far, closes the connection (checkpointing the WAL) and
@@ -175,6 +209,24 @@ impl WriteThread {
             tracing::error!("the sqlite writer thread panicked");
         }
     }
+}
+
+/// `work` as a job, and where its caller's answer arrives.
+fn job<T, F>(work: F) -> (Job, oneshot::Receiver<Result<T, StoreError>>)
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    let (answer, answered) = oneshot::channel();
+    let job: Job = Box::new(move |connection: &Connection| {
+        let outcome = work(connection);
+        Box::new(move |committed: Result<(), StoreError>| {
+            // The caller may have stopped waiting (its task was cancelled): the write
+            // stands all the same, as a statement already sent to a server would.
+            let _ = answer.send(committed.and(outcome));
+        }) as Reply
+    });
+    (job, answered)
 }
 
 fn closed() -> StoreError {
@@ -202,44 +254,78 @@ fn open_connection(file: &Path, busy_timeout: Duration) -> rusqlite::Result<Conn
     Ok(connection)
 }
 
-/// The thread: take what is queued, run it in one transaction, commit, answer; until closed
-/// or every handle is gone.
-fn run(connection: &SharedConnection, receiver: mpsc::Receiver<Message>) {
+/// The thread: take what is queued, run it (and whatever is held) in one transaction, commit,
+/// answer; commit held writes on their own once they have waited [`HELD_LINGER`]; until
+/// closed or every handle is gone.
+fn run(connection: &SharedConnection, held: &HeldJobs, receiver: mpsc::Receiver<Message>) {
     let mut group: Vec<Job> = Vec::with_capacity(GROUP_JOBS);
     let mut closing = None;
+    // When the held writes must be committed, if any are held.
+    let mut held_until: Option<Instant> = None;
     while closing.is_none() {
-        match receiver.recv() {
+        let received = match held_until {
+            Some(until) => receiver.recv_timeout(until.saturating_duration_since(Instant::now())),
+            None => receiver
+                .recv()
+                .map_err(|mpsc::RecvError| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match received {
             Ok(Message::Job(job)) => group.push(job),
+            Ok(Message::Held) => {
+                held_until.get_or_insert_with(|| Instant::now() + HELD_LINGER);
+                continue;
+            }
             Ok(Message::Close(done)) => closing = Some(done),
-            Err(mpsc::RecvError) => break,
+            // Time for the held writes: committed below, with nothing else.
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         while closing.is_none() && group.len() < GROUP_JOBS {
             match receiver.try_recv() {
                 Ok(Message::Job(job)) => group.push(job),
+                Ok(Message::Held) => {
+                    held_until.get_or_insert_with(|| Instant::now() + HELD_LINGER);
+                }
                 Ok(Message::Close(done)) => closing = Some(done),
                 Err(_) => break,
             }
         }
+        // Every commit takes what is held, so after this one nothing is waiting for the timer
+        // (a write held later tells the thread again).
+        held_until = None;
         let guard = connection.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
-            Some(connection) => commit_group(connection, &mut group),
+            Some(connection) => commit_group(connection, Some(held), &mut group),
             // Closed: the callers' answers go with the jobs (the store is closed).
-            None => group.clear(),
+            None => {
+                group.clear();
+                held.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            }
         }
     }
     let closing_connection = connection.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(connection) = closing_connection
-        && let Err((_, err)) = connection.close()
-    {
-        tracing::warn!(error = %err, "closing the write connection failed");
+    if let Some(connection) = closing_connection {
+        // Held writes left by a last caller are committed before the connection closes.
+        commit_group(&connection, Some(held), &mut group);
+        if let Err((_, err)) = connection.close() {
+            tracing::warn!(error = %err, "closing the write connection failed");
+        }
     }
     if let Some(done) = closing {
         let _ = done.send(());
     }
 }
 
-/// Runs `group` in one transaction and answers every job with the commit's outcome.
-fn commit_group(connection: &Connection, group: &mut Vec<Job>) {
+/// Runs `group` (after the held writes, when given) in one transaction and answers every
+/// job with the commit's outcome.
+fn commit_group(connection: &Connection, held: Option<&HeldJobs>, group: &mut Vec<Job>) {
+    if let Some(held) = held {
+        let mut held = held.lock().unwrap_or_else(|p| p.into_inner());
+        if !held.is_empty() {
+            // Held first: they were queued before anything that finds them here.
+            group.splice(0..0, held.drain(..));
+        }
+    }
     if group.is_empty() {
         return;
     }
