@@ -1,9 +1,11 @@
 //! Batches: running one (whole or streamed), idempotent retries, and reading one back.
 //!
 //! A session runs one batch at a time (a second waits for the first), so "writes serially"
-//! holds across batches too. A batch runs in a task of its own, so a client that goes away
-//! loses its answer, not the batch's bookkeeping. What is stored, and when:
-//! - every call's audit row, durable before its result is returned (the dispatcher's sink);
+//! holds across batches too. A batch runs to its end even if its request is dropped
+//! (`to_the_end`: inline, spawned only if dropped unfinished), so a client that goes away loses
+//! its answer, not the batch's bookkeeping. What is stored, and when:
+//! - every call's audit row, durable before its result is returned (a whole batch writes its
+//!   rows together before answering; a streamed one, each before its result goes out);
 //! - a batch with an idempotency key is claimed in the store before it runs and completed
 //!   with its results before it answers, so a retry after a lost connection (or a restart)
 //!   gets the stored results and runs nothing again;
@@ -17,6 +19,7 @@ use std::time::SystemTime;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::to_the_end::ToTheEnd;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::dispatch::BatchUpdate;
 use crate::dispatch::executor::new_batch_id;
@@ -63,9 +66,9 @@ impl ToolService {
         let record = batch_record(session_id, &request, body);
         let (batch_id, format) = (record.batch_id.clone(), request.format);
         let service = self.clone();
-        // The claim runs in the batch's task too: once a key's claim is committed, its batch
+        // The claim runs to the end with the batch too: once a key's claim is committed, its batch
         // runs and completes even if the client goes away meanwhile.
-        let running = self.batch_tasks.spawn(async move {
+        let running = self.run_to_the_end(async move {
             if let Some(replay) = service.claim(&record).await? {
                 return Ok(replay);
             }
@@ -83,6 +86,15 @@ impl ToolService {
         running
             .await
             .map_err(|err| ServiceError::internal(format!("batch \"{batch_id}\" failed: {err}")))?
+    }
+
+    /// Runs `work` (a batch) in the caller's task, to its end even if the caller drops it
+    /// (`to_the_end`), tracked so a graceful shutdown waits for it.
+    pub(super) fn run_to_the_end<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> ToTheEnd<T> {
+        ToTheEnd::new(self.batch_tasks.track_future(work))
     }
 
     /// Runs a batch body and streams its progress and results.
@@ -205,7 +217,8 @@ impl ToolService {
             .unwrap_or_default())
     }
 
-    /// Runs a batch to its end, in the caller's task (a task of its own, see the callers).
+    /// Runs a batch to its end, in the caller's task (one that runs to its end, see the
+    /// callers).
     pub(super) async fn run(
         &self,
         session: &LiveSession,

@@ -69,11 +69,11 @@ impl ToolService {
             request.calls.len(),
         );
         let batch_id = record.batch_id.clone();
-        // In a task of its own, claim included, as for a JSON body: a client that goes away
-        // loses its answer, not the batch or its bookkeeping.
+        // To its end, claim included, as for a JSON body: a client that goes away loses its
+        // answer, not the batch or its bookkeeping.
         let service = self.clone();
         let session_id = session_id.to_owned();
-        let running = self.batch_tasks.spawn(async move {
+        let running = self.run_to_the_end(async move {
             if let Some(replay) = service.claim(&record).await? {
                 return Ok(CallsOutcome {
                     results: service

@@ -15,6 +15,7 @@ mod execute;
 mod ownership;
 mod recent;
 mod sessions;
+mod to_the_end;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
