@@ -62,6 +62,9 @@ struct MutableState {
     file_state: BTreeMap<PathBuf, FileStateEntry>,
     shell_cwd: Option<PathBuf>,
     loaded_tools: BTreeSet<String>,
+    /// Bumped whenever `loaded_tools` gains a name, so a pool assembled from them is known to
+    /// be current without comparing sets.
+    loaded_tools_version: u64,
     todos: Value,
     /// Settings the `config` tool reads and changes (e.g. the default shell timeout).
     runtime_settings: BTreeMap<String, Value>,
@@ -197,6 +200,18 @@ impl SessionState {
         self.state().loaded_tools.clone()
     }
 
+    /// A number that changes whenever the loaded tools do (it only grows): what a pool
+    /// assembled from them is checked against.
+    pub fn loaded_tools_version(&self) -> u64 {
+        self.state().loaded_tools_version
+    }
+
+    /// The loaded tools and their [`SessionState::loaded_tools_version`], read together.
+    pub fn versioned_loaded_tools(&self) -> (u64, BTreeSet<String>) {
+        let state = self.state();
+        (state.loaded_tools_version, state.loaded_tools.clone())
+    }
+
     pub fn todos(&self) -> Value {
         self.state().todos.clone()
     }
@@ -282,7 +297,11 @@ impl SessionState {
                 }
                 ContextUpdate::ShellCwd { path } => state.shell_cwd = Some(path.clone()),
                 ContextUpdate::LoadTools { names } => {
-                    state.loaded_tools.extend(names.iter().cloned());
+                    for name in names {
+                        if state.loaded_tools.insert(name.clone()) {
+                            state.loaded_tools_version += 1;
+                        }
+                    }
                 }
                 ContextUpdate::Todos { todos } => state.todos = todos.clone(),
                 ContextUpdate::RuntimeSetting { key, value } => {
@@ -333,6 +352,33 @@ mod tests {
         assert_eq!(session.shell_cwd(), PathBuf::from("/ws/sub"));
         assert!(session.loaded_tools().contains("t"));
         assert_eq!(session.todos(), serde_json::json!([1]));
+    }
+
+    #[test]
+    fn the_loaded_tools_version_changes_only_with_the_loaded_tools() {
+        let session = session();
+        let load = |names: &[&str]| ContextUpdate::LoadTools {
+            names: names.iter().map(|name| (*name).to_owned()).collect(),
+        };
+        let initial = session.loaded_tools_version();
+        session.apply(&[load(&[])]);
+        assert_eq!(session.loaded_tools_version(), initial);
+        session.apply(&[load(&["t"])]);
+        let (after_t, loaded) = session.versioned_loaded_tools();
+        assert!(after_t > initial && loaded.contains("t"));
+        session.apply(&[
+            load(&["t"]),
+            ContextUpdate::Todos {
+                todos: serde_json::json!([]),
+            },
+        ]);
+        assert_eq!(
+            session.loaded_tools_version(),
+            after_t,
+            "a repeat loads nothing new"
+        );
+        session.apply(&[load(&["t", "u"])]);
+        assert!(session.loaded_tools_version() > after_t);
     }
 
     #[test]
