@@ -407,19 +407,23 @@ fn unlinkat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
 /// is no longer `size` bytes long; the caller then reads on the blocking pool.
 pub fn read_cached(file: &File, size: u64) -> Option<Vec<u8>> {
     let size = usize::try_from(size).ok()?;
-    // One byte more than expected: a file that grew shows as a longer read.
-    let mut buffer = vec![0u8; size + 1];
+    // One byte more than expected: a file that grew shows as a longer read. The kernel fills
+    // the buffer, so it is not zeroed first.
+    let mut buffer = Vec::with_capacity(size + 1);
+    let spare = buffer.spare_capacity_mut();
     let iov = libc::iovec {
-        iov_base: buffer.as_mut_ptr().cast(),
-        iov_len: buffer.len(),
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
     };
-    // SAFETY: `iov` describes `buffer`, which is live and writable for its whole length during
-    // the call; the descriptor is owned by `file`.
+    // SAFETY: `iov` describes the buffer's spare capacity, which is live and writable for its
+    // whole length during the call; the descriptor is owned by `file`.
     let read = unsafe { libc::preadv2(file.as_raw_fd(), &raw const iov, 1, 0, libc::RWF_NOWAIT) };
     if usize::try_from(read).ok()? != size {
         return None;
     }
-    buffer.truncate(size);
+    // SAFETY: the kernel wrote `size` bytes (the count it returned) at the buffer's start,
+    // within its capacity.
+    unsafe { buffer.set_len(size) };
     Some(buffer)
 }
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::access::{self, Location};
 use super::state::{blocking, file_state};
-use super::text::{MAX_LINE_CHARS, NumberError, Numbered, Window, number_lines};
+use super::text::{MAX_LINE_CHARS, NumberError, Numbered, Window, number_bytes, number_lines};
 use super::{build, check_path, optional_count, path_permission};
 use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
@@ -188,7 +188,8 @@ pub async fn number_window(
     if size <= INLINE_READ_BYTES
         && let Some(bytes) = access::read_cached(&file, size)
     {
-        return number_file(&bytes[..], size, path, request, cancel);
+        // Within MAX_UNRANGED_BYTES, so no range is needed.
+        return number_bytes(&bytes, request.window).map_err(|err| number_error(err, path));
     }
     let (path, cancel) = (path.to_path_buf(), cancel.clone());
     blocking(move || number_file(file, size, &path, request, &cancel)).await
@@ -227,14 +228,18 @@ pub fn number_file(
             request.range_hint
         )));
     }
-    number_lines(reader, size, request.window, cancel).map_err(|err| match err {
+    number_lines(reader, size, request.window, cancel).map_err(|err| number_error(err, path))
+}
+
+fn number_error(err: NumberError, path: &Path) -> ToolError {
+    match err {
         NumberError::Binary => ToolError::Validation(format!(
             "\"{}\" is a binary file (it has NUL bytes); only text files can be read",
             path.display()
         )),
         NumberError::Cancelled => ToolError::Execution("the read was cancelled".into()),
         NumberError::Io(err) => access::describe(&err, path, "read"),
-    })
+    }
 }
 
 /// Appends what the model did not see: remaining lines (and how to continue), cut lines,
