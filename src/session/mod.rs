@@ -4,7 +4,7 @@
 //! [`ContextUpdate`]s calls return. Persisting it is the store's business; this module keeps
 //! it in memory behind short-lived locks that are never held across an await.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -14,6 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::permission::{PermissionLevel, RememberedRule, SessionRules};
 use crate::tool::{ContextUpdate, FileStateEntry};
+
+/// Path checks kept for the permission checks that follow them (see
+/// [`SessionState::keep_path_check`]); a batch's parallel calls need a few at once.
+const MAX_PATH_CHECKS: usize = 32;
 
 /// Fixed facts of a session, given when it is created.
 #[derive(Clone, Debug)]
@@ -99,6 +103,9 @@ pub struct SessionState {
     closed: CancellationToken,
     /// The working directory with its symlinks resolved, worked out on first use.
     real_working_directory: OnceLock<PathBuf>,
+    /// Paths that calls' validation resolved (as written, inside the workspace or not), newest
+    /// last, each waiting for its call's permission check. Not part of what is persisted.
+    path_checks: Mutex<VecDeque<(String, bool)>>,
 }
 
 impl SessionState {
@@ -110,6 +117,7 @@ impl SessionState {
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
             real_working_directory: OnceLock::new(),
+            path_checks: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -180,6 +188,28 @@ impl SessionState {
 
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
+    }
+
+    /// Keeps what a call's validation found about the path `raw` (whether it lies inside the
+    /// workspace) for the permission check that follows it, so that the path is resolved once
+    /// before the call runs. `tools::paths` keeps and takes these.
+    pub fn keep_path_check(&self, raw: &str, inside_workspace: bool) {
+        let mut checks = self.path_checks.lock().unwrap_or_else(|p| p.into_inner());
+        if checks.len() == MAX_PATH_CHECKS {
+            // A check whose permission check never came (the call was refused or cancelled
+            // in between) is the oldest, and goes first.
+            checks.pop_front();
+        }
+        checks.push_back((raw.to_owned(), inside_workspace));
+    }
+
+    /// Takes the newest check [`SessionState::keep_path_check`] kept for `raw`.
+    pub fn take_path_check(&self, raw: &str) -> Option<bool> {
+        let mut checks = self.path_checks.lock().unwrap_or_else(|p| p.into_inner());
+        let at = checks.iter().rposition(|(kept, _)| kept == raw)?;
+        checks
+            .remove(at)
+            .map(|(_, inside_workspace)| inside_workspace)
     }
 
     /// What this session knows of a file (after its own reads and writes).
@@ -379,6 +409,22 @@ mod tests {
         );
         session.apply(&[load(&["t", "u"])]);
         assert!(session.loaded_tools_version() > after_t);
+    }
+
+    #[test]
+    fn path_checks_are_taken_newest_first_and_once() {
+        let session = session();
+        session.keep_path_check("a", false);
+        session.keep_path_check("a", true);
+        assert_eq!(session.take_path_check("a"), Some(true));
+        assert_eq!(session.take_path_check("a"), Some(false));
+        assert_eq!(session.take_path_check("a"), None);
+        // Checks nobody takes are dropped oldest first.
+        for n in 0..=MAX_PATH_CHECKS {
+            session.keep_path_check(&n.to_string(), true);
+        }
+        assert_eq!(session.take_path_check("0"), None);
+        assert_eq!(session.take_path_check("1"), Some(true));
     }
 
     #[test]
