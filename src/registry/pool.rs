@@ -4,11 +4,12 @@
 //! (a tool whose least possible requirement exceeds the mode is left out), by deny rules that
 //! name a whole tool, and by `is_enabled`; each part sorted by name; de-duplicated with the
 //! built-in winning. Deferred tools stay out until loaded; `tool_search` is always loaded. A
-//! pool is immutable: a batch holds one for its whole duration.
+//! pool is immutable: a batch holds one for its whole duration. [`PoolCache`] keeps each
+//! session's last pool for the next batch, until the session loads another tool.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use super::{RegisteredTool, ToolRegistry, closest};
 use crate::permission::PermissionLevel;
@@ -184,5 +185,89 @@ impl ToolPool {
             },
             deferred,
         })
+    }
+}
+
+/// Each session's last assembled pool, handed to its later batches until what it was assembled
+/// from changes: assembling filters, sorts and indexes every tool, which is most of what a
+/// small batch costs besides its calls.
+///
+/// A pool depends on the registry (fixed), the session's options (mode and deny rules, fixed
+/// when the session goes live, and compared anyway), the tools' `is_enabled` answers (fixed
+/// for a session: they judge the session's fixed facts) and the session's loaded tools, which
+/// [`SessionState::loaded_tools_version`] tracks. A session that goes live again (restored,
+/// taken over) has a new state and so gets a new pool.
+#[derive(Debug, Default)]
+pub struct PoolCache {
+    pools: Mutex<HashMap<Arc<str>, CachedPool>>,
+}
+
+#[derive(Debug)]
+struct CachedPool {
+    /// The session the pool was assembled for. Holding the allocation keeps its address from
+    /// being reused, so comparing addresses tells this session from a later one with its id.
+    session: Weak<SessionState>,
+    loaded_version: u64,
+    mode: PermissionLevel,
+    deny: Vec<String>,
+    pool: Arc<ToolPool>,
+}
+
+impl PoolCache {
+    /// The pool for a batch of `session` shaped by `options`: the kept one while it is
+    /// current, else `assemble`d from `options` with the session's loaded tools (`loaded` as
+    /// given is ignored) and kept.
+    pub fn get_or_assemble(
+        &self,
+        session: &Arc<SessionState>,
+        options: &PoolOptions,
+        assemble: impl FnOnce(&PoolOptions) -> ToolPool,
+    ) -> Arc<ToolPool> {
+        let version = session.loaded_tools_version();
+        if let Some(pool) = self.current(session, version, options) {
+            return pool;
+        }
+        // Read together, so the pool kept under `version` has exactly those tools loaded.
+        let (version, loaded) = session.versioned_loaded_tools();
+        let options = PoolOptions {
+            loaded,
+            ..options.clone()
+        };
+        let pool = Arc::new(assemble(&options));
+        let mut pools = self.lock();
+        // Sessions that went away leave their pools behind; a miss is rare enough to sweep.
+        pools.retain(|_, cached| cached.session.strong_count() > 0);
+        pools.insert(
+            session.shared_id(),
+            CachedPool {
+                session: Arc::downgrade(session),
+                loaded_version: version,
+                mode: options.mode,
+                deny: options.deny,
+                pool: pool.clone(),
+            },
+        );
+        pool
+    }
+
+    fn current(
+        &self,
+        session: &Arc<SessionState>,
+        version: u64,
+        options: &PoolOptions,
+    ) -> Option<Arc<ToolPool>> {
+        let pools = self.lock();
+        let cached = pools.get(session.id())?;
+        let same = std::ptr::eq(cached.session.as_ptr(), Arc::as_ptr(session))
+            && cached.loaded_version == version
+            && cached.mode == options.mode
+            && cached.deny == options.deny;
+        same.then(|| cached.pool.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, CachedPool>> {
+        // Only whole entries are inserted or removed under this lock; a panic cannot leave
+        // one half-written.
+        self.pools.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

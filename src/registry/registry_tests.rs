@@ -222,3 +222,46 @@ fn deferred_tools_wait_for_loading_and_tool_search_never_waits() {
     let pool = ToolPool::assemble(&registry, &[], &s, &options);
     assert_eq!(names(&pool), ["notebook_edit", "pinned", "tool_search"]);
 }
+
+#[test]
+fn a_kept_pool_is_reused_until_the_session_loads_a_tool() {
+    let mut registry = ToolRegistry::new();
+    registry.register(tool("tool_search", |b| b)).unwrap();
+    registry
+        .register(tool("notebook_edit", |b| b.should_defer(true)))
+        .unwrap();
+    let cache = PoolCache::default();
+    let assembled = std::cell::Cell::new(0);
+    let pool = |s: &Arc<SessionState>, options: &PoolOptions| {
+        cache.get_or_assemble(s, options, |options| {
+            assembled.set(assembled.get() + 1);
+            ToolPool::assemble(&registry, &[], s, options)
+        })
+    };
+    let s = Arc::new(session(PermissionLevel::ReadOnly));
+    let options = PoolOptions::for_mode(PermissionLevel::ReadOnly);
+    let first = pool(&s, &options);
+    assert!(Arc::ptr_eq(&first, &pool(&s, &options)));
+    assert_eq!(assembled.get(), 1);
+
+    // Loading a deferred tool shows in the next pool; a repeat of the load changes nothing.
+    let load = crate::tool::ContextUpdate::LoadTools {
+        names: vec!["notebook_edit".into()],
+    };
+    s.apply(std::slice::from_ref(&load));
+    let loaded = pool(&s, &options);
+    assert_eq!(names(&loaded), ["notebook_edit", "tool_search"]);
+    s.apply(&[load]);
+    assert!(Arc::ptr_eq(&loaded, &pool(&s, &options)));
+    assert_eq!(assembled.get(), 2);
+
+    // Other options, or another session with the same id, get their own pool.
+    let denied = PoolOptions {
+        deny: vec!["notebook_edit".into()],
+        ..options.clone()
+    };
+    assert_eq!(names(&pool(&s, &denied)), ["tool_search"]);
+    let again = Arc::new(session(PermissionLevel::ReadOnly));
+    assert_eq!(names(&pool(&again, &options)), ["tool_search"]);
+    assert_eq!(assembled.get(), 4);
+}

@@ -34,7 +34,7 @@ use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
 use crate::event::EventBus;
 use crate::permission::{Approvals, PermissionSettings, ToolNames};
-use crate::registry::{PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
+use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, Store};
 use crate::tools::BackgroundShells;
@@ -83,6 +83,8 @@ pub struct ToolService {
     approvals: Arc<Approvals>,
     settings: ServiceSettings,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// Each session's pool, reused by its batches until it loads another tool.
+    pools: PoolCache,
     /// The persister's progress (highest stored seq), when events are persisted.
     persisted_events: Mutex<Option<tokio::sync::watch::Receiver<u64>>>,
     /// Fires when the daemon starts shutting down: subscriptions end.
@@ -122,6 +124,7 @@ impl ToolService {
             approvals,
             settings,
             sessions: Mutex::new(HashMap::new()),
+            pools: PoolCache::default(),
             persisted_events: Mutex::new(None),
             stopping: CancellationToken::new(),
             recent: recent::RecentBatches::default(),
@@ -191,16 +194,15 @@ impl ToolService {
             .ok_or_else(|| ServiceError::not_found(format!("unknown session \"{id}\"")))
     }
 
-    /// The pool a batch of `session` runs with, frozen now.
+    /// The pool a batch of `session` runs with, frozen now: the one its previous batch had
+    /// unless the session has loaded a tool since.
     fn pool(&self, session: &LiveSession) -> Arc<ToolPool> {
-        let mut options = session.pool_options.clone();
-        options.loaded = session.state.loaded_tools();
-        Arc::new(ToolPool::assemble(
-            &self.registry,
-            &[],
-            &session.state,
-            &options,
-        ))
+        // No external (MCP) tools can be configured yet; once they can, what they are must be
+        // part of what the kept pool is checked against.
+        self.pools
+            .get_or_assemble(&session.state, &session.pool_options, |options| {
+                ToolPool::assemble(&self.registry, &[], &session.state, options)
+            })
     }
 
     /// The session's tool definitions in `format`.

@@ -4,7 +4,7 @@
 //! [`ContextUpdate`]s calls return. Persisting it is the store's business; this module keeps
 //! it in memory behind short-lived locks that are never held across an await.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -14,6 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::permission::{PermissionLevel, RememberedRule, SessionRules};
 use crate::tool::{ContextUpdate, FileStateEntry};
+
+/// Path checks kept for the permission checks that follow them (see
+/// [`SessionState::keep_path_check`]); a batch's parallel calls need a few at once.
+const MAX_PATH_CHECKS: usize = 32;
 
 /// Fixed facts of a session, given when it is created.
 #[derive(Clone, Debug)]
@@ -62,6 +66,9 @@ struct MutableState {
     file_state: BTreeMap<PathBuf, FileStateEntry>,
     shell_cwd: Option<PathBuf>,
     loaded_tools: BTreeSet<String>,
+    /// Bumped whenever `loaded_tools` gains a name, so a pool assembled from them is known to
+    /// be current without comparing sets.
+    loaded_tools_version: u64,
     todos: Value,
     /// Settings the `config` tool reads and changes (e.g. the default shell timeout).
     runtime_settings: BTreeMap<String, Value>,
@@ -96,6 +103,9 @@ pub struct SessionState {
     closed: CancellationToken,
     /// The working directory with its symlinks resolved, worked out on first use.
     real_working_directory: OnceLock<PathBuf>,
+    /// Paths that calls' validation resolved (as written, inside the workspace or not), newest
+    /// last, each waiting for its call's permission check. Not part of what is persisted.
+    path_checks: Mutex<VecDeque<(String, bool)>>,
 }
 
 impl SessionState {
@@ -107,6 +117,7 @@ impl SessionState {
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
             real_working_directory: OnceLock::new(),
+            path_checks: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -179,6 +190,28 @@ impl SessionState {
         self.closed.is_cancelled()
     }
 
+    /// Keeps what a call's validation found about the path `raw` (whether it lies inside the
+    /// workspace) for the permission check that follows it, so that the path is resolved once
+    /// before the call runs. `tools::paths` keeps and takes these.
+    pub fn keep_path_check(&self, raw: &str, inside_workspace: bool) {
+        let mut checks = self.path_checks.lock().unwrap_or_else(|p| p.into_inner());
+        if checks.len() == MAX_PATH_CHECKS {
+            // A check whose permission check never came (the call was refused or cancelled
+            // in between) is the oldest, and goes first.
+            checks.pop_front();
+        }
+        checks.push_back((raw.to_owned(), inside_workspace));
+    }
+
+    /// Takes the newest check [`SessionState::keep_path_check`] kept for `raw`.
+    pub fn take_path_check(&self, raw: &str) -> Option<bool> {
+        let mut checks = self.path_checks.lock().unwrap_or_else(|p| p.into_inner());
+        let at = checks.iter().rposition(|(kept, _)| kept == raw)?;
+        checks
+            .remove(at)
+            .map(|(_, inside_workspace)| inside_workspace)
+    }
+
     /// What this session knows of a file (after its own reads and writes).
     pub fn file_state(&self, path: &Path) -> Option<FileStateEntry> {
         self.state().file_state.get(path).cloned()
@@ -195,6 +228,18 @@ impl SessionState {
     /// Deferred tools this session has loaded.
     pub fn loaded_tools(&self) -> BTreeSet<String> {
         self.state().loaded_tools.clone()
+    }
+
+    /// A number that changes whenever the loaded tools do (it only grows): what a pool
+    /// assembled from them is checked against.
+    pub fn loaded_tools_version(&self) -> u64 {
+        self.state().loaded_tools_version
+    }
+
+    /// The loaded tools and their [`SessionState::loaded_tools_version`], read together.
+    pub fn versioned_loaded_tools(&self) -> (u64, BTreeSet<String>) {
+        let state = self.state();
+        (state.loaded_tools_version, state.loaded_tools.clone())
     }
 
     pub fn todos(&self) -> Value {
@@ -282,7 +327,11 @@ impl SessionState {
                 }
                 ContextUpdate::ShellCwd { path } => state.shell_cwd = Some(path.clone()),
                 ContextUpdate::LoadTools { names } => {
-                    state.loaded_tools.extend(names.iter().cloned());
+                    for name in names {
+                        if state.loaded_tools.insert(name.clone()) {
+                            state.loaded_tools_version += 1;
+                        }
+                    }
                 }
                 ContextUpdate::Todos { todos } => state.todos = todos.clone(),
                 ContextUpdate::RuntimeSetting { key, value } => {
@@ -333,6 +382,49 @@ mod tests {
         assert_eq!(session.shell_cwd(), PathBuf::from("/ws/sub"));
         assert!(session.loaded_tools().contains("t"));
         assert_eq!(session.todos(), serde_json::json!([1]));
+    }
+
+    #[test]
+    fn the_loaded_tools_version_changes_only_with_the_loaded_tools() {
+        let session = session();
+        let load = |names: &[&str]| ContextUpdate::LoadTools {
+            names: names.iter().map(|name| (*name).to_owned()).collect(),
+        };
+        let initial = session.loaded_tools_version();
+        session.apply(&[load(&[])]);
+        assert_eq!(session.loaded_tools_version(), initial);
+        session.apply(&[load(&["t"])]);
+        let (after_t, loaded) = session.versioned_loaded_tools();
+        assert!(after_t > initial && loaded.contains("t"));
+        session.apply(&[
+            load(&["t"]),
+            ContextUpdate::Todos {
+                todos: serde_json::json!([]),
+            },
+        ]);
+        assert_eq!(
+            session.loaded_tools_version(),
+            after_t,
+            "a repeat loads nothing new"
+        );
+        session.apply(&[load(&["t", "u"])]);
+        assert!(session.loaded_tools_version() > after_t);
+    }
+
+    #[test]
+    fn path_checks_are_taken_newest_first_and_once() {
+        let session = session();
+        session.keep_path_check("a", false);
+        session.keep_path_check("a", true);
+        assert_eq!(session.take_path_check("a"), Some(true));
+        assert_eq!(session.take_path_check("a"), Some(false));
+        assert_eq!(session.take_path_check("a"), None);
+        // Checks nobody takes are dropped oldest first.
+        for n in 0..=MAX_PATH_CHECKS {
+            session.keep_path_check(&n.to_string(), true);
+        }
+        assert_eq!(session.take_path_check("0"), None);
+        assert_eq!(session.take_path_check("1"), Some(true));
     }
 
     #[test]

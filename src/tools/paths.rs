@@ -7,7 +7,12 @@
 //! A path that leaves the workspace, by `..`, an absolute path or a symlink, is never silently
 //! allowed or rewritten: it needs `danger_full_access`. Because the filesystem can change
 //! between authorisation and execution, tools resolve again when they run
-//! ([`resolve_for_execution`]) and refuse a path that has moved outside what was authorised.
+//! ([`resolve_for_execution`], or the kernel as it opens the path) and refuse a path that has
+//! moved outside what was authorised.
+//!
+//! Before a call runs, its path is resolved once: by its validation ([`check_input`]), whose
+//! answer the permission check that follows ([`path_permission`]) takes from the session. That
+//! answer may be a moment old; it is only ever a pre-check, since the run resolves again.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -125,16 +130,41 @@ pub fn resolve_input(
     )
 }
 
+/// Resolves `input[field]` for a call's validation and keeps whether it lies in the workspace
+/// for the call's permission check ([`path_permission`]), which follows validation in the
+/// pipeline.
+pub fn check_input(
+    input: &Value,
+    field: &str,
+    session: &SessionState,
+) -> Result<ResolvedPath, PathError> {
+    let resolved = resolve_input(input, field, session)?;
+    session.keep_path_check(input_path(input, field)?, resolved.inside_workspace);
+    Ok(resolved)
+}
+
 /// The permission `input[field]` needs: `inside` for a path in the workspace, else
 /// `danger_full_access`. For `ToolSpecBuilder::permission_for`; an error fails closed.
+///
+/// The answer of the call's validation ([`check_input`]) is used when there is one. A moment
+/// old at most in a pipeline, it errs safely either way: a path judged outside asks for more
+/// than it needs, and one judged inside that has since left is refused when the call runs.
 pub fn path_permission(
     input: &Value,
     field: &str,
     session: &SessionState,
     inside: PermissionLevel,
 ) -> Result<PermissionLevel, String> {
-    let resolved = resolve_input(input, field, session).map_err(|err| err.to_string())?;
-    Ok(if resolved.inside_workspace {
+    let raw = input_path(input, field).map_err(|err| err.to_string())?;
+    let inside_workspace = match session.take_path_check(raw) {
+        Some(inside_workspace) => inside_workspace,
+        None => {
+            resolve_input(input, field, session)
+                .map_err(|err| err.to_string())?
+                .inside_workspace
+        }
+    };
+    Ok(if inside_workspace {
         inside
     } else {
         PermissionLevel::DangerFullAccess
@@ -296,6 +326,35 @@ mod tests {
             input_path(&input, "file_path"),
             Err(PathError::NotString { .. })
         ));
+    }
+
+    #[test]
+    fn the_permission_check_takes_what_validation_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        symlink(ws.join("sub"), ws.join("link")).unwrap();
+        let session = SessionState::new(crate::session::SessionConfig::new("s", &ws));
+        let input = serde_json::json!({"file_path": "link/x"});
+        let permission =
+            || path_permission(&input, "file_path", &session, PermissionLevel::ReadOnly);
+        assert!(
+            check_input(&input, "file_path", &session)
+                .unwrap()
+                .inside_workspace
+        );
+        // The link now leads outside: the call's permission check still goes by its
+        // validation (the run resolves again), and the next check without one resolves.
+        std::fs::remove_file(ws.join("link")).unwrap();
+        symlink("/etc", ws.join("link")).unwrap();
+        assert_eq!(permission(), Ok(PermissionLevel::ReadOnly));
+        assert_eq!(permission(), Ok(PermissionLevel::DangerFullAccess));
+        assert!(
+            !check_input(&input, "file_path", &session)
+                .unwrap()
+                .inside_workspace
+        );
+        assert_eq!(permission(), Ok(PermissionLevel::DangerFullAccess));
     }
 
     #[test]

@@ -4,14 +4,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
+
 use serde_json::{Value, json};
 use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
+use toold::permission::PermissionLevel;
 use toold::permission::{Approvals, PermissionSettings, RulePolicy};
 use toold::service::{CreateSessionRequest, ServiceSettings, SessionInfo, ToolService, tool_names};
 use toold::store::Store;
 use toold::store::sqlite::SqliteStore;
+use toold::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use toold::tools::{BackgroundShells, SkillSettings, ToolDeps, WebFetchSettings, builtin_registry};
 
 pub struct Daemon {
@@ -23,18 +27,27 @@ pub struct Daemon {
 
 impl Daemon {
     pub async fn start() -> Daemon {
+        Daemon::start_with_tools(Vec::new()).await
+    }
+
+    /// A daemon whose registry has `extra` tools besides the built-ins.
+    pub async fn start_with_tools(extra: Vec<Arc<dyn Tool>>) -> Daemon {
         let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
-        Daemon::start_in(dir, "node-a").await
+        Daemon::start_in(dir, "node-a", extra).await
     }
 
     /// A daemon over the same data directory (a graceful restart: what the service writes
     /// behind its answers is flushed first, as shutdown does).
     pub async fn restart(&self) -> Daemon {
         self.service.flush_writes().await;
-        Daemon::start_in(self._dir.clone(), "node-a").await
+        Daemon::start_in(self._dir.clone(), "node-a", Vec::new()).await
     }
 
-    async fn start_in(dir: Arc<tempfile::TempDir>, node: &str) -> Daemon {
+    async fn start_in(
+        dir: Arc<tempfile::TempDir>,
+        node: &str,
+        extra: Vec<Arc<dyn Tool>>,
+    ) -> Daemon {
         let data = dir.path().join("data");
         let allowed = dir.path().join("projects");
         std::fs::create_dir_all(&data).unwrap();
@@ -46,13 +59,16 @@ impl Daemon {
         );
         let events = EventBus::new(4096);
         let shells = Arc::new(BackgroundShells::default());
-        let registry = builtin_registry(&ToolDeps {
+        let mut registry = builtin_registry(&ToolDeps {
             results: store.clone(),
             web_fetch: WebFetchSettings::default(),
             skills: SkillSettings::default(),
             shells: shells.clone(),
         })
         .expect("registry");
+        for tool in extra {
+            registry.register(tool).expect("extra tool registers");
+        }
         let approvals = Arc::new(Approvals::new(store.clone(), events.clone()));
         let dispatcher = Dispatcher::new(
             DispatchDeps {
@@ -119,4 +135,41 @@ pub fn write(path: &Path, text: &str) {
 
 pub fn calls(calls: Value) -> Value {
     json!({ "calls": calls })
+}
+
+/// A deferred test tool (loaded with `tool_search`): echoes its input's `text`.
+pub struct DeferredEcho {
+    spec: ToolSpec,
+}
+
+impl DeferredEcho {
+    pub fn tool(name: &str) -> Arc<dyn Tool> {
+        let spec = ToolSpec::builder(name)
+            .description("echoes its text")
+            .input_schema(json!({
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "additionalProperties": false
+            }))
+            .should_defer(true)
+            .read_only(true)
+            .concurrency_safe(true)
+            .destructive(false)
+            .permission(PermissionLevel::ReadOnly)
+            .max_result_size_chars(Some(1_000))
+            .build()
+            .expect("test spec builds");
+        Arc::new(DeferredEcho { spec })
+    }
+}
+
+#[async_trait]
+impl Tool for DeferredEcho {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn execute(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(input["text"].as_str().unwrap_or_default()))
+    }
 }

@@ -139,6 +139,33 @@ async fn tools_come_in_every_format_filtered_by_the_session() {
 }
 
 #[tokio::test]
+async fn a_tool_loaded_with_tool_search_is_offered_from_the_next_batch() {
+    let daemon = Daemon::start_with_tools(vec![DeferredEcho::tool("echo_later")]).await;
+    let session = daemon.session(json!({})).await;
+    let offered = |daemon: &Daemon| {
+        let tools = daemon.service.list_tools(&session.id, "toold").unwrap();
+        tools.iter().any(|tool| tool["name"] == "echo_later")
+    };
+    assert!(!offered(&daemon), "deferred until loaded");
+    let echo = json!({"id": "2", "name": "echo_later", "input": {"text": "hi"}});
+    let first = daemon
+        .batch(
+            &session.id,
+            calls(json!([
+                {"id": "1", "name": "tool_search", "input": {"query": "select:echo_later"}},
+                echo.clone()])),
+        )
+        .await;
+    assert_eq!(first["results"][0]["is_error"], false, "{first}");
+    // The pool is frozen for a batch: the load shows from the next one.
+    assert_eq!(first["results"][1]["error_kind"], "unknown_tool", "{first}");
+    assert!(offered(&daemon));
+    let second = daemon.batch(&session.id, calls(json!([echo]))).await;
+    assert_eq!(second["results"][0]["is_error"], false, "{second}");
+    assert_eq!(second["results"][0]["output"], "hi");
+}
+
+#[tokio::test]
 async fn a_restart_keeps_sessions_and_their_state() {
     let daemon = Daemon::start().await;
     let session = daemon

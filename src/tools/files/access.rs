@@ -9,6 +9,11 @@
 //! canonical when resolved, so a symlink met now is a change and is refused. A call authorised
 //! for `danger_full_access` may go anywhere, and its path is opened as written.
 //!
+//! A read of a path written as it is (beneath the workspace, plain names, no symlink) skips the
+//! resolution: `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` opens such a path and nothing
+//! else, so the kernel both resolves and checks it as it opens
+//! ([`Location::open_read_as_written`]).
+//!
 //! Writes go to a temporary file created in the target's directory (itself opened the same
 //! way), made durable, given the old file's permissions, and renamed over the target: readers
 //! see the old file or the new one, never half of one. This module knows descriptors and
@@ -93,6 +98,58 @@ impl Location {
                 paths::input_path(input, field).unwrap_or_default()
             ))
         })
+    }
+
+    /// Opens `input[field]` for reading without resolving it first, when it lies in the
+    /// workspace exactly as written: relative to it (or absolute beneath it), plain names only
+    /// (no `..`), no symlink on the way. `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
+    /// opens such a path and nothing else, so its success shows that the path as written is
+    /// canonical and inside, which is what [`Location::resolve`] finds by walking it with a
+    /// `stat` per component, and shows it at the moment of the open. `None` whenever that
+    /// cannot be shown (a symlink, `..`, a missing file, no `openat2`, a workspace configured
+    /// through a symlink): the caller then resolves and opens the general way, which also
+    /// words any error.
+    pub fn open_read_as_written(
+        input: &Value,
+        field: &str,
+        ctx: &ToolContext,
+    ) -> Option<(Location, File)> {
+        if OPENAT2_MISSING.load(Ordering::Relaxed) {
+            return None;
+        }
+        let raw = paths::input_path(input, field).ok()?;
+        let workspace = ctx.session.working_directory();
+        // Paths are judged against the real workspace: only when the configured one is that
+        // (as it is for sessions the daemon creates) is a path canonical beneath one also
+        // canonical beneath the other.
+        let real = ctx.session.real_working_directory();
+        if workspace.as_os_str() != real.as_os_str() || workspace.to_str().is_none() {
+            return None;
+        }
+        let mut relative = PathBuf::new();
+        for component in workspace
+            .join(raw)
+            .strip_prefix(workspace)
+            .ok()?
+            .components()
+        {
+            match component {
+                Component::Normal(part) => relative.push(part),
+                Component::CurDir => {}
+                Component::ParentDir | Component::RootDir | Component::Prefix(_) => return None,
+            }
+        }
+        if relative.as_os_str().is_empty() {
+            return None;
+        }
+        // Opened beneath the workspace whatever the call was authorised for: inside, that is
+        // the same file `anywhere` would open.
+        let location = Location::beneath(workspace.join(&relative), workspace.to_path_buf())?;
+        let root = location.root().ok()?;
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+        let file = openat2(root.as_fd(), &relative, flags, 0, resolve).ok()?;
+        Some((location, File::from(file)))
     }
 
     /// A location opened from `/` as written (authorised for anything).
@@ -285,12 +342,25 @@ pub(super) fn openat2_beneath(
     flags: i32,
     mode: u32,
 ) -> io::Result<OwnedFd> {
+    let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    openat2(dir, relative, flags, mode, resolve)
+}
+
+/// `openat2(dir, relative, {flags, mode, resolve})`, retried a few times when the kernel
+/// reports a concurrent rename.
+fn openat2(
+    dir: BorrowedFd<'_>,
+    relative: &Path,
+    flags: i32,
+    mode: u32,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let c_relative = c_path(relative.as_os_str())?;
     let how = OpenHow {
         // Flags are non-negative bit sets; the kernel takes them as u64.
         flags: u64::from(flags.cast_unsigned()),
         mode: u64::from(mode),
-        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        resolve,
     };
     let mut attempts = 0;
     loop {
@@ -407,19 +477,23 @@ fn unlinkat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
 /// is no longer `size` bytes long; the caller then reads on the blocking pool.
 pub fn read_cached(file: &File, size: u64) -> Option<Vec<u8>> {
     let size = usize::try_from(size).ok()?;
-    // One byte more than expected: a file that grew shows as a longer read.
-    let mut buffer = vec![0u8; size + 1];
+    // One byte more than expected: a file that grew shows as a longer read. The kernel fills
+    // the buffer, so it is not zeroed first.
+    let mut buffer = Vec::with_capacity(size + 1);
+    let spare = buffer.spare_capacity_mut();
     let iov = libc::iovec {
-        iov_base: buffer.as_mut_ptr().cast(),
-        iov_len: buffer.len(),
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
     };
-    // SAFETY: `iov` describes `buffer`, which is live and writable for its whole length during
-    // the call; the descriptor is owned by `file`.
+    // SAFETY: `iov` describes the buffer's spare capacity, which is live and writable for its
+    // whole length during the call; the descriptor is owned by `file`.
     let read = unsafe { libc::preadv2(file.as_raw_fd(), &raw const iov, 1, 0, libc::RWF_NOWAIT) };
     if usize::try_from(read).ok()? != size {
         return None;
     }
-    buffer.truncate(size);
+    // SAFETY: the kernel wrote `size` bytes (the count it returned) at the buffer's start,
+    // within its capacity.
+    unsafe { buffer.set_len(size) };
     Some(buffer)
 }
 

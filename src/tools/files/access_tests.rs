@@ -4,6 +4,7 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use super::*;
+use crate::session::{SessionConfig, SessionState};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -99,6 +100,48 @@ fn a_directory_swapped_for_a_symlink_after_resolution_is_refused() {
     // Authorised for anything, the same path follows the link.
     let anywhere = Location::anywhere(fx.workspace.join("sub/file.txt"));
     assert_eq!(read(&anywhere).unwrap(), "outside\n");
+}
+
+#[test]
+fn only_a_path_written_as_it_is_opens_without_resolution() {
+    let fx = fixture();
+    symlink(&fx.outside, fx.workspace.join("escape")).unwrap();
+    symlink("sub", fx.workspace.join("inner")).unwrap();
+    symlink("file.txt", fx.workspace.join("sub/link.txt")).unwrap();
+    let context = |workspace: &Path| {
+        let session = SessionState::new(SessionConfig::new("s", workspace));
+        ToolContext::detached(std::sync::Arc::new(session))
+    };
+    let ctx = context(&fx.workspace);
+    let open = |ctx: &ToolContext, raw: &str| {
+        Location::open_read_as_written(&serde_json::json!({ "file_path": raw }), "file_path", ctx)
+    };
+    let file = fx.workspace.join("sub/file.txt");
+    for raw in ["sub/file.txt", "./sub//file.txt", file.to_str().unwrap()] {
+        let (location, mut opened) = open(&ctx, raw).expect(raw);
+        assert_eq!(location.path, file, "{raw}");
+        let mut text = String::new();
+        io::Read::read_to_string(&mut opened, &mut text).unwrap();
+        assert_eq!(text, "inside\n", "{raw}");
+    }
+    // Symlinks (inside or out), `..`, a missing file, the root, a path outside: the general way.
+    let secret = fx.outside.join("secret");
+    for raw in [
+        "inner/file.txt",
+        "sub/link.txt",
+        "escape/secret",
+        "../outside/secret",
+        "sub/../sub/file.txt",
+        "sub/missing.txt",
+        ".",
+        secret.to_str().unwrap(),
+    ] {
+        assert!(open(&ctx, raw).is_none(), "{raw}");
+    }
+    // So is a workspace configured through a symlink.
+    let linked = fx.workspace.with_file_name("ws_link");
+    symlink(&fx.workspace, &linked).unwrap();
+    assert!(open(&context(&linked), "sub/file.txt").is_none());
 }
 
 #[test]

@@ -68,9 +68,10 @@ fn path_permission(
 }
 
 /// Refuses, before permission is asked, a path that is empty, holds a NUL byte, loops or is not
-/// UTF-8: such a path is bad input, not a question of access.
+/// UTF-8: such a path is bad input, not a question of access. The resolution is kept for the
+/// permission check ([`paths::check_input`]).
 fn check_path(input: &Value, field: &str, session: &SessionState) -> Result<(), ToolError> {
-    paths::resolve_input(input, field, session)?;
+    paths::check_input(input, field, session)?;
     Ok(())
 }
 

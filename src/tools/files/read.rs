@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::fs::{File, Metadata};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::access::{self, Location};
 use super::state::{blocking, file_state};
-use super::text::{MAX_LINE_CHARS, NumberError, Numbered, Window, number_lines};
+use super::text::{MAX_LINE_CHARS, NumberError, Numbered, Window, number_bytes, number_lines};
 use super::{build, check_path, optional_count, path_permission};
 use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
@@ -109,7 +109,6 @@ impl Tool for ReadFile {
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let location = Location::resolve(&input, "file_path", ctx)?;
         let offset = optional_count(&input, "offset")?;
         let limit = optional_count(&input, "limit")?;
         let window = Window {
@@ -117,10 +116,9 @@ impl Tool for ReadFile {
             max_lines: Some(limit.unwrap_or(DEFAULT_LIMIT).max(1)),
         };
         let ranged = offset.is_some() || limit.is_some();
-        let path = location.path.clone();
         // Opening and inspecting are metadata operations, like the path checks before them;
         // reading waits for storage only on the blocking pool (see `number_window`).
-        let (file, metadata) = open_for_reading(&location)?;
+        let (path, file, metadata) = open_input(&input, ctx)?;
         if metadata.is_dir() {
             return Err(ToolError::Validation(format!(
                 "\"{}\" is a directory; read_file reads files (list directories with glob_search or bash)",
@@ -188,10 +186,24 @@ pub async fn number_window(
     if size <= INLINE_READ_BYTES
         && let Some(bytes) = access::read_cached(&file, size)
     {
-        return number_file(&bytes[..], size, path, request, cancel);
+        // Within MAX_UNRANGED_BYTES, so no range is needed.
+        return number_bytes(&bytes, request.window).map_err(|err| number_error(err, path));
     }
     let (path, cancel) = (path.to_path_buf(), cancel.clone());
     blocking(move || number_file(file, size, &path, request, &cancel)).await
+}
+
+/// Opens `input.file_path` for reading and inspects it: straight away when the path is
+/// written as it is ([`Location::open_read_as_written`]), else resolved first. Returns the
+/// canonical path with the file.
+fn open_input(input: &Value, ctx: &ToolContext) -> Result<(PathBuf, File, Metadata), ToolError> {
+    if let Some((location, file)) = Location::open_read_as_written(input, "file_path", ctx) {
+        let metadata = inspect(&file, &location.path)?;
+        return Ok((location.path, file, metadata));
+    }
+    let location = Location::resolve(input, "file_path", ctx)?;
+    let (file, metadata) = open_for_reading(&location)?;
+    Ok((location.path, file, metadata))
 }
 
 /// Opens a location for reading and inspects it; refuses special files (FIFOs, devices).
@@ -199,16 +211,22 @@ pub fn open_for_reading(location: &Location) -> Result<(File, Metadata), ToolErr
     let file = location
         .open_read()
         .map_err(|err| access::describe(&err, &location.path, "read"))?;
+    let metadata = inspect(&file, &location.path)?;
+    Ok((file, metadata))
+}
+
+/// The metadata of a file opened for reading; special files (FIFOs, devices) are refused.
+fn inspect(file: &File, path: &Path) -> Result<Metadata, ToolError> {
     let metadata = file
         .metadata()
-        .map_err(|err| access::describe(&err, &location.path, "inspect"))?;
+        .map_err(|err| access::describe(&err, path, "inspect"))?;
     if !metadata.is_file() && !metadata.is_dir() {
         return Err(ToolError::Validation(format!(
             "\"{}\" is not a regular file (a device, FIFO or socket); it cannot be read",
-            location.path.display()
+            path.display()
         )));
     }
-    Ok((file, metadata))
+    Ok(metadata)
 }
 
 /// Numbers the window of a regular file of `size` bytes read from `reader`. Without a range,
@@ -227,14 +245,18 @@ pub fn number_file(
             request.range_hint
         )));
     }
-    number_lines(reader, size, request.window, cancel).map_err(|err| match err {
+    number_lines(reader, size, request.window, cancel).map_err(|err| number_error(err, path))
+}
+
+fn number_error(err: NumberError, path: &Path) -> ToolError {
+    match err {
         NumberError::Binary => ToolError::Validation(format!(
             "\"{}\" is a binary file (it has NUL bytes); only text files can be read",
             path.display()
         )),
         NumberError::Cancelled => ToolError::Execution("the read was cancelled".into()),
         NumberError::Io(err) => access::describe(&err, path, "read"),
-    })
+    }
 }
 
 /// Appends what the model did not see: remaining lines (and how to continue), cut lines,

@@ -12,7 +12,7 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::{Xxh3, xxh3_128};
 
 use crate::tool::ToolError;
 
@@ -148,10 +148,7 @@ pub fn number_lines(
         .unwrap_or(CHUNK_BYTES)
         .clamp(512, CHUNK_BYTES);
     let mut buffer = vec![0u8; buffer_bytes];
-    let mut numberer = Numberer::new(window);
-    // Room for the numbered copy of a small file (each line gains a 7-byte prefix).
-    let expected = buffer_bytes + buffer_bytes / 4;
-    numberer.out.text.reserve(expected.min(MAX_OUTPUT_BYTES));
+    let mut numberer = Numberer::new(window, buffer_bytes);
     let mut hasher = Xxh3::new();
     let mut probed = 0usize;
     loop {
@@ -176,23 +173,35 @@ pub fn number_lines(
             return Err(NumberError::Cancelled);
         }
     }
-    numberer.finish_pending();
-    let mut numbered = numberer.out;
-    numbered.content_hash = super::state::hash_hex(hasher.digest128());
-    Ok(numbered)
+    Ok(numberer.finish(hasher.digest128()))
 }
 
-/// Streaming line assembly for [`number_lines`].
+/// [`number_lines`] of a whole file already in memory (a small file read from the page
+/// cache): one pass over `bytes`, no copy, and a one-shot hash.
+pub fn number_bytes(bytes: &[u8], window: Window) -> Result<Numbered, NumberError> {
+    if looks_binary(bytes) {
+        return Err(NumberError::Binary);
+    }
+    let mut numberer = Numberer::new(window, bytes.len());
+    numberer.out.size = bytes.len() as u64;
+    // Checked as UTF-8 once here rather than line by line.
+    numberer.feed_lines(bytes, std::str::from_utf8(bytes).ok());
+    Ok(numberer.finish(xxh3_128(bytes)))
+}
+
+/// Streaming line assembly for [`number_lines`] and [`number_bytes`].
 struct Numberer {
     window: Window,
     out: Numbered,
     /// The current line's number (1-based).
     line: usize,
-    /// The start of the current line, kept only while it is in the window.
+    /// The start of a line that spans chunks, kept only while it is in the window. A line
+    /// that ends in the chunk it starts in is shown straight from the chunk.
     kept: Vec<u8>,
-    /// Bytes and characters (UTF-8 lead bytes) of the current line so far.
+    /// Bytes of the current line so far.
     line_bytes: usize,
-    chars: usize,
+    /// Characters (UTF-8 lead bytes) of the current line beyond what `kept` holds.
+    chars_beyond_kept: usize,
     last_byte: Option<u8>,
     /// Set once the output cap is reached: later lines are counted, not shown.
     stopped: bool,
@@ -202,39 +211,61 @@ struct Numberer {
 const KEPT_BYTES: usize = MAX_LINE_CHARS * 4 + 1;
 
 impl Numberer {
-    fn new(window: Window) -> Numberer {
+    /// A numberer whose output has room for a numbered copy of `expected_bytes` of input.
+    fn new(window: Window, expected_bytes: usize) -> Numberer {
+        // Each line gains a 7-byte prefix; a quarter more covers lines of 28 bytes or longer.
+        let room = expected_bytes + expected_bytes / 4;
         Numberer {
             window,
-            out: Numbered::default(),
+            out: Numbered {
+                text: String::with_capacity(room.min(MAX_OUTPUT_BYTES)),
+                ..Numbered::default()
+            },
             line: 1,
             kept: Vec::new(),
             line_bytes: 0,
-            chars: 0,
+            chars_beyond_kept: 0,
             last_byte: None,
             stopped: false,
         }
     }
 
-    fn feed_chunk(&mut self, mut chunk: &[u8]) {
-        while !chunk.is_empty() {
-            match find_newline(chunk) {
-                Some(end) => {
-                    self.feed(&chunk[..end]);
-                    self.end_line();
-                    chunk = &chunk[end + 1..];
+    fn feed_chunk(&mut self, chunk: &[u8]) {
+        self.feed_lines(chunk, None);
+    }
+
+    /// Feeds `chunk`; `text` is the same bytes when they are known to be UTF-8 and start a
+    /// line, so that lines taken whole from it need no decoding.
+    fn feed_lines(&mut self, chunk: &[u8], text: Option<&str>) {
+        let mut start = 0;
+        while let Some(end) = find_newline(&chunk[start..]).map(|at| start + at) {
+            let line = &chunk[start..end];
+            if self.line_bytes == 0 {
+                if self.showing() {
+                    let (kept, beyond) = line.split_at(line.len().min(KEPT_BYTES));
+                    // Line bounds fall after a `\n` or at the start: character boundaries.
+                    let known = text
+                        .filter(|_| beyond.is_empty())
+                        .and_then(|t| t.get(start..end));
+                    let line_start = LineStart { kept, known };
+                    let carriage_return = line.last() == Some(&b'\r');
+                    self.show_line(line_start, line.len(), count_chars(beyond), carriage_return);
                 }
-                None => {
-                    self.feed(chunk);
-                    break;
-                }
+                self.next_line();
+            } else {
+                self.feed(line);
+                self.end_line();
             }
+            start = end + 1;
         }
+        self.feed(&chunk[start..]);
     }
 
     fn showing(&self) -> bool {
         !self.stopped && self.window.contains(self.line)
     }
 
+    /// Adds part of a line that does not end in this chunk.
     fn feed(&mut self, bytes: &[u8]) {
         let Some(&last) = bytes.last() else {
             return;
@@ -245,39 +276,79 @@ impl Numberer {
             return;
         }
         let room = KEPT_BYTES.saturating_sub(self.kept.len());
-        self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        self.chars += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+        let (kept, beyond) = bytes.split_at(bytes.len().min(room));
+        self.kept.extend_from_slice(kept);
+        self.chars_beyond_kept += count_chars(beyond);
     }
 
-    fn finish_pending(&mut self) {
-        if self.line_bytes > 0 {
-            self.end_line();
-        }
-    }
-
+    /// Ends the line that `feed` assembled.
     fn end_line(&mut self) {
         if self.showing() {
-            self.show_line();
+            let kept = std::mem::take(&mut self.kept);
+            let carriage_return = self.last_byte == Some(b'\r');
+            let line_start = LineStart {
+                kept: &kept,
+                known: None,
+            };
+            self.show_line(
+                line_start,
+                self.line_bytes,
+                self.chars_beyond_kept,
+                carriage_return,
+            );
+            // The allocation is reused by the next long line.
+            self.kept = kept;
         }
+        self.next_line();
+    }
+
+    fn next_line(&mut self) {
         self.out.total_lines = self.line;
         self.line += 1;
         self.kept.clear();
         self.line_bytes = 0;
-        self.chars = 0;
+        self.chars_beyond_kept = 0;
         self.last_byte = None;
     }
 
-    fn show_line(&mut self) {
-        let whole = self.kept.len() == self.line_bytes;
-        let mut kept: &[u8] = &self.kept;
-        let mut chars = self.chars;
-        if self.last_byte == Some(b'\r') {
-            chars -= 1;
-            if whole {
-                kept = &kept[..kept.len() - 1];
-            }
+    /// The numbered hash-stamped result, once the input has ended.
+    fn finish(mut self, hash: u128) -> Numbered {
+        if self.line_bytes > 0 {
+            self.end_line();
         }
-        let decoded = match std::str::from_utf8(kept) {
+        self.out.content_hash = super::state::hash_hex(hash);
+        self.out
+    }
+
+    /// Shows a line of `line_bytes` bytes (ending in `\r` when `carriage_return`) that starts
+    /// with `start.kept` (all of it when the two lengths agree), with `chars_beyond`
+    /// characters past that.
+    fn show_line(
+        &mut self,
+        start: LineStart<'_>,
+        line_bytes: usize,
+        chars_beyond: usize,
+        carriage_return: bool,
+    ) {
+        let LineStart {
+            mut kept,
+            mut known,
+        } = start;
+        let whole = kept.len() == line_bytes;
+        if carriage_return && whole {
+            kept = &kept[..kept.len() - 1];
+            known = known.and_then(|text| text.strip_suffix('\r'));
+        }
+        // A line of at most MAX_LINE_CHARS bytes has at most as many characters: only longer
+        // ones are counted.
+        let body_bytes = line_bytes - usize::from(carriage_return);
+        let chars = if body_bytes > MAX_LINE_CHARS {
+            // A `\r` past `kept` was counted in `chars_beyond`.
+            count_chars(kept) + chars_beyond - usize::from(carriage_return && !whole)
+        } else {
+            body_bytes
+        };
+        let decoded = match known.map_or_else(|| std::str::from_utf8(kept), Ok) {
             Ok(valid) => Cow::Borrowed(valid),
             Err(err) => {
                 // A cut line may end inside a character; only a bad sequence before that is
@@ -317,6 +388,19 @@ impl Numberer {
     }
 }
 
+/// The part of a line that is shown from: its first bytes, and the same as text when they are
+/// already known to be UTF-8.
+#[derive(Clone, Copy)]
+struct LineStart<'a> {
+    kept: &'a [u8],
+    known: Option<&'a str>,
+}
+
+/// Characters in `bytes` counted as UTF-8 lead bytes (a cut character counts where it starts).
+fn count_chars(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count()
+}
+
 /// The index of the first `\n` in `bytes`, eight bytes at a time (the classic "has a zero
 /// byte" word trick on `word ^ "\n\n\n\n\n\n\n\n"`): numbering spends most of its time here.
 fn find_newline(bytes: &[u8]) -> Option<usize> {
@@ -347,25 +431,22 @@ fn find_newline(bytes: &[u8]) -> Option<usize> {
 /// Appends `number` right-aligned in six columns and a tab, as `cat -n` does (`{:>6}\t`
 /// without the formatting machinery: this runs once per line shown).
 fn push_line_number(text: &mut String, mut number: usize) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
+    // Six columns of padding, room for the 20 digits of u64::MAX, and the tab.
+    let mut prefix = [b' '; 27];
+    let mut start = prefix.len() - 1;
+    prefix[start] = b'\t';
     loop {
         start -= 1;
         // A decimal digit: always ASCII.
-        digits[start] = b'0' + (number % 10) as u8;
+        prefix[start] = b'0' + (number % 10) as u8;
         number /= 10;
         if number == 0 {
             break;
         }
     }
-    let width = digits.len() - start;
-    for _ in width..6 {
-        text.push(' ');
-    }
-    for &digit in &digits[start..] {
-        text.push(char::from(digit));
-    }
-    text.push('\t');
+    let start = start.min(prefix.len() - 7);
+    // Spaces, ASCII digits and a tab: always UTF-8.
+    text.push_str(std::str::from_utf8(&prefix[start..]).unwrap_or_default());
 }
 
 /// `cat -n` lines `first..=last` (1-based, clamped) of `text`, for showing an edit in place.

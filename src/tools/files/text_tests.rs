@@ -127,6 +127,78 @@ fn long_lines_are_cut_with_a_marker() {
 }
 
 #[test]
+fn a_line_longer_than_what_is_kept_is_counted_whole() {
+    let long = format!("{}\r\n", "x".repeat(KEPT_BYTES + 10));
+    for numbered in [
+        number(long.as_bytes(), all()),
+        number_lines(
+            Trickle(long.as_bytes()),
+            0,
+            all(),
+            &CancellationToken::new(),
+        )
+        .unwrap(),
+    ] {
+        assert!(numbered.text.ends_with(&format!(
+            "… [line cut: {} characters, {MAX_LINE_CHARS} shown]\n",
+            KEPT_BYTES + 10
+        )));
+        assert_eq!((numbered.lines_cut, numbered.lossy), (1, false));
+    }
+    // Exactly at the limit, with and without a CRLF ending, nothing is cut.
+    let at_limit = format!(
+        "{}\r\n{}",
+        "é".repeat(MAX_LINE_CHARS),
+        "x".repeat(MAX_LINE_CHARS)
+    );
+    assert_eq!(number(at_limit.as_bytes(), all()).lines_cut, 0);
+}
+
+#[test]
+fn numbering_bytes_in_memory_agrees_with_streaming_them() {
+    let long = "ü".repeat(MAX_LINE_CHARS + 1);
+    let texts: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"a".to_vec(),
+        b"a\r\nb\n\n\tc\r".to_vec(),
+        b"caf\xe9\nok\n".to_vec(),
+        format!("{long}\nshort\n{long}\r\n").into_bytes(),
+        format!("{}\n", "line of text").repeat(300).into_bytes(),
+        // Past what a line keeps, a bad byte and a CRLF ending.
+        [&b"y".repeat(KEPT_BYTES + 3)[..], b"\xff\r\nend"].concat(),
+    ];
+    let windows = [
+        all(),
+        Window {
+            first: 2,
+            max_lines: Some(1),
+        },
+        Window {
+            first: 250,
+            max_lines: None,
+        },
+    ];
+    for text in &texts {
+        for window in windows {
+            let streamed = number(text, window);
+            let trickled =
+                number_lines(Trickle(text), 0, window, &CancellationToken::new()).unwrap();
+            let in_memory = number_bytes(text, window).unwrap();
+            assert_eq!(
+                format!("{in_memory:?}"),
+                format!("{streamed:?}"),
+                "{text:?}"
+            );
+            assert_eq!(format!("{trickled:?}"), format!("{streamed:?}"), "{text:?}");
+        }
+    }
+    assert!(matches!(
+        number_bytes(b"a\0b", all()),
+        Err(NumberError::Binary)
+    ));
+}
+
+#[test]
 fn output_stops_at_its_cap_but_counting_goes_on() {
     let line = "x".repeat(1_000);
     let text = format!("{line}\n").repeat(500);

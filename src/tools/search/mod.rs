@@ -81,7 +81,7 @@ fn root_permission(input: &Value, session: &SessionState) -> Result<PermissionLe
 /// before the permission phase, so the model learns what is wrong with it.
 fn check_path_syntax(input: &Value, session: &SessionState) -> Result<(), ToolError> {
     if has_path(input) {
-        paths::resolve_input(input, PATH_FIELD, session)?;
+        paths::check_input(input, PATH_FIELD, session)?;
     }
     Ok(())
 }
