@@ -147,14 +147,20 @@ impl WriteThread {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, answered) = job(move |connection| in_savepoint(connection, work));
-        let first = {
-            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            held.push(job);
-            held.len() == 1
-        };
-        // The thread is told once per held run, not once per write: it arms its timer then.
-        if first {
-            self.send(Message::Held)?;
+        {
+            // Under the channel's lock, so `close` cannot slip in between: a write held here
+            // is told to the thread before its `Close`, whose last commit then takes it.
+            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            let sender = jobs.as_ref().ok_or_else(closed)?;
+            let first = {
+                let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                held.push(job);
+                held.len() == 1
+            };
+            // The thread is told once per held run, not once per write: it arms its timer then.
+            if first {
+                sender.send(Message::Held).map_err(|_| closed())?;
+            }
         }
         answered.await.map_err(|_| closed())?
     }
