@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{BatchStatus, StoreError};
-use crate::dispatch::{ResultPage, SinkError};
+use crate::dispatch::{AuditRecord, ResultPage, SinkError};
 use crate::tool::{ErrorKind, OffloadedResult};
 
 /// Milliseconds since the epoch, truncated towards the past, saturating far outside the
@@ -147,6 +147,60 @@ pub fn page_or_unknown(
         Ok(Some(page)) => Ok(page),
         Ok(None) => Err(SinkError(format!("unknown result \"{result_id}\""))),
         Err(err) => Err(SinkError(err.to_string())),
+    }
+}
+
+/// An audit row as column values, ready to bind (both backends). Built in the caller's task,
+/// so rendering the JSON columns runs there, not on a writer.
+pub(crate) struct AuditRow {
+    pub(crate) session_id: String,
+    pub(crate) batch_id: String,
+    pub(crate) call_id: String,
+    pub(crate) call_index: i64,
+    pub(crate) requested_name: String,
+    pub(crate) tool: Option<String>,
+    pub(crate) input: String,
+    pub(crate) decision: Option<String>,
+    pub(crate) is_error: bool,
+    pub(crate) error_kind: Option<&'static str>,
+    pub(crate) output_chars: i64,
+    pub(crate) result_id: Option<String>,
+    pub(crate) result_total_chars: Option<i64>,
+    pub(crate) started_at: i64,
+    pub(crate) duration_ms: f64,
+}
+
+impl AuditRow {
+    pub(crate) fn new(record: AuditRecord) -> Result<AuditRow, StoreError> {
+        let what = format!("audit row for call \"{}\"", record.call_id);
+        let (result_id, result_total_chars) = match record.offloaded {
+            Some(OffloadedResult {
+                result_id,
+                total_chars,
+            }) => (Some(result_id), Some(to_i64(total_chars, "total_chars")?)),
+            None => (None, None),
+        };
+        Ok(AuditRow {
+            call_index: to_i64(record.index, "call index")?,
+            input: to_json(&record.input, &what)?,
+            decision: record
+                .decision
+                .as_ref()
+                .map(|d| to_json(d, &what))
+                .transpose()?,
+            output_chars: to_i64(record.output_chars, "output_chars")?,
+            error_kind: record.error_kind.map(ErrorKind::as_str),
+            started_at: millis(record.started_at),
+            session_id: record.session_id,
+            batch_id: record.batch_id,
+            call_id: record.call_id,
+            requested_name: record.requested_name,
+            tool: record.tool,
+            is_error: record.is_error,
+            result_id,
+            result_total_chars,
+            duration_ms: record.duration_ms,
+        })
     }
 }
 

@@ -16,14 +16,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::PostgresStore;
-use super::convert::{
-    database_error, from_i64, from_json, get, get_optional_text, get_text, millis, time, to_i64,
-    to_json,
-};
+use super::convert::{database_error, from_i64, from_json, get, get_optional_text, get_text, time};
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
-use crate::store::values::{offloaded, parse_error_kind};
+use crate::store::values::{AuditRow, offloaded, parse_error_kind};
 use crate::store::{CallPage, CallRow, StoreError};
-use crate::tool::{ErrorKind, OffloadedResult};
 
 /// Rows per INSERT at most (17 parameters each, under Postgres' 65 535).
 const GROUP_ROWS: usize = 1024;
@@ -35,59 +31,6 @@ macro_rules! call_columns {
      requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
          result_total_chars, started_at, duration_ms, interrupted"
     };
-}
-
-/// An audit row as column values, ready to bind.
-struct AuditRow {
-    session_id: String,
-    batch_id: String,
-    call_id: String,
-    call_index: i64,
-    requested_name: String,
-    tool: Option<String>,
-    input: String,
-    decision: Option<String>,
-    is_error: bool,
-    error_kind: Option<&'static str>,
-    output_chars: i64,
-    result_id: Option<String>,
-    result_total_chars: Option<i64>,
-    started_at: i64,
-    duration_ms: f64,
-}
-
-impl AuditRow {
-    fn new(record: AuditRecord) -> Result<AuditRow, StoreError> {
-        let what = format!("audit row for call \"{}\"", record.call_id);
-        let (result_id, result_total_chars) = match record.offloaded {
-            Some(OffloadedResult {
-                result_id,
-                total_chars,
-            }) => (Some(result_id), Some(to_i64(total_chars, "total_chars")?)),
-            None => (None, None),
-        };
-        Ok(AuditRow {
-            call_index: to_i64(record.index, "call index")?,
-            input: to_json(&record.input, &what)?,
-            decision: record
-                .decision
-                .as_ref()
-                .map(|d| to_json(d, &what))
-                .transpose()?,
-            output_chars: to_i64(record.output_chars, "output_chars")?,
-            error_kind: record.error_kind.map(ErrorKind::as_str),
-            started_at: millis(record.started_at),
-            session_id: record.session_id,
-            batch_id: record.batch_id,
-            call_id: record.call_id,
-            requested_name: record.requested_name,
-            tool: record.tool,
-            is_error: record.is_error,
-            result_id,
-            result_total_chars,
-            duration_ms: record.duration_ms,
-        })
-    }
 }
 
 type Pending = (AuditRow, oneshot::Sender<Result<(), StoreError>>);
