@@ -12,6 +12,9 @@
 //! profile (release settings) first and hands its path over as `CARGO_BIN_EXE_toold`.
 //! The machine is noisy, so the latency budget is a ratio to the floor measured in the same
 //! run, in alternating rounds over the same client.
+//!
+//! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
+//! `TOOLD_BENCH_ONLY=latency` (or `throughput`) measures only that after the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -89,9 +92,21 @@ async fn run() {
         verdict(rss_idle <= IDLE_RSS_BUDGET_KIB)
     );
 
-    let single_calls = latency(daemon.address, &session, floor::start(projects.clone())).await;
+    let only = std::env::var("TOOLD_BENCH_ONLY").unwrap_or_default();
+    let single_calls = if only == "throughput" {
+        0
+    } else {
+        latency(daemon.address, &session, floor::start(projects.clone())).await
+    };
+    if only == "latency" {
+        return;
+    }
     let (made, per_session, rss_peak) =
         throughput("sqlite", daemon.address, &projects, daemon.pid()).await;
+    if only == "throughput" {
+        verify_audit(daemon.address, &session, single_calls).await;
+        return;
+    }
     println!(
         "rss under load:      {:.1} MB peak (sampled every 100 ms)",
         mb(rss_peak)

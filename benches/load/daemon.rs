@@ -26,7 +26,7 @@ impl Daemon {
     /// [`Daemon::start`] with extra flags (`--database-url …`).
     pub async fn start_with(dir: &Path, extra: &[&str]) -> Daemon {
         let spawned = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toold"))
+        let mut child = Command::new(binary())
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.join("data"))
             .arg("--allowed-root")
@@ -75,6 +75,14 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The daemon under test: `TOOLD_BENCH_BINARY` if set (to compare two builds with the same
+/// client), else the `toold` cargo built for this bench.
+fn binary() -> std::ffi::OsString {
+    std::env::var_os("TOOLD_BENCH_BINARY")
+        .filter(|path| !path.is_empty())
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_toold").into())
 }
 
 /// Reads the first stdout line, then keeps draining stdout on a thread so a later write
