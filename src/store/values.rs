@@ -6,8 +6,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use super::{BatchStatus, StoreError};
 use crate::dispatch::{AuditRecord, ResultPage, SinkError};
@@ -151,7 +151,9 @@ pub fn page_or_unknown(
 }
 
 /// An audit row as column values, ready to bind (both backends). Built in the caller's task,
-/// so rendering the JSON columns runs there, not on a writer.
+/// so rendering the JSON columns runs there, not on a writer. Serialisable for SQLite's audit
+/// journal (`store/sqlite/journal.rs`), which keeps rows as JSON until they are in the table.
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AuditRow {
     pub(crate) session_id: String,
     pub(crate) batch_id: String,
@@ -162,7 +164,7 @@ pub(crate) struct AuditRow {
     pub(crate) input: String,
     pub(crate) decision: Option<String>,
     pub(crate) is_error: bool,
-    pub(crate) error_kind: Option<&'static str>,
+    pub(crate) error_kind: Option<ErrorKind>,
     pub(crate) output_chars: i64,
     pub(crate) result_id: Option<String>,
     pub(crate) result_total_chars: Option<i64>,
@@ -189,7 +191,7 @@ impl AuditRow {
                 .map(|d| to_json(d, &what))
                 .transpose()?,
             output_chars: to_i64(record.output_chars, "output_chars")?,
-            error_kind: record.error_kind.map(ErrorKind::as_str),
+            error_kind: record.error_kind,
             started_at: millis(record.started_at),
             session_id: record.session_id,
             batch_id: record.batch_id,

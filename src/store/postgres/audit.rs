@@ -20,6 +20,7 @@ use super::convert::{database_error, from_i64, from_json, get, get_optional_text
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::values::{AuditRow, offloaded, parse_error_kind};
 use crate::store::{CallPage, CallRow, StoreError};
+use crate::tool::ErrorKind;
 
 /// Rows per INSERT at most (17 parameters each, under Postgres' 65 535).
 const GROUP_ROWS: usize = 1024;
@@ -107,7 +108,7 @@ async fn insert(pool: &PgPool, node: &str, group: &[Pending]) -> Result<(), Stor
             .push_bind(&row.input)
             .push_bind(&row.decision)
             .push_bind(row.is_error)
-            .push_bind(row.error_kind)
+            .push_bind(row.error_kind.map(ErrorKind::as_str))
             .push_bind(row.output_chars)
             .push_bind(&row.result_id)
             .push_bind(row.result_total_chars)

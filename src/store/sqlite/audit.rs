@@ -1,10 +1,11 @@
-//! The audit log on SQLite: [`AuditSink`] on the writer thread, and reading rows back by
+//! The audit log on SQLite: [`AuditSink`] through the audit journal, and reading rows back by
 //! cursor.
 //!
 //! `record` converts its row to column values in the caller's task (so rendering the JSON
-//! columns runs in parallel), hands the insert to the writer thread and waits until the group
-//! holding it has committed: the row is durable before the call's result goes anywhere. Rows
-//! of concurrent calls share one commit (group commit, see `writer`).
+//! columns runs in parallel) and appends it to the journal (`journal`), which makes it durable
+//! with one write before the call's result goes anywhere; the journal's ingest inserts it on
+//! the writer thread behind the answer, rows of concurrent calls in one commit. Reading rows
+//! back flushes the journal first, so every answered call is listed.
 
 use async_trait::async_trait;
 use rusqlite::params;
@@ -12,14 +13,22 @@ use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use super::convert::{database_error, from_i64, from_json, get, sqlite_error, time};
+use super::journal::Insert;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::values::{AuditRow, offloaded, parse_error_kind};
 use crate::store::{CallPage, CallRow, StoreError};
+use crate::tool::ErrorKind;
 
-const INSERT_CALL: &str = "INSERT INTO calls (node, session_id, batch_id, call_id, call_index, \
-     requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
-     result_total_chars, started_at, duration_ms) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+const INSERT_CALL: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
+     call_index, requested_name, tool, input, decision, is_error, error_kind, output_chars, \
+     result_id, result_total_chars, started_at, duration_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+
+/// A replayed row whose cursor is already in the table was committed before the crash.
+const REPLAY_CALL: &str = "INSERT OR IGNORE INTO calls (cursor, node, session_id, batch_id, \
+     call_id, call_index, requested_name, tool, input, decision, is_error, error_kind, \
+     output_chars, result_id, result_total_chars, started_at, duration_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 
 const SELECT_CALLS: &str = "SELECT cursor, node, session_id, batch_id, call_id, call_index, \
      requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
@@ -27,13 +36,25 @@ const SELECT_CALLS: &str = "SELECT cursor, node, session_id, batch_id, call_id, 
      WHERE session_id = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3";
 
 impl AuditRow {
-    /// Inserts the row on the writer thread. The `calls` table has no constraint a row could
-    /// violate (no unique keys, no references), so a failure means a failed database.
-    fn insert(&self, connection: &rusqlite::Connection, node: &str) -> Result<(), StoreError> {
+    /// Inserts the row under the cursor the journal gave it, on the writer thread. Cursors are
+    /// the table's only constraint, so a failure means a failed database (or, for
+    /// [`Insert::Ingest`], a cursor given twice: a bug).
+    pub(super) fn insert(
+        &self,
+        connection: &rusqlite::Connection,
+        node: &str,
+        cursor: i64,
+        how: Insert,
+    ) -> Result<(), StoreError> {
+        let sql = match how {
+            Insert::Ingest => INSERT_CALL,
+            Insert::Replay => REPLAY_CALL,
+        };
         connection
-            .prepare_cached(INSERT_CALL)
+            .prepare_cached(sql)
             .and_then(|mut insert| {
                 insert.execute(params![
+                    cursor,
                     node,
                     self.session_id,
                     self.batch_id,
@@ -44,7 +65,7 @@ impl AuditRow {
                     self.input,
                     self.decision,
                     self.is_error,
-                    self.error_kind,
+                    self.error_kind.map(ErrorKind::as_str),
                     self.output_chars,
                     self.result_id,
                     self.result_total_chars,
@@ -66,32 +87,20 @@ impl AuditRow {
 impl AuditSink for SqliteStore {
     async fn record(&self, record: AuditRecord) -> Result<(), SinkError> {
         let row = AuditRow::new(record).map_err(|err| SinkError(err.to_string()))?;
-        let node = self.node_id.clone();
-        self.writer
-            .write_one(move |connection| row.insert(connection, &node))
-            .await
+        self.journal
+            .append(&self.writer, vec![row])
             .map_err(|err| SinkError(err.to_string()))
     }
 
-    /// One write for the lot: a batch's rows commit together (all or none).
+    /// One append for the lot.
     async fn record_many(&self, records: Vec<AuditRecord>) -> Result<(), SinkError> {
         let rows = records
             .into_iter()
             .map(AuditRow::new)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| SinkError(err.to_string()))?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let node = self.node_id.clone();
-        self.writer
-            .write(move |connection| {
-                for row in rows {
-                    row.insert(connection, &node)?;
-                }
-                Ok(())
-            })
-            .await
+        self.journal
+            .append(&self.writer, rows)
             .map_err(|err| SinkError(err.to_string()))
     }
 }
@@ -103,6 +112,8 @@ impl SqliteStore {
         after: Option<i64>,
         limit: u32,
     ) -> Result<CallPage, StoreError> {
+        // Every row appended before this read is in the table after this.
+        self.journal.flush(&self.writer).await?;
         let after = after.unwrap_or(0);
         // One more than asked tells whether another page follows.
         let fetched = sqlx::query(SELECT_CALLS)

@@ -32,6 +32,7 @@ mod audit;
 mod checkpoint;
 mod convert;
 mod events;
+mod journal;
 mod nodes;
 mod results;
 mod sessions;
@@ -57,6 +58,7 @@ use super::{
 use crate::event::Event;
 use crate::tool::ToolResult;
 use checkpoint::Checkpointer;
+use journal::AuditJournal;
 use writer::WriteThread;
 
 /// How long a connection waits for another process's lock before failing with `SQLITE_BUSY`.
@@ -73,6 +75,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct SqliteStore {
     /// The single writer connection, on its own thread.
     writer: WriteThread,
+    /// Where audit rows are durable before the writer puts them in `calls`.
+    journal: Arc<AuditJournal>,
     /// Copies the write-ahead log back into the database, beside the writer.
     checkpointer: Checkpointer,
     /// Read-only connections.
@@ -89,6 +93,10 @@ impl SqliteStore {
         check_directory(path_or_url, options.get_filename())?;
         migrate(&options, path_or_url).await?;
         let writer = WriteThread::open(options.get_filename(), path_or_url, BUSY_TIMEOUT)?;
+        let node_id: Arc<str> = Arc::from(node_id);
+        let journal = Arc::new(
+            AuditJournal::recover(options.get_filename(), node_id.clone(), &writer).await?,
+        );
         let checkpointer = Checkpointer::start(options.get_filename(), path_or_url, BUSY_TIMEOUT)?;
         // Readers open after the writer so the file, the WAL and the shared memory exist.
         // No liveness ping before each acquire: an SQLite connection is a file in this process.
@@ -99,9 +107,9 @@ impl SqliteStore {
             .connect_with(options.read_only(true))
             .await
             .map_err(|err| open_error(path_or_url, err))?;
-        let node_id: Arc<str> = Arc::from(node_id);
         Ok(SqliteStore {
             writer,
+            journal,
             checkpointer,
             readers,
             node_id,
@@ -314,6 +322,7 @@ impl Store for SqliteStore {
         // other connection has the database open.
         self.checkpointer.stop();
         self.readers.close().await;
+        self.journal.close(&self.writer).await;
         self.writer.close().await;
     }
 }

@@ -10,6 +10,7 @@ use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
 use super::convert::{database_error, get, millis, sqlite_error, time};
+use super::journal::Taken;
 use crate::store::{NodeRecord, StoreError};
 
 impl SqliteStore {
@@ -105,10 +106,15 @@ impl SqliteStore {
         session_id: &str,
     ) -> Result<u64, StoreError> {
         let session_id = session_id.to_owned();
-        self.writer
-            .write_one(move |connection| {
-                // As on Postgres: input and tool from the call's `tool:pre` event if any.
-                connection
+        // Its rows take cursors of SQLite's choosing: with the journal held (`journal`).
+        let taken = Taken::default();
+        let (journal, ingesting) = (self.journal.clone(), taken.clone());
+        let outcome =
+            self.writer
+                .write(move |connection| {
+                    journal.exclusive(connection, &ingesting, |connection| {
+                        // As on Postgres: input and tool from the call's `tool:pre` event if any.
+                        connection
                     .prepare_cached(
                         "INSERT INTO calls (node, session_id, batch_id, call_id, call_index, \
                          requested_name, tool, input, decision, is_error, error_kind, \
@@ -139,8 +145,12 @@ impl SqliteStore {
                             err,
                         )
                     })
-            })
-            .await
+                    })
+                })
+                .await;
+        self.journal
+            .settle(outcome.as_ref().map(drop).map_err(Clone::clone), &taken);
+        outcome
     }
 }
 

@@ -147,22 +147,41 @@ impl WriteThread {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, answered) = job(move |connection| in_savepoint(connection, work));
-        {
-            // Under the channel's lock, so `close` cannot slip in between: a write held here
-            // is told to the thread before its `Close`, whose last commit then takes it.
-            let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-            let sender = jobs.as_ref().ok_or_else(closed)?;
-            let first = {
-                let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-                held.push(job);
-                held.len() == 1
-            };
-            // The thread is told once per held run, not once per write: it arms its timer then.
-            if first {
-                sender.send(Message::Held).map_err(|_| closed())?;
-            }
-        }
+        self.push_held(job)?;
         answered.await.map_err(|_| closed())?
+    }
+
+    /// [`WriteThread::write_held`] without waiting: `then` is called on the writer thread with
+    /// the outcome (`work`'s, once its group has committed, or the commit's error). Fails at
+    /// once only if the store is closed.
+    pub fn hold<T, F, D>(&self, work: F, then: D) -> Result<(), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        D: FnOnce(Result<T, StoreError>) + Send + 'static,
+    {
+        let job: Job = Box::new(move |connection: &Connection| {
+            let outcome = in_savepoint(connection, work);
+            Box::new(move |committed: Result<(), StoreError>| then(committed.and(outcome))) as Reply
+        });
+        self.push_held(job)
+    }
+
+    fn push_held(&self, job: Job) -> Result<(), StoreError> {
+        // Under the channel's lock, so `close` cannot slip in between: a write held here
+        // is told to the thread before its `Close`, whose last commit then takes it.
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let sender = jobs.as_ref().ok_or_else(closed)?;
+        let first = {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            held.push(job);
+            held.len() == 1
+        };
+        // The thread is told once per held run, not once per write: it arms its timer then.
+        if first {
+            sender.send(Message::Held).map_err(|_| closed())?;
+        }
+        Ok(())
     }
 
     async fn submit<T, F>(&self, work: F) -> Result<T, StoreError>
