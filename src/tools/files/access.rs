@@ -22,7 +22,7 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{File, Metadata, Permissions};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -102,8 +102,8 @@ impl Location {
 
     /// Opens `input[field]` for reading without resolving it first, when it lies in the
     /// workspace exactly as written: relative to it (or absolute beneath it), plain names only
-    /// (no `..`), no symlink on the way. `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
-    /// opens such a path and nothing else, so its success shows that the path as written is
+    /// (no `..`), no symlink on the way. `openat2(RESOLVE_NO_SYMLINKS)` of the workspace
+    /// (which is real) joined with such a path opens it and nothing else, so its success shows that the path as written is
     /// canonical and inside, which is what [`Location::resolve`] finds by walking it with a
     /// `stat` per component, and shows it at the moment of the open. `None` whenever that
     /// cannot be shown (a symlink, `..`, a missing file, no `openat2`, a workspace configured
@@ -145,10 +145,20 @@ impl Location {
         // Opened beneath the workspace whatever the call was authorised for: inside, that is
         // the same file `anywhere` would open.
         let location = Location::beneath(workspace.join(&relative), workspace.to_path_buf())?;
-        let root = location.root().ok()?;
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-        let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
-        let file = openat2(root.as_fd(), &relative, flags, 0, resolve).ok()?;
+        // The workspace is real (no symlink on its path) and `relative` is plain names, so
+        // refusing every symlink on the whole absolute path keeps the open beneath the
+        // workspace exactly as `RESOLVE_BENEATH` from a descriptor of it would, without opening
+        // the workspace first (two system calls fewer per read). A workspace since replaced by
+        // a symlink fails here and takes the general way.
+        let file = openat2_raw(
+            libc::AT_FDCWD,
+            &location.path,
+            flags,
+            0,
+            libc::RESOLVE_NO_SYMLINKS,
+        )
+        .ok()?;
         Some((location, File::from(file)))
     }
 
@@ -355,6 +365,17 @@ fn openat2(
     mode: u32,
     resolve: u64,
 ) -> io::Result<OwnedFd> {
+    openat2_raw(dir.as_raw_fd(), relative, flags, mode, resolve)
+}
+
+/// [`openat2`] from a raw directory descriptor, which may be `AT_FDCWD`.
+fn openat2_raw(
+    dir: RawFd,
+    relative: &Path,
+    flags: i32,
+    mode: u32,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let c_relative = c_path(relative.as_os_str())?;
     let how = OpenHow {
         // Flags are non-negative bit sets; the kernel takes them as u64.
@@ -369,7 +390,7 @@ fn openat2(
         let fd = unsafe {
             libc::syscall(
                 libc::SYS_openat2,
-                dir.as_raw_fd(),
+                dir,
                 c_relative.as_ptr(),
                 &raw const how,
                 std::mem::size_of::<OpenHow>(),
