@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+pub use super::results_json::results_json;
 use crate::tool::{CallInput, ToolCall, ToolResult};
 
 /// The four batch body shapes.
@@ -248,16 +249,15 @@ pub fn format_results(format: BatchFormat, batch_id: &str, results: &[ToolResult
         .unwrap_or_else(|err| unreachable_json(&err))
 }
 
-/// [`format_results`] as JSON text, written straight from the results: a batch's outputs
-/// are copied once into the response, not first into a `Value`.
-pub fn results_json(format: BatchFormat, batch_id: &str, results: &[ToolResult]) -> Vec<u8> {
-    // Room for the outputs and a little per result.
-    let outputs: usize = results.iter().map(|r| r.output.len() + 128).sum();
-    let mut json = Vec::with_capacity(outputs + 64);
-    match serde_json::to_writer(&mut json, &ResultsBody::new(format, batch_id, results)) {
-        Ok(()) => json,
-        Err(err) => serde_json::to_vec(&unreachable_json(&err)).unwrap_or_default(),
-    }
+/// [`results_json`] the plain way, serde_json over the shapes below: the bytes the
+/// hand-written text must equal (its tests compare the two).
+#[cfg(test)]
+pub(super) fn results_json_by_serde(
+    format: BatchFormat,
+    batch_id: &str,
+    results: &[ToolResult],
+) -> Vec<u8> {
+    serde_json::to_vec(&ResultsBody::new(format, batch_id, results)).unwrap_or_default()
 }
 
 /// One result in the request's shape (what a stream yields per result).
@@ -278,7 +278,8 @@ fn unreachable_json(err: &serde_json::Error) -> Value {
     Value::Null
 }
 
-/// The four response bodies, borrowing from the results.
+/// The four response bodies, borrowing from the results (`results_json` writes the same
+/// bytes by hand).
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum ResultsBody<'a> {
