@@ -309,7 +309,7 @@ struct BatchRun<'a> {
     working_directory: Arc<Path>,
     entries: Vec<Entry>,
     groups: Vec<Group>,
-    ids: HashSet<String>,
+    ids: HashSet<Arc<str>>,
     running_count: usize,
     next_yield: usize,
     error_count: usize,
@@ -350,9 +350,10 @@ impl BatchRun<'_> {
                 self.groups.len() - 1
             }
         };
-        let duplicate = !self.ids.insert(call.id.clone());
+        let id: Arc<str> = Arc::from(call.id.as_str());
+        let duplicate = !self.ids.insert(id.clone());
         self.entries.push(Entry {
-            id: Arc::from(call.id.as_str()),
+            id,
             name: Arc::from(call.name.as_str()),
             call: Some(call),
             tool,
@@ -486,7 +487,7 @@ impl BatchRun<'_> {
     fn complete(&mut self, index: usize, outcome: Option<Box<CallOutcome>>) {
         let entry = &self.entries[index];
         let outcome = *outcome.unwrap_or_else(|| lost_call(&entry.id, &entry.name));
-        self.session.apply(&outcome.context_updates);
+        self.session.apply_owned(outcome.context_updates);
         let result = outcome.result;
         let event = if result.is_error {
             let data = json!({

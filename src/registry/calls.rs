@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+pub use super::results_json::results_json;
 use crate::tool::{CallInput, ToolCall, ToolResult};
 
 /// The four batch body shapes.
@@ -53,9 +54,15 @@ pub struct BatchRequest {
 
 impl BatchRequest {
     pub fn from_json(body: &Value) -> Result<BatchRequest, EnvelopeError> {
-        let object = body
-            .as_object()
-            .ok_or_else(|| malformed("the body must be a JSON object"))?;
+        BatchRequest::from_json_owned(body.clone())
+    }
+
+    /// [`BatchRequest::from_json`] of a body the caller is done with: the calls' ids, names
+    /// and inputs move out of it instead of being copied.
+    pub fn from_json_owned(body: Value) -> Result<BatchRequest, EnvelopeError> {
+        let Value::Object(mut object) = body else {
+            return Err(malformed("the body must be a JSON object"));
+        };
         let format = match object.get("format") {
             None | Some(Value::Null) => BatchFormat::Toold,
             Some(Value::String(name)) => match name.as_str() {
@@ -68,18 +75,18 @@ impl BatchRequest {
             Some(_) => return Err(malformed("\"format\" must be a string")),
         };
         let calls = match format {
-            BatchFormat::Toold => toold_calls(object)?,
-            BatchFormat::Anthropic => anthropic_calls(object)?,
-            BatchFormat::OpenAi => openai_calls(object)?,
-            BatchFormat::OpenAiChat => openai_chat_calls(object)?,
+            BatchFormat::Toold => toold_calls(&mut object)?,
+            BatchFormat::Anthropic => anthropic_calls(&mut object)?,
+            BatchFormat::OpenAi => openai_calls(&mut object)?,
+            BatchFormat::OpenAiChat => openai_chat_calls(&mut object)?,
         };
         let mut seen = HashSet::new();
         if let Some(duplicate) = calls.iter().find(|call| !seen.insert(call.id.as_str())) {
             return Err(EnvelopeError::DuplicateCallId(duplicate.id.clone()));
         }
-        let idempotency_key = match object.get("idempotency_key") {
+        let idempotency_key = match object.remove("idempotency_key") {
             None | Some(Value::Null) => None,
-            Some(Value::String(key)) => Some(key.clone()),
+            Some(Value::String(key)) => Some(key),
             Some(_) => return Err(malformed("\"idempotency_key\" must be a string")),
         };
         Ok(BatchRequest {
@@ -136,56 +143,66 @@ fn malformed(message: &str) -> EnvelopeError {
     EnvelopeError::Malformed(message.to_owned())
 }
 
-fn array<'a>(object: &'a Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, EnvelopeError> {
-    object
-        .get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| EnvelopeError::Malformed(format!("\"{key}\" must be an array")))
+fn array(object: &mut Map<String, Value>, key: &str) -> Result<Vec<Value>, EnvelopeError> {
+    match object.remove(key) {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(EnvelopeError::Malformed(format!(
+            "\"{key}\" must be an array"
+        ))),
+    }
 }
 
-fn string_field(item: &Value, key: &str, position: usize) -> Result<String, EnvelopeError> {
-    match item.get(key) {
-        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
+/// Takes a non-empty string member out of `item`.
+fn string_field(item: &mut Value, key: &str, position: usize) -> Result<String, EnvelopeError> {
+    match item.get_mut(key) {
+        Some(Value::String(text)) if !text.is_empty() => Ok(std::mem::take(text)),
         _ => Err(EnvelopeError::Malformed(format!(
             "call {position}: \"{key}\" must be a non-empty string"
         ))),
     }
 }
 
-fn toold_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+/// Takes `input` out of `item` (`{}` when it has none).
+fn input_field(item: &mut Value) -> Value {
+    item.get_mut("input")
+        .map(Value::take)
+        .unwrap_or_else(|| json!({}))
+}
+
+fn toold_calls(object: &mut Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
     array(object, "calls")?
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(position, call)| {
+        .map(|(position, mut call)| {
             Ok(ToolCall {
-                id: string_field(call, "id", position)?,
-                name: string_field(call, "name", position)?,
-                input: CallInput::Json(call.get("input").cloned().unwrap_or_else(|| json!({}))),
+                id: string_field(&mut call, "id", position)?,
+                name: string_field(&mut call, "name", position)?,
+                input: CallInput::Json(input_field(&mut call)),
             })
         })
         .collect()
 }
 
-fn anthropic_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+fn anthropic_calls(object: &mut Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
     array(object, "content")?
-        .iter()
+        .into_iter()
         .enumerate()
         .filter(|(_, block)| block.get("type").and_then(Value::as_str) == Some("tool_use"))
-        .map(|(position, block)| {
+        .map(|(position, mut block)| {
             Ok(ToolCall {
-                id: string_field(block, "id", position)?,
-                name: string_field(block, "name", position)?,
-                input: CallInput::Json(block.get("input").cloned().unwrap_or_else(|| json!({}))),
+                id: string_field(&mut block, "id", position)?,
+                name: string_field(&mut block, "name", position)?,
+                input: CallInput::Json(input_field(&mut block)),
             })
         })
         .collect()
 }
 
 /// OpenAI sends `arguments` as a JSON string; an object is accepted too for lenient clients.
-fn arguments(item: &Value) -> CallInput {
-    match item.get("arguments") {
+fn arguments(item: &mut Value) -> CallInput {
+    match item.get_mut("arguments") {
         Some(Value::String(raw)) => CallInput::from_arguments(raw),
-        Some(value @ Value::Object(_)) => CallInput::Json(value.clone()),
+        Some(value @ Value::Object(_)) => CallInput::Json(value.take()),
         None | Some(Value::Null) => CallInput::Json(json!({})),
         Some(other) => CallInput::Malformed {
             raw: other.to_string(),
@@ -194,34 +211,33 @@ fn arguments(item: &Value) -> CallInput {
     }
 }
 
-fn openai_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+fn openai_calls(object: &mut Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
     array(object, "output")?
-        .iter()
+        .into_iter()
         .enumerate()
         .filter(|(_, item)| item.get("type").and_then(Value::as_str) == Some("function_call"))
-        .map(|(position, item)| {
+        .map(|(position, mut item)| {
             Ok(ToolCall {
-                id: string_field(item, "call_id", position)?,
-                name: string_field(item, "name", position)?,
-                input: arguments(item),
+                id: string_field(&mut item, "call_id", position)?,
+                name: string_field(&mut item, "name", position)?,
+                input: arguments(&mut item),
             })
         })
         .collect()
 }
 
-fn openai_chat_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
-    let message = object
-        .get("message")
-        .and_then(Value::as_object)
-        .ok_or_else(|| malformed("\"message\" must be an object"))?;
-    let Some(tool_calls) = message.get("tool_calls").filter(|v| !v.is_null()) else {
+fn openai_chat_calls(object: &mut Map<String, Value>) -> Result<Vec<ToolCall>, EnvelopeError> {
+    let Some(Value::Object(message)) = object.get_mut("message") else {
+        return Err(malformed("\"message\" must be an object"));
+    };
+    let Some(tool_calls) = message.remove("tool_calls").filter(|v| !v.is_null()) else {
         return Ok(Vec::new());
     };
-    let tool_calls = tool_calls
-        .as_array()
-        .ok_or_else(|| malformed("\"message.tool_calls\" must be an array"))?;
+    let Value::Array(tool_calls) = tool_calls else {
+        return Err(malformed("\"message.tool_calls\" must be an array"));
+    };
     tool_calls
-        .iter()
+        .into_iter()
         .enumerate()
         .filter(|(_, call)| {
             call.get("type")
@@ -229,14 +245,14 @@ fn openai_chat_calls(object: &Map<String, Value>) -> Result<Vec<ToolCall>, Envel
                 .unwrap_or("function")
                 == "function"
         })
-        .map(|(position, call)| {
-            let function = call.get("function").ok_or_else(|| {
+        .map(|(position, mut call)| {
+            let mut function = call.get_mut("function").map(Value::take).ok_or_else(|| {
                 EnvelopeError::Malformed(format!("call {position}: \"function\" is missing"))
             })?;
             Ok(ToolCall {
-                id: string_field(call, "id", position)?,
-                name: string_field(function, "name", position)?,
-                input: arguments(function),
+                id: string_field(&mut call, "id", position)?,
+                name: string_field(&mut function, "name", position)?,
+                input: arguments(&mut function),
             })
         })
         .collect()
@@ -248,16 +264,15 @@ pub fn format_results(format: BatchFormat, batch_id: &str, results: &[ToolResult
         .unwrap_or_else(|err| unreachable_json(&err))
 }
 
-/// [`format_results`] as JSON text, written straight from the results: a batch's outputs
-/// are copied once into the response, not first into a `Value`.
-pub fn results_json(format: BatchFormat, batch_id: &str, results: &[ToolResult]) -> Vec<u8> {
-    // Room for the outputs and a little per result.
-    let outputs: usize = results.iter().map(|r| r.output.len() + 128).sum();
-    let mut json = Vec::with_capacity(outputs + 64);
-    match serde_json::to_writer(&mut json, &ResultsBody::new(format, batch_id, results)) {
-        Ok(()) => json,
-        Err(err) => serde_json::to_vec(&unreachable_json(&err)).unwrap_or_default(),
-    }
+/// [`results_json`] the plain way, serde_json over the shapes below: the bytes the
+/// hand-written text must equal (its tests compare the two).
+#[cfg(test)]
+pub(super) fn results_json_by_serde(
+    format: BatchFormat,
+    batch_id: &str,
+    results: &[ToolResult],
+) -> Vec<u8> {
+    serde_json::to_vec(&ResultsBody::new(format, batch_id, results)).unwrap_or_default()
 }
 
 /// One result in the request's shape (what a stream yields per result).
@@ -278,7 +293,8 @@ fn unreachable_json(err: &serde_json::Error) -> Value {
     Value::Null
 }
 
-/// The four response bodies, borrowing from the results.
+/// The four response bodies, borrowing from the results (`results_json` writes the same
+/// bytes by hand).
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 enum ResultsBody<'a> {

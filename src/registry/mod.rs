@@ -10,6 +10,7 @@ pub mod calls;
 pub mod definitions;
 mod names;
 mod pool;
+mod results_json;
 pub mod schema;
 
 pub use definitions::{ToolFormat, UnknownFormat, definition, definitions};

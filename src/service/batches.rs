@@ -61,9 +61,20 @@ impl ToolService {
         session_id: &str,
         body: &Value,
     ) -> Result<BatchResponse, ServiceError> {
-        let request = BatchRequest::from_json(body)?;
+        self.execute_batch_owned(session_id, body.clone()).await
+    }
+
+    /// [`ToolService::execute_batch`] taking the body (the doors are done with it): its calls
+    /// move into the batch rather than being copied.
+    pub async fn execute_batch_owned(
+        self: &Arc<Self>,
+        session_id: &str,
+        body: Value,
+    ) -> Result<BatchResponse, ServiceError> {
+        let hash = body_hash(&body);
+        let request = BatchRequest::from_json_owned(body)?;
         let session = self.owned_session(session_id).await?;
-        let record = batch_record(session_id, &request, body);
+        let record = batch_record(session_id, &request, hash);
         let (batch_id, format) = (record.batch_id.clone(), request.format);
         let service = self.clone();
         // The claim runs to the end with the batch too: once a key's claim is committed, its batch
@@ -105,7 +116,7 @@ impl ToolService {
     ) -> Result<BatchStream, ServiceError> {
         let request = BatchRequest::from_json(body)?;
         let session = self.owned_session(session_id).await?;
-        let record = batch_record(session_id, &request, body);
+        let record = batch_record(session_id, &request, body_hash(body));
         let format = request.format;
         let (sender, updates) = mpsc::unbounded_channel();
         if let Some(replay) = self.claim(&record).await? {
@@ -296,18 +307,23 @@ impl ToolService {
     }
 }
 
-fn batch_record(session_id: &str, request: &BatchRequest, body: &Value) -> BatchRecord {
+/// The hash a batch with an idempotency key is recorded with; empty without one. Only a
+/// key's retries are compared with it; hashing every body would cost a batch a second
+/// serialisation of its calls. (A key that is not a string is refused with the envelope.)
+fn body_hash(body: &Value) -> String {
+    match body.get("idempotency_key") {
+        Some(Value::String(_)) => request_hash(body),
+        _ => String::new(),
+    }
+}
+
+fn batch_record(session_id: &str, request: &BatchRequest, request_hash: String) -> BatchRecord {
     BatchRecord {
         batch_id: new_batch_id(),
         session_id: session_id.to_owned(),
         format: request.format.as_str().to_owned(),
         idempotency_key: request.idempotency_key.clone(),
-        // Only a key's retries are compared with it; hashing every body would cost a batch
-        // a second serialisation of its calls.
-        request_hash: match request.idempotency_key {
-            Some(_) => request_hash(body),
-            None => String::new(),
-        },
+        request_hash,
         status: BatchStatus::Running,
         call_count: request.calls.len(),
         results: None,

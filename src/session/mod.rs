@@ -316,6 +316,12 @@ impl SessionState {
 
     /// Applies one call's updates.
     pub fn apply(&self, updates: &[ContextUpdate]) {
+        self.apply_owned(updates.to_vec());
+    }
+
+    /// [`SessionState::apply`] for updates the caller is done with (the dispatcher's): they
+    /// move into the state instead of being copied.
+    pub fn apply_owned(&self, updates: Vec<ContextUpdate>) {
         if updates.is_empty() {
             return;
         }
@@ -323,19 +329,19 @@ impl SessionState {
         for update in updates {
             match update {
                 ContextUpdate::FileState(entry) => {
-                    state.file_state.insert(entry.path.clone(), entry.clone());
+                    state.file_state.insert(entry.path.clone(), entry);
                 }
-                ContextUpdate::ShellCwd { path } => state.shell_cwd = Some(path.clone()),
+                ContextUpdate::ShellCwd { path } => state.shell_cwd = Some(path),
                 ContextUpdate::LoadTools { names } => {
                     for name in names {
-                        if state.loaded_tools.insert(name.clone()) {
+                        if state.loaded_tools.insert(name) {
                             state.loaded_tools_version += 1;
                         }
                     }
                 }
-                ContextUpdate::Todos { todos } => state.todos = todos.clone(),
+                ContextUpdate::Todos { todos } => state.todos = todos,
                 ContextUpdate::RuntimeSetting { key, value } => {
-                    state.runtime_settings.insert(key.clone(), value.clone());
+                    state.runtime_settings.insert(key, value);
                 }
             }
         }

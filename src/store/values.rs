@@ -4,6 +4,7 @@
 //! statuses, error kinds and offload columns; and the shared rules both backends apply
 //! (approval decisions, paging results by character).
 
+use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -59,8 +60,12 @@ pub fn from_i64<T: TryFrom<i64>>(value: i64, what: &str) -> Result<T, StoreError
 
 /// JSON text for a value. Serialising the crate's own types cannot fail in practice (no
 /// non-string map keys, no failing `Serialize` impls); a failure is still reported, not
-/// unwrapped.
-pub fn to_json<T: Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
+/// unwrapped. `what` names the value in that report and is only formatted then, so rows
+/// written per call name themselves without building a `String` for nothing.
+pub fn to_json<T: Serialize + ?Sized>(
+    value: &T,
+    what: impl fmt::Display,
+) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|err| StoreError::Invalid(format!("{what} cannot be serialised: {err}")))
 }
@@ -174,7 +179,7 @@ pub(crate) struct AuditRow {
 
 impl AuditRow {
     pub(crate) fn new(record: AuditRecord) -> Result<AuditRow, StoreError> {
-        let what = format!("audit row for call \"{}\"", record.call_id);
+        let what = AuditRowName(&record.call_id);
         let (result_id, result_total_chars) = match record.offloaded {
             Some(OffloadedResult {
                 result_id,
@@ -203,6 +208,15 @@ impl AuditRow {
             result_total_chars,
             duration_ms: record.duration_ms,
         })
+    }
+}
+
+/// How errors name an audit row, formatted only when one happens.
+struct AuditRowName<'a>(&'a str);
+
+impl fmt::Display for AuditRowName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "audit row for call \"{}\"", self.0)
     }
 }
 

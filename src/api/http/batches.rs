@@ -42,7 +42,7 @@ pub async fn execute(
         let stream = service.execute_batch_stream(&id, &body).await?;
         return Ok(stream_response(stream));
     }
-    let response = service.execute_batch(&id, &body).await?;
+    let response = service.execute_batch_owned(&id, body).await?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(BATCH_ID, header_value(&response.batch_id));

@@ -31,6 +31,8 @@ impl Phase for Audit {
         let mut outcome = run_next(next, request).await;
         outcome.result.duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
 
+        // Nothing after this phase reads the final input: the row takes it.
+        let input = outcome.final_input.take().unwrap_or_default();
         let result = &outcome.result;
         let record = AuditRecord {
             session_id,
@@ -39,7 +41,7 @@ impl Phase for Audit {
             index,
             requested_name: result.name.clone(),
             tool,
-            input: outcome.final_input.clone().unwrap_or_default(),
+            input,
             decision: outcome.decision.clone(),
             is_error: result.is_error,
             error_kind: result.error_kind,

@@ -61,7 +61,7 @@ impl Service<Box<CallRequest>> for Execute {
 }
 
 impl Execute {
-    async fn execute(self, request: Box<CallRequest>) -> Box<CallOutcome> {
+    async fn execute(self, mut request: Box<CallRequest>) -> Box<CallOutcome> {
         let Ok(tool) = request.tool.clone() else {
             // The lookup phase refuses unknown tools before they get here.
             return CallOutcome::refused(&request, ErrorKind::UnknownTool, "unknown tool");
@@ -69,7 +69,9 @@ impl Execute {
         let spec = tool.spec();
         let timeout = spec.timeout.unwrap_or(self.default_timeout);
         let cancel_on_interrupt = spec.interrupt_behavior == InterruptBehavior::Cancel;
-        let input = request.input().clone();
+        // This phase holds the request last: its input becomes the outcome's final input,
+        // and the tool gets the one copy.
+        let input = request.take_input();
         let ctx = request.ctx.clone();
         let signals = request.signals.clone();
         // A stop that came while the call was still in permission or hooks: never start it.

@@ -33,7 +33,9 @@ use super::{DispatchDeps, DispatchSettings};
 use crate::dispatch::sinks::HeldAudit;
 use crate::permission::PermissionDecision;
 use crate::registry::{RegisteredTool, UnknownTool};
-use crate::tool::{ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult};
+use crate::tool::{
+    CallInput, ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult,
+};
 
 /// Why the executor stops a running call (see `AbortSignal` in the executor).
 #[derive(Clone, Debug)]
@@ -70,6 +72,15 @@ impl CallRequest {
         static EMPTY: Value = Value::Null;
         self.call.input.as_json().unwrap_or(&EMPTY)
     }
+
+    /// [`CallRequest::input`] taken out, leaving `null` (for the phase that holds the request
+    /// last, so the input is not copied again).
+    pub fn take_input(&mut self) -> Value {
+        match &mut self.call.input {
+            CallInput::Json(input) => std::mem::take(input),
+            CallInput::Malformed { .. } => Value::Null,
+        }
+    }
 }
 
 /// What the pipeline returns for a call.
@@ -80,7 +91,8 @@ pub struct CallOutcome {
     pub executed: bool,
     pub decision: Option<PermissionDecision>,
     /// The input as finally executed (hooks may have changed it), or as received when a
-    /// phase refused the call. `None` only for a call toold lost to its own panic.
+    /// phase refused the call. `None` for a call toold lost to its own panic, and once the
+    /// audit phase has taken it for the call's row.
     pub final_input: Option<Value>,
     pub context_updates: Vec<ContextUpdate>,
     /// Hooks' additional context, appended to the output after offload made its preview.

@@ -29,12 +29,11 @@ impl SqliteStore {
         let rows = events
             .iter()
             .map(|event| {
-                let what = format!("event seq {}", event.seq);
                 Ok(EventRow {
                     seq: to_i64(event.seq, "event seq")?,
                     ts: millis(event.ts),
                     event_type: event.event_type.as_str(),
-                    data: to_json(&event.data, &what)?,
+                    data: to_json(&event.data, format_args!("event seq {}", event.seq))?,
                     event: event.clone(),
                 })
             })

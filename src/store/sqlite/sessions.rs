@@ -122,7 +122,7 @@ impl SqliteStore {
             .states
             .iter()
             .filter_map(|(id, state)| {
-                to_json(state, &format!("session \"{id}\""))
+                to_json(state, format_args!("session \"{id}\""))
                     .map(|state| (id.clone(), state))
                     .map_err(|err| failures.push(err))
                     .ok()

@@ -1,0 +1,221 @@
+//! A whole batch's results as JSON text ([`results_json`]), written straight from the results
+//! in the request's shape: the answer of every batch that is not streamed.
+//!
+//! The bytes are exactly what serde_json writes for the shapes in `calls.rs` (the tests hold
+//! the two side by side). What differs is how strings are escaped: outputs are most of a
+//! response (numbered file lines, with a tab and a newline on each), and serde_json looks at
+//! one byte at a time; [`write_json_string`] looks at eight, copying the clean runs between
+//! escapes in one go. Fields that are small or nested (`error_kind`, `offloaded`,
+//! `structured`, `metadata`, the duration) are still written by serde_json.
+//!
+//! Deliberately absent: the `Value` forms (`format_results`, `format_result`), which stay
+//! with serde in `calls.rs`; they are not on a hot path.
+
+use serde::Serialize;
+
+use super::calls::BatchFormat;
+use crate::tool::ToolResult;
+
+/// Results in the request's shape as JSON text (`calls::format_results`, serialised).
+pub fn results_json(format: BatchFormat, batch_id: &str, results: &[ToolResult]) -> Vec<u8> {
+    // Room for the outputs and a little per result.
+    let outputs: usize = results.iter().map(|r| r.output.len() + 128).sum();
+    let mut json = Vec::with_capacity(outputs + 64);
+    match write_results(&mut json, format, batch_id, results) {
+        Ok(()) => json,
+        Err(err) => {
+            // Only serde_json can fail here, on values that always serialise (string keys,
+            // finite or null numbers); a failure is a bug, answered with `null`, not a panic.
+            tracing::error!(error = %err, "results could not be serialised");
+            b"null".to_vec()
+        }
+    }
+}
+
+/// Writes one result in a shape.
+type WriteResult = fn(&mut Vec<u8>, &ToolResult) -> serde_json::Result<()>;
+
+fn write_results(
+    json: &mut Vec<u8>,
+    format: BatchFormat,
+    batch_id: &str,
+    results: &[ToolResult],
+) -> serde_json::Result<()> {
+    let (opening, write_one): (&[u8], WriteResult) = match format {
+        BatchFormat::Toold => {
+            json.extend_from_slice(b"{\"batch_id\":");
+            write_json_string(json, batch_id);
+            (b",\"results\":[", write_toold)
+        }
+        BatchFormat::Anthropic => (b"{\"role\":\"user\",\"content\":[", write_anthropic),
+        BatchFormat::OpenAi => (b"{\"input\":[", write_openai),
+        BatchFormat::OpenAiChat => (b"{\"messages\":[", write_openai_chat),
+    };
+    json.extend_from_slice(opening);
+    for (position, result) in results.iter().enumerate() {
+        if position > 0 {
+            json.push(b',');
+        }
+        write_one(json, result)?;
+    }
+    json.extend_from_slice(b"]}");
+    Ok(())
+}
+
+/// A `ToolResult` as its derived `Serialize` writes it (same fields, same order, same skips).
+fn write_toold(json: &mut Vec<u8>, result: &ToolResult) -> serde_json::Result<()> {
+    json.extend_from_slice(b"{\"id\":");
+    write_json_string(json, &result.id);
+    json.extend_from_slice(b",\"name\":");
+    write_json_string(json, &result.name);
+    json.extend_from_slice(b",\"is_error\":");
+    write_bool(json, result.is_error);
+    json.extend_from_slice(b",\"output\":");
+    write_json_string(json, &result.output);
+    json.extend_from_slice(b",\"error_kind\":");
+    write_serialized(json, &result.error_kind)?;
+    json.extend_from_slice(b",\"duration_ms\":");
+    write_serialized(json, &result.duration_ms)?;
+    json.extend_from_slice(b",\"offloaded\":");
+    write_serialized(json, &result.offloaded)?;
+    if let Some(structured) = &result.structured {
+        json.extend_from_slice(b",\"structured\":");
+        write_serialized(json, structured)?;
+    }
+    if !result.metadata.is_empty() {
+        json.extend_from_slice(b",\"metadata\":");
+        write_serialized(json, &result.metadata)?;
+    }
+    json.push(b'}');
+    Ok(())
+}
+
+fn write_anthropic(json: &mut Vec<u8>, result: &ToolResult) -> serde_json::Result<()> {
+    json.extend_from_slice(b"{\"type\":\"tool_result\",\"tool_use_id\":");
+    write_json_string(json, &result.id);
+    json.extend_from_slice(b",\"content\":");
+    write_json_string(json, &result.output);
+    json.extend_from_slice(b",\"is_error\":");
+    write_bool(json, result.is_error);
+    json.push(b'}');
+    Ok(())
+}
+
+fn write_openai(json: &mut Vec<u8>, result: &ToolResult) -> serde_json::Result<()> {
+    json.extend_from_slice(b"{\"type\":\"function_call_output\",\"call_id\":");
+    write_json_string(json, &result.id);
+    json.extend_from_slice(b",\"output\":");
+    write_json_string(json, &result.output);
+    json.push(b'}');
+    Ok(())
+}
+
+fn write_openai_chat(json: &mut Vec<u8>, result: &ToolResult) -> serde_json::Result<()> {
+    json.extend_from_slice(b"{\"role\":\"tool\",\"tool_call_id\":");
+    write_json_string(json, &result.id);
+    json.extend_from_slice(b",\"content\":");
+    write_json_string(json, &result.output);
+    json.push(b'}');
+    Ok(())
+}
+
+fn write_bool(json: &mut Vec<u8>, value: bool) {
+    json.extend_from_slice(if value { b"true" } else { b"false" });
+}
+
+fn write_serialized<T: Serialize + ?Sized>(
+    json: &mut Vec<u8>,
+    value: &T,
+) -> serde_json::Result<()> {
+    serde_json::to_writer(&mut *json, value)
+}
+
+/// `text` as a JSON string, byte for byte as serde_json writes it: `"` and `\` escaped with
+/// a backslash, the control characters below U+0020 as `\b \t \n \f \r` or `\u00xx`
+/// (lowercase hex), everything else (DEL, non-ASCII, U+2028/U+2029) as it is.
+pub fn write_json_string(json: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    json.reserve(bytes.len() + 2);
+    json.push(b'"');
+    // `bytes[copied..at]` is clean and not yet written.
+    let mut copied = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at..].first_chunk::<8>() {
+            Some(word) => {
+                let found = escapes_in_word(u64::from_le_bytes(*word));
+                if found == 0 {
+                    at += 8;
+                    continue;
+                }
+                // The lowest flagged byte is always a real one (see `escapes_in_word`).
+                at += (found.trailing_zeros() / 8) as usize;
+            }
+            None if !needs_escape(bytes[at]) => {
+                at += 1;
+                continue;
+            }
+            None => {}
+        }
+        json.extend_from_slice(&bytes[copied..at]);
+        write_escape(json, bytes[at]);
+        at += 1;
+        copied = at;
+    }
+    json.extend_from_slice(&bytes[copied..]);
+    json.push(b'"');
+}
+
+/// Every byte of a word set to `byte`.
+const fn splat(byte: u8) -> u64 {
+    u64::from_ne_bytes([byte; 8])
+}
+
+const LOW_BITS: u64 = splat(0x01);
+const HIGH_BITS: u64 = splat(0x80);
+
+/// The high bit of each byte of `word` (little-endian: the first byte in memory is the
+/// lowest) that may need escaping. The lowest set bit always marks a byte that does: each
+/// test below is exact for a byte unless a borrow comes in from the byte before it, and only
+/// a byte that is itself a hit lends one. Bytes of 0x80 and up (UTF-8 beyond ASCII) never
+/// match, since each test also requires the byte's high bit clear.
+fn escapes_in_word(word: u64) -> u64 {
+    let below_space = word.wrapping_sub(splat(0x20)) & !word;
+    let quote = word ^ splat(b'"');
+    let quote = quote.wrapping_sub(LOW_BITS) & !quote;
+    let backslash = word ^ splat(b'\\');
+    let backslash = backslash.wrapping_sub(LOW_BITS) & !backslash;
+    (below_space | quote | backslash) & HIGH_BITS
+}
+
+fn needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// The escape of a byte that [`needs_escape`].
+fn write_escape(json: &mut Vec<u8>, byte: u8) {
+    const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let short = match byte {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x09 => b't',
+        0x0A => b'n',
+        0x0C => b'f',
+        0x0D => b'r',
+        _ => {
+            let hex = [
+                HEX_DIGITS[usize::from(byte >> 4)],
+                HEX_DIGITS[usize::from(byte & 0x0F)],
+            ];
+            json.extend_from_slice(b"\\u00");
+            json.extend_from_slice(&hex);
+            return;
+        }
+    };
+    json.extend_from_slice(&[b'\\', short]);
+}
+
+#[cfg(test)]
+#[path = "results_json_tests.rs"]
+mod tests;
