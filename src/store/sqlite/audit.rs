@@ -87,9 +87,7 @@ impl AuditRow {
 impl AuditSink for SqliteStore {
     async fn record(&self, record: AuditRecord) -> Result<(), SinkError> {
         let row = AuditRow::new(record).map_err(|err| SinkError(err.to_string()))?;
-        self.journal
-            .append(&self.writer, vec![row])
-            .map_err(|err| SinkError(err.to_string()))
+        self.append_rows(vec![row]).await
     }
 
     /// One append for the lot.
@@ -99,9 +97,21 @@ impl AuditSink for SqliteStore {
             .map(AuditRow::new)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|err| SinkError(err.to_string()))?;
+        self.append_rows(rows).await
+    }
+}
+
+impl SqliteStore {
+    /// Appends to the journal; past its backlog, waits until the table has caught up.
+    async fn append_rows(&self, rows: Vec<AuditRow>) -> Result<(), SinkError> {
+        let sink_error = |err: StoreError| SinkError(err.to_string());
         self.journal
             .append(&self.writer, rows)
-            .map_err(|err| SinkError(err.to_string()))
+            .map_err(sink_error)?;
+        if self.journal.needs_flush() {
+            self.journal.flush(&self.writer).await.map_err(sink_error)?;
+        }
+        Ok(())
     }
 }
 

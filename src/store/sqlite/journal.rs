@@ -49,6 +49,11 @@ const SEGMENT_BYTES: u64 = 1 << 20;
 /// Length, checksum, cursor.
 const FRAME_HEAD: usize = 16;
 
+/// Rows appended and not yet committed beyond which an append waits for them to be
+/// committed ([`AuditJournal::needs_flush`]): memory stays bounded when the table cannot keep
+/// up, and the calls appending slow down to its pace.
+const BACKLOG_ROWS: usize = 16 * 1024;
+
 /// The journal of one store.
 pub(super) struct AuditJournal {
     /// Segment paths are `<prefix><generation>`.
@@ -69,6 +74,8 @@ struct State {
     ingest_held: bool,
     /// Ingests that took rows and have not settled.
     in_flight: usize,
+    /// Rows appended and not yet committed to the table (pending or taken).
+    uncommitted: usize,
     /// Rows appended and committed, per live segment.
     counts: BTreeMap<u64, Counts>,
     /// The current segment took a failed write: start a new one before the next append.
@@ -140,6 +147,7 @@ impl AuditJournal {
                 pending: Vec::new(),
                 ingest_held: false,
                 in_flight: 0,
+                uncommitted: 0,
                 counts: BTreeMap::from([(generation, Counts::default())]),
                 rotate: false,
             }),
@@ -198,6 +206,7 @@ impl AuditJournal {
         segment.length += frames.len() as u64;
         let generation = segment.generation;
         state.next_cursor += rows.len() as i64;
+        state.uncommitted += rows.len();
         state.counts.entry(generation).or_default().appended += rows.len() as u64;
         for (offset, row) in rows.into_iter().enumerate() {
             state.pending.push(Entry {
@@ -223,6 +232,11 @@ impl AuditJournal {
             }
         }
         Ok(())
+    }
+
+    /// Whether so many rows wait for the table that the caller should flush before going on.
+    pub(super) fn needs_flush(&self) -> bool {
+        self.lock().uncommitted > BACKLOG_ROWS
     }
 
     /// Commits every row appended before this call (reads of the audit log call it first).
@@ -316,6 +330,7 @@ impl AuditJournal {
             }
             return;
         }
+        state.uncommitted = state.uncommitted.saturating_sub(entries.len());
         for entry in &entries {
             state.counts.entry(entry.generation).or_default().committed += 1;
         }
@@ -679,6 +694,23 @@ mod tests {
         let live = segments(dir.path());
         assert_eq!(live.len(), 1, "{live:?}");
         assert!(live[0] >= 3, "{live:?}");
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn an_append_past_the_backlog_waits_until_the_rows_are_in_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).await;
+        let records = (0..=BACKLOG_ROWS)
+            .map(|call| record("b1", &format!("c{call}")))
+            .collect();
+        store.record_many(records).await.unwrap();
+        {
+            let state = store.journal.lock();
+            assert_eq!(state.uncommitted, 0);
+            assert!(state.pending.is_empty());
+        }
+        assert_eq!(calls(&store).await.len(), BACKLOG_ROWS + 1);
         store.close().await;
     }
 
