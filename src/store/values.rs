@@ -178,6 +178,16 @@ pub(crate) struct AuditRow {
 }
 
 impl AuditRow {
+    /// The rows of a batch's records, for a sink: a record that cannot be converted is the
+    /// sink's error.
+    pub(crate) fn for_sink(records: Vec<AuditRecord>) -> Result<Vec<AuditRow>, SinkError> {
+        records
+            .into_iter()
+            .map(AuditRow::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| SinkError(err.to_string()))
+    }
+
     pub(crate) fn new(record: AuditRecord) -> Result<AuditRow, StoreError> {
         let what = AuditRowName(&record.call_id);
         let (result_id, result_total_chars) = match record.offloaded {

@@ -135,11 +135,7 @@ impl AuditSink for PostgresStore {
 
     /// Every row handed to the writer at once, so they share its multi-row INSERTs.
     async fn record_many(&self, records: Vec<AuditRecord>) -> Result<(), SinkError> {
-        let rows = records
-            .into_iter()
-            .map(AuditRow::new)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| SinkError(err.to_string()))?;
+        let rows = AuditRow::for_sink(records)?;
         let written = futures::future::join_all(rows.into_iter().map(|row| self.audit.record(row)));
         written
             .await

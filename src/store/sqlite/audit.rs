@@ -92,11 +92,7 @@ impl AuditSink for SqliteStore {
 
     /// One append for the lot.
     async fn record_many(&self, records: Vec<AuditRecord>) -> Result<(), SinkError> {
-        let rows = records
-            .into_iter()
-            .map(AuditRow::new)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| SinkError(err.to_string()))?;
+        let rows = AuditRow::for_sink(records)?;
         self.append_rows(rows).await
     }
 }

@@ -1,0 +1,196 @@
+//! The audit journal against a real SQLite store: replay, torn and corrupt records, rotation,
+//! backpressure, and marking interrupted calls beside journalled rows.
+
+use std::time::SystemTime;
+
+use serde_json::json;
+
+use super::*;
+use crate::dispatch::{AuditRecord, AuditSink};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{CallRow, Store};
+use crate::tool::ErrorKind;
+
+fn record(batch: &str, call: &str) -> AuditRecord {
+    AuditRecord {
+        session_id: "s1".to_owned(),
+        batch_id: batch.to_owned(),
+        call_id: call.to_owned(),
+        index: 0,
+        requested_name: "read_file".to_owned(),
+        tool: Some("read_file".to_owned()),
+        input: json!({"file_path": "a.txt", "padding": "x".repeat(200)}),
+        decision: None,
+        is_error: true,
+        error_kind: Some(ErrorKind::Execution),
+        output_chars: 12,
+        offloaded: None,
+        started_at: SystemTime::now(),
+        duration_ms: 0.5,
+    }
+}
+
+async fn calls(store: &SqliteStore) -> Vec<CallRow> {
+    let page = store.list_calls("s1", None, 100_000).await.unwrap();
+    assert_eq!(page.next_cursor, None);
+    page.rows
+}
+
+fn segments(dir: &Path) -> Vec<u64> {
+    list_segments(&dir.join("toold.db.audit."))
+        .unwrap()
+        .into_iter()
+        .map(|(generation, _)| generation)
+        .collect()
+}
+
+async fn open(dir: &Path) -> SqliteStore {
+    SqliteStore::open(dir.join("toold.db").to_str().unwrap(), "node-a")
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_recorded_row_is_listed_at_once_and_a_clean_close_leaves_no_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store.record(record("b1", "c1")).await.unwrap();
+    store
+        .record_many(vec![record("b2", "c1"), record("b2", "c2")])
+        .await
+        .unwrap();
+    let rows = calls(&store).await;
+    let ids: Vec<_> = rows
+        .iter()
+        .map(|row| (row.record.batch_id.as_str(), row.cursor))
+        .collect();
+    assert_eq!(ids, [("b1", 1), ("b2", 2), ("b2", 3)]);
+    assert_eq!(rows[0].record.error_kind, Some(ErrorKind::Execution));
+    assert_eq!(segments(dir.path()), [1]);
+    store.close().await;
+    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+    assert!(store.record(record("b3", "c1")).await.is_err());
+}
+
+#[tokio::test]
+async fn a_journal_left_by_a_crash_is_replayed_once_up_to_its_torn_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store.record(record("b1", "c1")).await.unwrap();
+    assert_eq!(calls(&store).await.len(), 1);
+    store.close().await;
+    // What a daemon killed mid-append leaves: a row already in the table (cursor 1), two
+    // that are not, and half a record.
+    let mut bytes = Vec::new();
+    for (cursor, call) in [(1, "c1"), (2, "c2"), (3, "c3")] {
+        let row = AuditRow::new(record("b1", call)).unwrap();
+        frame(
+            &mut bytes,
+            cursor,
+            &serde_json::to_vec(&("node-a", &row)).unwrap(),
+        );
+    }
+    let whole = bytes.len();
+    let row = AuditRow::new(record("b1", "c4")).unwrap();
+    frame(
+        &mut bytes,
+        4,
+        &serde_json::to_vec(&("node-a", &row)).unwrap(),
+    );
+    bytes.truncate(whole + 30);
+    std::fs::write(dir.path().join("toold.db.audit.7"), &bytes).unwrap();
+
+    let store = open(dir.path()).await;
+    let rows = calls(&store).await;
+    let ids: Vec<_> = rows
+        .iter()
+        .map(|row| (row.record.call_id.as_str(), row.cursor))
+        .collect();
+    assert_eq!(ids, [("c1", 1), ("c2", 2), ("c3", 3)]);
+    assert_eq!(rows[1].node, "node-a");
+    // The replayed segment is gone; appends go on after it, past the replayed cursors.
+    assert_eq!(segments(dir.path()), [8]);
+    store.record(record("b2", "c1")).await.unwrap();
+    assert_eq!(calls(&store).await.last().unwrap().cursor, 4);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_corrupt_record_ends_the_replay_of_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path()).await.close().await;
+    let mut bytes = Vec::new();
+    for (cursor, call) in [(1, "c1"), (2, "c2")] {
+        let row = AuditRow::new(record("b1", call)).unwrap();
+        frame(
+            &mut bytes,
+            cursor,
+            &serde_json::to_vec(&("node-a", &row)).unwrap(),
+        );
+    }
+    // A flipped byte in the second record's payload.
+    let last = bytes.len() - 5;
+    bytes[last] ^= 0x20;
+    std::fs::write(dir.path().join("toold.db.audit.1"), &bytes).unwrap();
+    let store = open(dir.path()).await;
+    let rows = calls(&store).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].record.call_id, "c1");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_full_segment_gives_way_to_the_next_and_is_deleted_once_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    // About 500 bytes a record: a little over two segments.
+    let per_batch = 100;
+    let batches = (2 * SEGMENT_BYTES as usize) / (500 * per_batch) + 1;
+    for batch in 0..batches {
+        let records = (0..per_batch)
+            .map(|call| record(&format!("b{batch}"), &format!("c{call}")))
+            .collect();
+        store.record_many(records).await.unwrap();
+    }
+    let rows = calls(&store).await;
+    assert_eq!(rows.len(), batches * per_batch);
+    assert!(
+        rows.windows(2)
+            .all(|pair| pair[1].cursor == pair[0].cursor + 1)
+    );
+    let live = segments(dir.path());
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(live[0] >= 3, "{live:?}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn an_append_past_the_backlog_waits_until_the_rows_are_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let records = (0..=BACKLOG_ROWS)
+        .map(|call| record("b1", &format!("c{call}")))
+        .collect();
+    store.record_many(records).await.unwrap();
+    {
+        let state = store.journal.lock();
+        assert_eq!(state.uncommitted, 0);
+        assert!(state.pending.is_empty());
+    }
+    assert_eq!(calls(&store).await.len(), BACKLOG_ROWS + 1);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn interrupted_calls_are_marked_beside_rows_still_in_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store.record(record("b1", "c1")).await.unwrap();
+    // Nothing was queued for this session, so nothing is marked; the journal's row goes in
+    // first and the next row takes the cursor after it.
+    assert_eq!(store.mark_interrupted_calls("s1").await.unwrap(), 0);
+    store.record(record("b1", "c2")).await.unwrap();
+    let cursors: Vec<_> = calls(&store).await.iter().map(|row| row.cursor).collect();
+    assert_eq!(cursors, [1, 2]);
+    store.close().await;
+}
