@@ -144,44 +144,9 @@ pub fn execution_message(result: Result<ToolOutput, ToolError>) -> String {
     }
 }
 
-/// A deferred test tool (for `tool_search`): echoes its input.
-pub struct DeferredEcho {
-    spec: ToolSpec,
-}
-
-impl DeferredEcho {
-    pub fn tool(name: &str, description: &str) -> Arc<dyn Tool> {
-        let spec = ToolSpec::builder(name)
-            .description(description)
-            .input_schema(json!({
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "additionalProperties": false
-            }))
-            .should_defer(true)
-            .read_only(true)
-            .concurrency_safe(true)
-            .destructive(false)
-            .permission(PermissionLevel::ReadOnly)
-            .max_result_size_chars(Some(1_000))
-            .build()
-            .expect("test spec builds");
-        Arc::new(DeferredEcho { spec })
-    }
-}
-
-#[async_trait]
-impl Tool for DeferredEcho {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn execute(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(
-            input["text"].as_str().unwrap_or("").to_owned(),
-        ))
-    }
-}
+#[path = "../support/deferred_echo.rs"]
+mod deferred_echo;
+pub use deferred_echo::DeferredEcho;
 
 /// Writes `text` to `dir/relative`, creating parents.
 pub fn write(dir: &Path, relative: &str, text: &str) -> PathBuf {

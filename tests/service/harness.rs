@@ -4,18 +4,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-
 use serde_json::{Value, json};
 use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
-use toold::permission::PermissionLevel;
 use toold::permission::{Approvals, PermissionSettings, RulePolicy};
 use toold::service::{CreateSessionRequest, ServiceSettings, SessionInfo, ToolService, tool_names};
 use toold::store::Store;
 use toold::store::sqlite::SqliteStore;
-use toold::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use toold::tool::Tool;
 use toold::tools::{BackgroundShells, SkillSettings, ToolDeps, WebFetchSettings, builtin_registry};
 
 pub struct Daemon {
@@ -137,39 +134,6 @@ pub fn calls(calls: Value) -> Value {
     json!({ "calls": calls })
 }
 
-/// A deferred test tool (loaded with `tool_search`): echoes its input's `text`.
-pub struct DeferredEcho {
-    spec: ToolSpec,
-}
-
-impl DeferredEcho {
-    pub fn tool(name: &str) -> Arc<dyn Tool> {
-        let spec = ToolSpec::builder(name)
-            .description("echoes its text")
-            .input_schema(json!({
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "additionalProperties": false
-            }))
-            .should_defer(true)
-            .read_only(true)
-            .concurrency_safe(true)
-            .destructive(false)
-            .permission(PermissionLevel::ReadOnly)
-            .max_result_size_chars(Some(1_000))
-            .build()
-            .expect("test spec builds");
-        Arc::new(DeferredEcho { spec })
-    }
-}
-
-#[async_trait]
-impl Tool for DeferredEcho {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    async fn execute(&self, input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(input["text"].as_str().unwrap_or_default()))
-    }
-}
+#[path = "../support/deferred_echo.rs"]
+mod deferred_echo;
+pub use deferred_echo::DeferredEcho;

@@ -140,7 +140,8 @@ async fn tools_come_in_every_format_filtered_by_the_session() {
 
 #[tokio::test]
 async fn a_tool_loaded_with_tool_search_is_offered_from_the_next_batch() {
-    let daemon = Daemon::start_with_tools(vec![DeferredEcho::tool("echo_later")]).await;
+    let daemon =
+        Daemon::start_with_tools(vec![DeferredEcho::tool("echo_later", "echoes its text")]).await;
     let session = daemon.session(json!({})).await;
     let offered = |daemon: &Daemon| {
         let tools = daemon.service.list_tools(&session.id, "toold").unwrap();
