@@ -289,18 +289,7 @@ impl AuditJournal {
         }
         let mut state = self.lock();
         state.current = None;
-        if state.pending.is_empty() && state.in_flight == 0 {
-            let finished: Vec<u64> = state
-                .counts
-                .iter()
-                .filter(|(_, counts)| counts.committed >= counts.appended)
-                .map(|(generation, _)| *generation)
-                .collect();
-            for generation in finished {
-                state.counts.remove(&generation);
-                remove(&self.segment_path(generation));
-            }
-        }
+        self.delete_committed_segments(&mut state);
     }
 
     /// On the write connection: takes every pending row into `taken` and inserts them.
@@ -334,6 +323,11 @@ impl AuditJournal {
         for entry in &entries {
             state.counts.entry(entry.generation).or_default().committed += 1;
         }
+        self.delete_committed_segments(&mut state);
+    }
+
+    /// Deletes every segment that is no longer appended to and whose rows are all committed.
+    fn delete_committed_segments(&self, state: &mut State) {
         let current = state.current.as_ref().map(|segment| segment.generation);
         let finished: Vec<u64> = state
             .counts
@@ -359,16 +353,7 @@ impl AuditJournal {
         state.counts.entry(generation).or_default();
         state.rotate = false;
         // The previous segment may already be wholly committed.
-        let finished: Vec<u64> = state
-            .counts
-            .iter()
-            .filter(|(g, counts)| **g != generation && counts.committed >= counts.appended)
-            .map(|(g, _)| *g)
-            .collect();
-        for g in finished {
-            state.counts.remove(&g);
-            remove(&self.segment_path(g));
-        }
+        self.delete_committed_segments(state);
         Ok(())
     }
 

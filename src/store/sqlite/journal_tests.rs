@@ -44,6 +44,17 @@ fn segments(dir: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// Journal records of batch `b1`'s calls under the given cursors, as an append writes them.
+fn journal(calls: &[(i64, &str)]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for (cursor, call) in calls {
+        let row = AuditRow::new(record("b1", call)).unwrap();
+        let payload = serde_json::to_vec(&("node-a", &row)).unwrap();
+        frame(&mut bytes, *cursor, &payload);
+    }
+    bytes
+}
+
 async fn open(dir: &Path) -> SqliteStore {
     SqliteStore::open(dir.join("toold.db").to_str().unwrap(), "node-a")
         .await
@@ -81,22 +92,9 @@ async fn a_journal_left_by_a_crash_is_replayed_once_up_to_its_torn_record() {
     store.close().await;
     // What a daemon killed mid-append leaves: a row already in the table (cursor 1), two
     // that are not, and half a record.
-    let mut bytes = Vec::new();
-    for (cursor, call) in [(1, "c1"), (2, "c2"), (3, "c3")] {
-        let row = AuditRow::new(record("b1", call)).unwrap();
-        frame(
-            &mut bytes,
-            cursor,
-            &serde_json::to_vec(&("node-a", &row)).unwrap(),
-        );
-    }
+    let mut bytes = journal(&[(1, "c1"), (2, "c2"), (3, "c3")]);
     let whole = bytes.len();
-    let row = AuditRow::new(record("b1", "c4")).unwrap();
-    frame(
-        &mut bytes,
-        4,
-        &serde_json::to_vec(&("node-a", &row)).unwrap(),
-    );
+    bytes.extend(journal(&[(4, "c4")]));
     bytes.truncate(whole + 30);
     std::fs::write(dir.path().join("toold.db.audit.7"), &bytes).unwrap();
 
@@ -119,15 +117,7 @@ async fn a_journal_left_by_a_crash_is_replayed_once_up_to_its_torn_record() {
 async fn a_corrupt_record_ends_the_replay_of_its_segment() {
     let dir = tempfile::tempdir().unwrap();
     open(dir.path()).await.close().await;
-    let mut bytes = Vec::new();
-    for (cursor, call) in [(1, "c1"), (2, "c2")] {
-        let row = AuditRow::new(record("b1", call)).unwrap();
-        frame(
-            &mut bytes,
-            cursor,
-            &serde_json::to_vec(&("node-a", &row)).unwrap(),
-        );
-    }
+    let mut bytes = journal(&[(1, "c1"), (2, "c2")]);
     // A flipped byte in the second record's payload.
     let last = bytes.len() - 5;
     bytes[last] ^= 0x20;
