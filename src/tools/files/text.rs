@@ -27,7 +27,12 @@ const CHUNK_BYTES: usize = 64 * 1024;
 
 /// Whether `bytes` (the start of a file) look binary.
 pub fn looks_binary(bytes: &[u8]) -> bool {
-    bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
+    has_nul(&bytes[..bytes.len().min(BINARY_PROBE_BYTES)])
+}
+
+/// Whether `bytes` hold a NUL byte (memchr: vectorised).
+fn has_nul(bytes: &[u8]) -> bool {
+    memchr::memchr(0, bytes).is_some()
 }
 
 /// `bytes` as text a tool may change: not binary, valid UTF-8.
@@ -161,7 +166,7 @@ pub fn number_lines(
         let chunk = &buffer[..read];
         if probed < BINARY_PROBE_BYTES {
             let probe = &chunk[..chunk.len().min(BINARY_PROBE_BYTES - probed)];
-            if probe.contains(&0) {
+            if has_nul(probe) {
                 return Err(NumberError::Binary);
             }
             probed += probe.len();
@@ -241,7 +246,13 @@ impl Numberer {
         while let Some(end) = find_newline(&chunk[start..]).map(|at| start + at) {
             let line = &chunk[start..end];
             if self.line_bytes == 0 {
-                if self.showing() {
+                // The common line: known text, short, no `\r`: shown as it is.
+                let plain = text
+                    .filter(|_| line.len() <= MAX_LINE_CHARS && line.last() != Some(&b'\r'))
+                    .and_then(|t| t.get(start..end));
+                if let Some(plain) = plain.filter(|_| self.showing()) {
+                    self.show_plain_line(plain);
+                } else if self.showing() {
                     let (kept, beyond) = line.split_at(line.len().min(KEPT_BYTES));
                     // Line bounds fall after a `\n` or at the start: character boundaries.
                     let known = text
@@ -320,6 +331,33 @@ impl Numberer {
         self.out
     }
 
+    /// Shows a line known to be text, at most [`MAX_LINE_CHARS`] bytes long (so never cut)
+    /// and without a `\r`: what [`Numberer::show_line`] does for such a line, without its
+    /// decoding and cutting.
+    fn show_plain_line(&mut self, line: &str) {
+        let text = &mut self.out.text;
+        let before = text.len();
+        push_line_number(text, self.line);
+        text.push_str(line);
+        text.push('\n');
+        self.shown(before);
+    }
+
+    /// Keeps the line just written after `before` if it fits under [`MAX_OUTPUT_BYTES`], or
+    /// takes it back and stops showing.
+    fn shown(&mut self, before: usize) {
+        if self.out.last_shown > 0 && self.out.text.len() > MAX_OUTPUT_BYTES {
+            self.out.text.truncate(before);
+            self.stopped = true;
+            self.out.output_capped = true;
+            return;
+        }
+        if self.out.first_shown == 0 {
+            self.out.first_shown = self.line;
+        }
+        self.out.last_shown = self.line;
+    }
+
     /// Shows a line of `line_bytes` bytes (ending in `\r` when `carriage_return`) that starts
     /// with `start.kept` (all of it when the two lengths agree), with `chars_beyond`
     /// characters past that.
@@ -374,17 +412,10 @@ impl Numberer {
             );
         }
         text.push('\n');
-        if self.out.last_shown > 0 && text.len() > MAX_OUTPUT_BYTES {
-            text.truncate(before);
-            self.stopped = true;
-            self.out.output_capped = true;
-            return;
+        self.shown(before);
+        if !self.stopped {
+            self.out.lines_cut += usize::from(cut);
         }
-        self.out.lines_cut += usize::from(cut);
-        if self.out.first_shown == 0 {
-            self.out.first_shown = self.line;
-        }
-        self.out.last_shown = self.line;
     }
 }
 
@@ -401,52 +432,21 @@ fn count_chars(bytes: &[u8]) -> usize {
     bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count()
 }
 
-/// The index of the first `\n` in `bytes`, eight bytes at a time (the classic "has a zero
-/// byte" word trick on `word ^ "\n\n\n\n\n\n\n\n"`): numbering spends most of its time here.
+/// The index of the first `\n` in `bytes` (memchr: vectorised, and numbering spends much of
+/// its time here).
 fn find_newline(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
-    let mut words = bytes.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let zeroed = u64::from_le_bytes(word) ^ NEWLINES;
-        // The lowest set high bit marks the first zero byte exactly (higher ones may be
-        // false positives, which the lowest one makes irrelevant).
-        let found = zeroed.wrapping_sub(ONES) & !zeroed & HIGHS;
-        if found != 0 {
-            return Some(offset + (found.trailing_zeros() / 8) as usize);
-        }
-        offset += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|at| offset + at)
+    memchr::memchr(b'\n', bytes)
 }
 
 /// Appends `number` right-aligned in six columns and a tab, as `cat -n` does (`{:>6}\t`
 /// without the formatting machinery: this runs once per line shown).
-fn push_line_number(text: &mut String, mut number: usize) {
-    // Six columns of padding, room for the 20 digits of u64::MAX, and the tab.
-    let mut prefix = [b' '; 27];
-    let mut start = prefix.len() - 1;
-    prefix[start] = b'\t';
-    loop {
-        start -= 1;
-        // A decimal digit: always ASCII.
-        prefix[start] = b'0' + (number % 10) as u8;
-        number /= 10;
-        if number == 0 {
-            break;
-        }
-    }
-    let start = start.min(prefix.len() - 7);
-    // Spaces, ASCII digits and a tab: always UTF-8.
-    text.push_str(std::str::from_utf8(&prefix[start..]).unwrap_or_default());
+fn push_line_number(text: &mut String, number: usize) {
+    const PADDING: &str = "      ";
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(number);
+    text.push_str(&PADDING[digits.len().min(PADDING.len())..]);
+    text.push_str(digits);
+    text.push('\t');
 }
 
 /// `cat -n` lines `first..=last` (1-based, clamped) of `text`, for showing an edit in place.

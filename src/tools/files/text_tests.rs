@@ -166,6 +166,14 @@ fn numbering_bytes_in_memory_agrees_with_streaming_them() {
         format!("{}\n", "line of text").repeat(300).into_bytes(),
         // Past what a line keeps, a bad byte and a CRLF ending.
         [&b"y".repeat(KEPT_BYTES + 3)[..], b"\xff\r\nend"].concat(),
+        // Plain lines at and just past the cut, and plain lines up to the output cap.
+        format!(
+            "{}\n{}\n",
+            "a".repeat(MAX_LINE_CHARS),
+            "b".repeat(MAX_LINE_CHARS + 1)
+        )
+        .into_bytes(),
+        format!("{}\n", "x".repeat(1_000)).repeat(150).into_bytes(),
     ];
     let windows = [
         all(),
