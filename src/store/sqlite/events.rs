@@ -26,18 +26,7 @@ impl SqliteStore {
             return Ok(());
         }
         // Column values are rendered here, in the caller's task, not on the writer thread.
-        let rows = events
-            .iter()
-            .map(|event| {
-                Ok(EventRow {
-                    seq: to_i64(event.seq, "event seq")?,
-                    ts: millis(event.ts),
-                    event_type: event.event_type.as_str(),
-                    data: to_json(&event.data, format_args!("event seq {}", event.seq))?,
-                    event: event.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let rows = event_rows(events, true)?;
         // Nobody waits on events to go on: held for the writer thread's next group (`writer`).
         self.writer
             .write_held(move |connection| {
@@ -76,18 +65,7 @@ impl SqliteStore {
         &self,
         events: &[Arc<Event>],
     ) -> Result<Range<u64>, StoreError> {
-        let rows = events
-            .iter()
-            .map(|event| {
-                Ok(EventRow {
-                    seq: 0,
-                    ts: millis(event.ts),
-                    event_type: event.event_type.as_str(),
-                    data: to_json(&event.data, "event data")?,
-                    event: event.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let rows = event_rows(events, false)?;
         let count = rows.len() as u64;
         let first = self
             .writer
@@ -194,6 +172,28 @@ impl SqliteStore {
 }
 
 /// An event's column values, ready to bind on the writer thread.
+/// The rows of `events`, with their seqs when `numbered` (else 0, numbered on the writer
+/// thread), in a vector sized once: collecting `Result`s grows it step by step, and each step
+/// of a large gathering copied it into freshly faulted pages.
+fn event_rows(events: &[Arc<Event>], numbered: bool) -> Result<Vec<EventRow>, StoreError> {
+    let mut rows = Vec::with_capacity(events.len());
+    for event in events {
+        let seq = if numbered {
+            to_i64(event.seq, "event seq")?
+        } else {
+            0
+        };
+        rows.push(EventRow {
+            seq,
+            ts: millis(event.ts),
+            event_type: event.event_type.as_str(),
+            data: to_json(&event.data, format_args!("event seq {}", event.seq))?,
+            event: event.clone(),
+        });
+    }
+    Ok(rows)
+}
+
 struct EventRow {
     seq: i64,
     ts: i64,
