@@ -52,7 +52,7 @@ const GROUP_JOBS: usize = 1024;
 
 /// How long a held write waits for another commit to ride along with before it commits on
 /// its own.
-const HELD_LINGER: Duration = Duration::from_millis(20);
+const HELD_LINGER: Duration = Duration::from_millis(5);
 
 /// Prepared statements kept per connection: every statement the store writes with, with room.
 const STATEMENT_CACHE: usize = 64;
