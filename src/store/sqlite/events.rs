@@ -171,10 +171,9 @@ impl SqliteStore {
     }
 }
 
-/// An event's column values, ready to bind on the writer thread.
 /// The rows of `events`, with their seqs when `numbered` (else 0, numbered on the writer
-/// thread), in a vector sized once: collecting `Result`s grows it step by step, and each step
-/// of a large gathering copied it into freshly faulted pages.
+/// thread), in a vector sized once (collecting `Result`s gives no size hint, so a large
+/// gathering grew it step by step, copying it each time).
 fn event_rows(events: &[Arc<Event>], numbered: bool) -> Result<Vec<EventRow>, StoreError> {
     let mut rows = Vec::with_capacity(events.len());
     for event in events {
@@ -194,6 +193,7 @@ fn event_rows(events: &[Arc<Event>], numbered: bool) -> Result<Vec<EventRow>, St
     Ok(rows)
 }
 
+/// An event's column values, ready to bind on the writer thread.
 struct EventRow {
     seq: i64,
     ts: i64,

@@ -246,21 +246,8 @@ impl Numberer {
         while let Some(end) = find_newline(&chunk[start..]).map(|at| start + at) {
             let line = &chunk[start..end];
             if self.line_bytes == 0 {
-                // The common line: known text, short, no `\r`: shown as it is.
-                let plain = text
-                    .filter(|_| line.len() <= MAX_LINE_CHARS && line.last() != Some(&b'\r'))
-                    .and_then(|t| t.get(start..end));
-                if let Some(plain) = plain.filter(|_| self.showing()) {
-                    self.show_plain_line(plain);
-                } else if self.showing() {
-                    let (kept, beyond) = line.split_at(line.len().min(KEPT_BYTES));
-                    // Line bounds fall after a `\n` or at the start: character boundaries.
-                    let known = text
-                        .filter(|_| beyond.is_empty())
-                        .and_then(|t| t.get(start..end));
-                    let line_start = LineStart { kept, known };
-                    let carriage_return = line.last() == Some(&b'\r');
-                    self.show_line(line_start, line.len(), count_chars(beyond), carriage_return);
+                if self.showing() {
+                    self.show_whole_line(line, text.and_then(|t| t.get(start..end)));
                 }
                 self.next_line();
             } else {
@@ -329,6 +316,28 @@ impl Numberer {
         }
         self.out.content_hash = super::state::hash_hex(hash);
         self.out
+    }
+
+    /// Shows a line that starts and ends in the chunk being fed; `known` is the same line as
+    /// text when the chunk is known to be UTF-8 (line bounds fall after a `\n` or at the
+    /// start: character boundaries).
+    fn show_whole_line(&mut self, line: &[u8], known: Option<&str>) {
+        // The common line: known text, short enough never to be cut, no `\r`.
+        if let Some(plain) =
+            known.filter(|_| line.len() <= MAX_LINE_CHARS && !line.ends_with(b"\r"))
+        {
+            self.show_plain_line(plain);
+            return;
+        }
+        let (kept, beyond) = line.split_at(line.len().min(KEPT_BYTES));
+        let known = known.filter(|_| beyond.is_empty());
+        let carriage_return = line.last() == Some(&b'\r');
+        self.show_line(
+            LineStart { kept, known },
+            line.len(),
+            count_chars(beyond),
+            carriage_return,
+        );
     }
 
     /// Shows a line known to be text, at most [`MAX_LINE_CHARS`] bytes long (so never cut)
