@@ -23,7 +23,7 @@ fn awkward_strings_escape_like_serde_json() {
     let cases = [
         "",
         "a",
-        "plain ASCII longer than one word of eight bytes",
+        "plain ASCII longer than one block of sixteen bytes",
         "\"",
         "\\",
         "\"\\\"\\",
@@ -41,10 +41,12 @@ fn awkward_strings_escape_like_serde_json() {
 }
 
 #[test]
-fn every_escaped_byte_escapes_at_every_offset_of_a_word() {
+fn every_escaped_byte_escapes_at_every_offset_of_a_block() {
     let escaped_bytes = (0u8..0x20).chain([b'"', b'\\', 0x7f, b'!', b'#', b'[', b']']);
     for byte in escaped_bytes {
-        for before in 0..20 {
+        // Offsets through two sixteen-byte blocks and the tail after them; the `é`s after it
+        // put two-byte characters across block edges.
+        for before in 0..40 {
             for after in [0, 1, 7, 8, 9] {
                 let mut text = "x".repeat(before);
                 text.push(char::from(byte));

@@ -288,7 +288,7 @@ fn newlines_are_found_at_every_position() {
         for at in 0..length {
             let mut bytes = vec![b'x'; length];
             bytes[at] = b'\n';
-            // A byte just above '\n' and one below exercise the borrow of the word trick.
+            // Bytes just above and below '\n' beside it must not be taken for it.
             if at + 1 < length {
                 bytes[at + 1] = b'\x0b';
             }
