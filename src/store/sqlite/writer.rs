@@ -268,7 +268,12 @@ fn open_connection(file: &Path, busy_timeout: Duration) -> rusqlite::Result<Conn
     connection.busy_timeout(busy_timeout)?;
     // `journal_mode` answers with a row, so it is read rather than executed.
     let _mode: String = connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
-    connection.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
+    // Every job runs in a savepoint, whose statement journal (copies of the pages the job
+    // changes) SQLite spills to a temporary file past 64 KiB unless temporary data is kept in
+    // memory: a file created, written and deleted per group commit under load.
+    connection.execute_batch(
+        "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+    )?;
     // The checkpointer thread copies the log back; the writer only as a safety net.
     let _pages: i64 = connection.query_row(
         &format!("PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"),
@@ -437,4 +442,28 @@ fn in_savepoint<T>(
     }
     statement("RELEASE job")?;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_write_connection_logs_ahead_and_keeps_temporary_data_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let connection = open_connection(&dir.path().join("t.db"), Duration::from_secs(1)).unwrap();
+        let pragma = |name: &str| -> String {
+            connection
+                .query_row(&format!("PRAGMA {name}"), [], |row| {
+                    row.get::<_, rusqlite::types::Value>(0)
+                })
+                .map(|value| format!("{value:?}"))
+                .unwrap()
+        };
+        assert_eq!(pragma("journal_mode"), r#"Text("wal")"#);
+        assert_eq!(pragma("synchronous"), "Integer(1)");
+        assert_eq!(pragma("foreign_keys"), "Integer(1)");
+        // 2 is MEMORY.
+        assert_eq!(pragma("temp_store"), "Integer(2)");
+    }
 }
