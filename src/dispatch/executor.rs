@@ -16,16 +16,16 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::Dispatcher;
+use super::call_events;
 use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
 use super::sinks::HeldAudit;
-use crate::event::{EventDraft, EventType};
+use crate::event::{EventData, EventDraft, EventType};
 use crate::permission::PermissionLevel;
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
 use crate::session::SessionState;
@@ -242,7 +242,8 @@ impl Dispatcher {
             held_audit,
         };
         run.publish(
-            EventDraft::new(EventType::BatchStart, run.session.shared_id()).data(json!({})),
+            EventDraft::new(EventType::BatchStart, run.session.shared_id())
+                .rendered(EventData::empty_object()),
         );
         let mut running = Running::new();
         let mut input_open = true;
@@ -271,7 +272,7 @@ impl Dispatcher {
         }
         run.publish(
             EventDraft::new(EventType::BatchEnd, run.session.shared_id())
-                .data(json!({"calls": run.entries.len(), "errors": run.error_count})),
+                .rendered(call_events::batch_end(run.entries.len(), run.error_count)),
         );
     }
 }
@@ -365,7 +366,7 @@ impl BatchRun<'_> {
         });
         self.publish(
             self.call_event(EventType::ToolQueued, index)
-                .data(json!({"index": index})),
+                .rendered(call_events::queued(index)),
         );
         if duplicate {
             let message = format!(
@@ -434,8 +435,8 @@ impl BatchRun<'_> {
         let tool = entry.tool.clone();
         let group = &self.groups[entry.group];
         if refusal.is_none() && tool.is_ok() {
-            let data = json!({"input": call.input.to_record()});
-            self.publish(self.call_event(EventType::ToolPre, index).data(data));
+            let data = call_events::pre(&call.input);
+            self.publish(self.call_event(EventType::ToolPre, index).rendered(data));
         }
         let request = Box::new(CallRequest {
             index,
@@ -489,22 +490,13 @@ impl BatchRun<'_> {
         let outcome = *outcome.unwrap_or_else(|| lost_call(&entry.id, &entry.name));
         self.session.apply_owned(outcome.context_updates);
         let result = outcome.result;
-        let event = if result.is_error {
-            let data = json!({
-                "error_kind": result.error_kind,
-                "output": result.output.chars().take(1000).collect::<String>(),
-                "duration_ms": result.duration_ms,
-            });
-            self.call_event(EventType::ToolError, index).data(data)
+        let event_type = if result.is_error {
+            EventType::ToolError
         } else {
-            let data = json!({
-                "duration_ms": result.duration_ms,
-                "output_chars": result.output.chars().count(),
-                "offloaded": result.offloaded,
-            });
-            self.call_event(EventType::ToolPost, index).data(data)
+            EventType::ToolPost
         };
-        self.publish(event);
+        let data = call_events::outcome(&result);
+        self.publish(self.call_event(event_type, index).rendered(data));
         self.error_count += usize::from(result.is_error);
         let entry = &mut self.entries[index];
         let aborts_siblings = entry

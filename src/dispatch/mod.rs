@@ -6,6 +6,7 @@
 //! alone. The [`executor`] streams: a call starts as soon as it arrives and the calls before
 //! it allow. Nothing here knows about transports or storage engines.
 
+mod call_events;
 pub mod executor;
 pub mod partition;
 pub mod pipeline;

@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
+mod data;
+
+pub use data::EventData;
+
 /// The event types of DESIGN §4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventType {
@@ -108,7 +112,7 @@ pub struct Event {
     pub call_id: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<Arc<str>>,
-    pub data: Value,
+    pub data: EventData,
 }
 
 impl Event {
@@ -141,7 +145,7 @@ pub struct EventDraft {
     pub batch_id: Option<Arc<str>>,
     pub call_id: Option<Arc<str>>,
     pub tool: Option<Arc<str>>,
-    pub data: Value,
+    pub data: EventData,
 }
 
 impl EventDraft {
@@ -152,7 +156,7 @@ impl EventDraft {
             batch_id: None,
             call_id: None,
             tool: None,
-            data: Value::Null,
+            data: EventData::null(),
         }
     }
 
@@ -168,6 +172,19 @@ impl EventDraft {
     }
 
     pub fn data(mut self, data: Value) -> EventDraft {
+        self.data = EventData::from(data);
+        self
+    }
+
+    /// [`EventDraft::data`] rendered straight from `data` (a struct, a borrowed value), with
+    /// no `Value` built on the way.
+    pub fn data_of<T: Serialize + ?Sized>(mut self, data: &T) -> EventDraft {
+        self.data = EventData::of(data);
+        self
+    }
+
+    /// [`EventDraft::data`] already rendered.
+    pub fn rendered(mut self, data: EventData) -> EventDraft {
         self.data = data;
         self
     }
@@ -320,7 +337,7 @@ mod tests {
         let json = serde_json::to_value(&*first).unwrap();
         assert_eq!(json["type"], "batch:start");
         assert!(json["ts"].as_str().unwrap().ends_with('Z'));
-        let back: Event = serde_json::from_value(json).unwrap();
+        let back: Event = serde_json::from_str(&json.to_string()).unwrap();
         assert_eq!(back.ts_rfc3339(), first.ts_rfc3339());
         assert_eq!(back.batch_id.as_deref(), Some("b"));
     }

@@ -67,7 +67,7 @@ mod tests {
             batch_id: None,
             call_id: None,
             tool: None,
-            data: serde_json::json!({}),
+            data: crate::event::EventData::empty_object(),
         })
     }
 

@@ -93,12 +93,15 @@ async fn a_hook_ask_in_an_interactive_session_waits_for_an_approval() {
             let event = events.recv().await.unwrap();
             if event.event_type == EventType::PermissionAsk {
                 assert!(
-                    event.data["reason"]
+                    event.data.value()["reason"]
                         .as_str()
                         .unwrap()
                         .contains("confirm-everything")
                 );
-                break event.data["approval_id"].as_str().unwrap().to_owned();
+                break event.data.value()["approval_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
             }
         };
         let resolution = Resolution {

@@ -254,7 +254,7 @@ pub fn event(seq: u64, event_type: EventType, session_id: &str, tool: Option<&st
         batch_id: Some(Arc::from("b1")),
         call_id: tool.map(|_| Arc::from(format!("call-{seq}"))),
         tool: tool.map(Arc::from),
-        data: json!({"seq": seq}),
+        data: json!({"seq": seq}).into(),
     })
 }
 

@@ -138,7 +138,7 @@ pub async fn adoption_moves_an_open_session_once(backend: Backend) {
 fn call_event(seq: u64, event_type: EventType, call: &str, data: serde_json::Value) -> Arc<Event> {
     let mut event = (*event(seq, event_type, "s1", Some("Read"))).clone();
     event.call_id = Some(Arc::from(call));
-    event.data = data;
+    event.data = data.into();
     Arc::new(event)
 }
 

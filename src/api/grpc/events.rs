@@ -63,7 +63,7 @@ pub fn event(event: &Event) -> proto::Event {
         batch_id: text(&event.batch_id),
         call_id: text(&event.call_id),
         tool: text(&event.tool),
-        data_json: event.data.to_string(),
+        data_json: event.data.json().to_owned(),
     }
 }
 

@@ -24,8 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::PostgresStore;
 use super::convert::{
-    database_error, from_i64, from_json, get, get_optional_text, millis, time, to_i64, to_json,
-    write_error,
+    database_error, from_i64, from_json, get, get_optional_text, millis, time, to_i64, write_error,
 };
 use crate::event::{Event, EventType};
 use crate::store::{EventFilter, StoreError};
@@ -185,8 +184,6 @@ fn insert(events: &[Arc<Event>], seqs: &[i64]) -> QueryBuilder<Postgres> {
         "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, data) ",
     );
     query.push_values(events.iter().zip(seqs), |mut values, (event, seq)| {
-        // Serialising a `Value` cannot fail (its map keys are strings).
-        let data = to_json(&event.data, "event data").unwrap_or_else(|_| "null".into());
         values
             .push_bind(*seq)
             .push_bind(millis(event.ts))
@@ -195,7 +192,7 @@ fn insert(events: &[Arc<Event>], seqs: &[i64]) -> QueryBuilder<Postgres> {
             .push_bind(event.batch_id.as_deref().map(str::to_owned))
             .push_bind(event.call_id.as_deref().map(|id| id.as_bytes().to_vec()))
             .push_bind(event.tool.as_deref().map(|tool| tool.as_bytes().to_vec()))
-            .push_bind(data);
+            .push_bind(event.data.json().to_owned());
     });
     query
 }

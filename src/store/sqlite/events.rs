@@ -15,7 +15,7 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::SqliteStore;
 use super::convert::{
     database_error, from_i64, from_json, get, millis, sqlite_error, sqlite_write_error, time,
-    to_i64, to_json,
+    to_i64,
 };
 use crate::event::{Event, EventType};
 use crate::store::{EventFilter, StoreError};
@@ -47,7 +47,7 @@ impl SqliteStore {
                             event.batch_id.as_deref(),
                             event.call_id.as_deref(),
                             event.tool.as_deref(),
-                            row.data,
+                            event.data.json(),
                         ])
                         .map_err(|err| {
                             let what = format!("event seq {}", row.seq);
@@ -91,7 +91,7 @@ impl SqliteStore {
                             event.batch_id.as_deref(),
                             event.call_id.as_deref(),
                             event.tool.as_deref(),
-                            row.data,
+                            event.data.json(),
                         ])
                         .map_err(|err| sqlite_error("appending numbered events", err))?;
                 }
@@ -186,7 +186,6 @@ fn event_rows(events: &[Arc<Event>], numbered: bool) -> Result<Vec<EventRow>, St
             seq,
             ts: millis(event.ts),
             event_type: event.event_type.as_str(),
-            data: to_json(&event.data, format_args!("event seq {}", event.seq))?,
             event: event.clone(),
         });
     }
@@ -198,7 +197,7 @@ struct EventRow {
     seq: i64,
     ts: i64,
     event_type: &'static str,
-    data: String,
+    /// Its data is bound as drafted (`EventData`: rendered once, when published).
     event: Arc<Event>,
 }
 
