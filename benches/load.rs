@@ -24,6 +24,8 @@ mod daemon;
 mod floor;
 #[path = "load/grpc.rs"]
 mod grpc;
+#[path = "load/placement.rs"]
+mod placement;
 #[path = "load/sandbox.rs"]
 mod sandbox;
 
@@ -96,7 +98,9 @@ async fn run() {
     let single_calls = if only == "throughput" {
         0
     } else {
-        latency(daemon.address, &session, floor::start(projects.clone())).await
+        let floor = floor::start(projects.clone());
+        latency(daemon.address, &session, floor).await
+            + latency_on_one_cpu(daemon.address, daemon.pid(), &session, floor).await
     };
     if only == "latency" {
         return;
@@ -241,6 +245,63 @@ async fn latency(address: SocketAddr, session: &str, floor: SocketAddr) -> usize
         verdict(ratio <= LATENCY_RATIO_BUDGET)
     );
     1 + WARM_UP + ROUNDS * ROUND
+}
+
+/// The same comparison with placement fixed: the bench (client and floor) and the daemon all
+/// pinned to one CPU, so neither server is woken across CPUs and each p50 is its own work
+/// plus the client's. Printed after what a wake-up across CPUs costs on this machine (see
+/// `load/placement.rs`); the number of calls made to toold.
+async fn latency_on_one_cpu(
+    address: SocketAddr,
+    pid: u32,
+    session: &str,
+    floor: SocketAddr,
+) -> usize {
+    let allowed = placement::allowed();
+    let cpus = placement::cpus(&allowed);
+    let [first, second, ..] = cpus[..] else {
+        println!("one CPU:             (only one CPU here: the figures above are on one CPU)");
+        return 0;
+    };
+    println!(
+        "wake-up round trip:  p50 {:.1} µs across CPUs {first} and {second}, {:.1} µs on CPU {first} \
+         (two threads passing a byte: the floor any request/answer pays for its placement)",
+        us(placement::wake_round_trip(first, second)),
+        us(placement::wake_round_trip(first, first)),
+    );
+    let pinned = placement::only(first);
+    placement::pin_process(pid, &pinned);
+    placement::pin_process(0, &pinned);
+    let toold_request = PreparedRequest::post_json(
+        address,
+        &format!("/v1/sessions/{session}/batches"),
+        &batch(1),
+    );
+    let floor_request =
+        PreparedRequest::post_json(floor, "/read", &json!({"file_path": FILE_NAME}));
+    let mut toold = Connection::open(address).await.expect("connects to toold");
+    let mut bare = Connection::open(floor)
+        .await
+        .expect("connects to the floor");
+    time_requests(&mut toold, &toold_request, WARM_UP).await;
+    time_requests(&mut bare, &floor_request, WARM_UP).await;
+    let (mut toold_samples, mut floor_samples) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        toold_samples.extend(time_requests(&mut toold, &toold_request, ROUND).await);
+        floor_samples.extend(time_requests(&mut bare, &floor_request, ROUND).await);
+    }
+    placement::pin_process(pid, &allowed);
+    placement::pin_process(0, &allowed);
+    let (toold_p50, toold_p99) = percentiles(&mut toold_samples);
+    let (floor_p50, _) = percentiles(&mut floor_samples);
+    println!(
+        "one CPU (all on {first}):  toold p50 {:.1} µs, p99 {:.1} µs; floor p50 {:.1} µs; toold / floor p50 {:.2}×",
+        us(toold_p50),
+        us(toold_p99),
+        us(floor_p50),
+        toold_p50.as_secs_f64() / floor_p50.as_secs_f64()
+    );
+    WARM_UP + ROUNDS * ROUND
 }
 
 /// toold's HTTP stack without the store: `GET /healthz` passes every layer and gate but auth

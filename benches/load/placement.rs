@@ -1,0 +1,112 @@
+//! Where the processes run, which on a small VM decides much of a single call's latency.
+//!
+//! A request and its answer each wake a thread. On the machines this is benchmarked on
+//! (Firecracker VMs whose guest idles with `haltpoll` and `guest_halt_poll_ns = 0`), waking a
+//! thread on the other vCPU costs tens of microseconds, on the same vCPU a few: so whether the
+//! scheduler puts a server on the client's CPU or the other one moves a p50 more than the
+//! server's own work does, and it may choose differently for toold and for the floor. This
+//! measures that cost (a pipe ping-pong between two threads, on one CPU and across two) and
+//! pins processes to one CPU, so the latency comparison can also be made with placement fixed.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+const ROUND_TRIPS: usize = 5_000;
+
+/// The CPUs this process may run on.
+pub fn allowed() -> libc::cpu_set_t {
+    // SAFETY: `set` is a plain bit set, zeroed then filled in by the kernel.
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::cpu_set_t>();
+        libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set);
+        set
+    }
+}
+
+/// The CPUs of `set`, lowest first.
+pub fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
+    // SAFETY: reads the set only.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, set) })
+        .collect()
+}
+
+/// The set holding only `cpu`.
+pub fn only(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: a zeroed set with one bit set.
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::cpu_set_t>();
+        libc::CPU_SET(cpu, &mut set);
+        set
+    }
+}
+
+/// Restricts every thread of process `pid` (0: this one) to `set`. Threads started later
+/// inherit the mask of the thread that starts them.
+pub fn pin_process(pid: u32, set: &libc::cpu_set_t) {
+    let tasks = if pid == 0 {
+        "/proc/self/task".to_owned()
+    } else {
+        format!("/proc/{pid}/task")
+    };
+    for entry in std::fs::read_dir(&tasks)
+        .expect("the process's threads")
+        .flatten()
+    {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: `set` is a valid cpu_set_t; a thread that has exited meanwhile fails (ESRCH),
+        // which is fine.
+        unsafe {
+            libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), set);
+        }
+    }
+}
+
+/// The p50 round trip of one byte between two threads, the answering one on `server_cpu` and
+/// the asking one on `client_cpu`: two wake-ups, no other work.
+pub fn wake_round_trip(client_cpu: usize, server_cpu: usize) -> Duration {
+    let (mut client, mut server) = UnixStream::pair().expect("a socket pair");
+    let answering = std::thread::spawn(move || {
+        pin_thread(server_cpu);
+        let mut byte = [0u8; 1];
+        while server.read_exact(&mut byte).is_ok() {
+            if server.write_all(&byte).is_err() {
+                break;
+            }
+        }
+    });
+    let mut samples = Vec::with_capacity(ROUND_TRIPS);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            pin_thread(client_cpu);
+            let mut byte = [7u8; 1];
+            for n in 0..ROUND_TRIPS + ROUND_TRIPS / 10 {
+                let started = Instant::now();
+                client.write_all(&byte).expect("ping");
+                client.read_exact(&mut byte).expect("pong");
+                if n >= ROUND_TRIPS / 10 {
+                    samples.push(started.elapsed());
+                }
+            }
+        });
+    });
+    drop(client);
+    let _ = answering.join();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn pin_thread(cpu: usize) {
+    let set = only(cpu);
+    // SAFETY: 0 is the calling thread; `set` is a valid cpu_set_t.
+    unsafe {
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
