@@ -11,7 +11,10 @@
 //! Run with `cargo bench --bench load`: cargo builds the `toold` binary with the bench
 //! profile (release settings) first and hands its path over as `CARGO_BIN_EXE_toold`.
 //! The machine is noisy, so the latency budget is a ratio to the floor measured in the same
-//! run, in alternating rounds over the same client.
+//! run, in alternating rounds over the same client. On a small VM where the scheduler puts
+//! each server (the client's CPU or the other) decides much of that ratio, so the bench then
+//! prints what a wake-up across CPUs costs here and makes the comparison again with the
+//! client, the floor and the daemon pinned to one CPU (`load/placement.rs`).
 //!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`) measures only that after the starts.
