@@ -196,38 +196,73 @@ fn batch(calls: usize) -> Value {
     json!({ "calls": calls })
 }
 
+/// One connection to toold and one to the floor, each with its single-call request.
+struct SingleCalls {
+    toold: Connection,
+    toold_request: PreparedRequest,
+    bare: Connection,
+    floor_request: PreparedRequest,
+}
+
+impl SingleCalls {
+    async fn open(address: SocketAddr, session: &str, floor: SocketAddr) -> SingleCalls {
+        SingleCalls {
+            toold: Connection::open(address).await.expect("connects to toold"),
+            toold_request: PreparedRequest::post_json(
+                address,
+                &format!("/v1/sessions/{session}/batches"),
+                &batch(1),
+            ),
+            bare: Connection::open(floor)
+                .await
+                .expect("connects to the floor"),
+            floor_request: PreparedRequest::post_json(
+                floor,
+                "/read",
+                &json!({"file_path": FILE_NAME}),
+            ),
+        }
+    }
+
+    /// A warm-up of each, then [`ROUNDS`] alternating rounds: toold's and the floor's
+    /// samples ([`WARM_UP`] + `ROUNDS * ROUND` calls made to each).
+    async fn alternate(&mut self) -> (Vec<Duration>, Vec<Duration>) {
+        time_requests(&mut self.toold, &self.toold_request, WARM_UP).await;
+        time_requests(&mut self.bare, &self.floor_request, WARM_UP).await;
+        let (mut toold, mut floor) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            toold.extend(time_requests(&mut self.toold, &self.toold_request, ROUND).await);
+            floor.extend(time_requests(&mut self.bare, &self.floor_request, ROUND).await);
+        }
+        (toold, floor)
+    }
+}
+
 /// Alternating rounds of single calls to toold and to the floor; the number of calls made
 /// to toold (all audited).
 async fn latency(address: SocketAddr, session: &str, floor: SocketAddr) -> usize {
-    let toold_request = PreparedRequest::post_json(
-        address,
-        &format!("/v1/sessions/{session}/batches"),
-        &batch(1),
-    );
-    let floor_request =
-        PreparedRequest::post_json(floor, "/read", &json!({"file_path": FILE_NAME}));
-    let mut toold = Connection::open(address).await.expect("connects to toold");
-    let mut bare = Connection::open(floor)
+    let mut calls = SingleCalls::open(address, session, floor).await;
+    let first = calls
+        .toold
+        .send(&calls.toold_request)
         .await
-        .expect("connects to the floor");
-
-    let first = toold.send(&toold_request).await.expect("a batch").json();
+        .expect("a batch")
+        .json();
     let output = first["results"][0]["output"].as_str().unwrap_or_default();
     assert!(
         output.contains("64\t63 abcdef"),
         "read_file answers the file: {first}"
     );
-    let floored = bare.send(&floor_request).await.expect("the floor").json();
+    let floored = calls
+        .bare
+        .send(&calls.floor_request)
+        .await
+        .expect("the floor")
+        .json();
     assert_eq!(floored["output"].as_str().map(str::len), Some(4096));
 
-    time_requests(&mut toold, &toold_request, WARM_UP).await;
-    time_requests(&mut bare, &floor_request, WARM_UP).await;
-    let (mut toold_samples, mut floor_samples) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        toold_samples.extend(time_requests(&mut toold, &toold_request, ROUND).await);
-        floor_samples.extend(time_requests(&mut bare, &floor_request, ROUND).await);
-    }
-    stack_alone(&mut toold, address).await;
+    let (mut toold_samples, mut floor_samples) = calls.alternate().await;
+    stack_alone(&mut calls.toold, address).await;
     let (toold_p50, toold_p99) = percentiles(&mut toold_samples);
     let (floor_p50, floor_p99) = percentiles(&mut floor_samples);
     let ratio = toold_p50.as_secs_f64() / floor_p50.as_secs_f64();
@@ -275,24 +310,10 @@ async fn latency_on_one_cpu(
     let pinned = placement::only(first);
     placement::pin_process(pid, &pinned);
     placement::pin_process(0, &pinned);
-    let toold_request = PreparedRequest::post_json(
-        address,
-        &format!("/v1/sessions/{session}/batches"),
-        &batch(1),
-    );
-    let floor_request =
-        PreparedRequest::post_json(floor, "/read", &json!({"file_path": FILE_NAME}));
-    let mut toold = Connection::open(address).await.expect("connects to toold");
-    let mut bare = Connection::open(floor)
+    let (mut toold_samples, mut floor_samples) = SingleCalls::open(address, session, floor)
         .await
-        .expect("connects to the floor");
-    time_requests(&mut toold, &toold_request, WARM_UP).await;
-    time_requests(&mut bare, &floor_request, WARM_UP).await;
-    let (mut toold_samples, mut floor_samples) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        toold_samples.extend(time_requests(&mut toold, &toold_request, ROUND).await);
-        floor_samples.extend(time_requests(&mut bare, &floor_request, ROUND).await);
-    }
+        .alternate()
+        .await;
     placement::pin_process(pid, &allowed);
     placement::pin_process(0, &allowed);
     let (toold_p50, toold_p99) = percentiles(&mut toold_samples);
