@@ -121,10 +121,15 @@ mod tests {
         // The same text a `Value` renders (its keys sorted), so stored rows read the same.
         assert_eq!(data.json(), expected.to_string());
         assert_eq!(data, expected);
-        let wrapped = serde_json::to_string(&json!({"data": 1})).unwrap();
-        assert_eq!(wrapped, r#"{"data":1}"#);
-        let event_like = serde_json::to_string(&[&data]).unwrap();
-        assert_eq!(event_like, format!("[{}]", expected));
+        // Inside an event it is embedded as it is, and reads back from the event's JSON.
+        let event = crate::event::EventBus::new(1).publish(
+            crate::event::EventDraft::new(crate::event::EventType::ToolPost, "s")
+                .rendered(data.clone()),
+        );
+        let text = serde_json::to_string(&*event).unwrap();
+        assert!(text.contains(&format!(r#""data":{expected}"#)), "{text}");
+        let back: crate::event::Event = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.data, data);
         assert_eq!(EventData::null().json(), "null");
         assert_eq!(EventData::empty_object().json(), "{}");
     }
