@@ -176,14 +176,8 @@ impl EventDraft {
         self
     }
 
-    /// [`EventDraft::data`] rendered straight from `data` (a struct, a borrowed value), with
-    /// no `Value` built on the way.
-    pub fn data_of<T: Serialize + ?Sized>(mut self, data: &T) -> EventDraft {
-        self.data = EventData::of(data);
-        self
-    }
-
-    /// [`EventDraft::data`] already rendered.
+    /// [`EventDraft::data`] already rendered ([`EventData::of`] renders it from a struct or a
+    /// borrowed value, with no `Value` built on the way).
     pub fn rendered(mut self, data: EventData) -> EventDraft {
         self.data = data;
         self
