@@ -224,6 +224,23 @@ impl SingleCalls {
         }
     }
 
+    /// Both answer the file: toold numbered, the floor as it is.
+    async fn check_answers(&mut self) {
+        let first = self.toold.send(&self.toold_request).await.expect("a batch");
+        let first = first.json();
+        let output = first["results"][0]["output"].as_str().unwrap_or_default();
+        assert!(
+            output.contains("64\t63 abcdef"),
+            "read_file answers the file: {first}"
+        );
+        let floored = self
+            .bare
+            .send(&self.floor_request)
+            .await
+            .expect("the floor");
+        assert_eq!(floored.json()["output"].as_str().map(str::len), Some(4096));
+    }
+
     /// A warm-up of each, then [`ROUNDS`] alternating rounds: toold's and the floor's
     /// samples ([`WARM_UP`] + `ROUNDS * ROUND` calls made to each).
     async fn alternate(&mut self) -> (Vec<Duration>, Vec<Duration>) {
@@ -242,25 +259,7 @@ impl SingleCalls {
 /// to toold (all audited).
 async fn latency(address: SocketAddr, session: &str, floor: SocketAddr) -> usize {
     let mut calls = SingleCalls::open(address, session, floor).await;
-    let first = calls
-        .toold
-        .send(&calls.toold_request)
-        .await
-        .expect("a batch")
-        .json();
-    let output = first["results"][0]["output"].as_str().unwrap_or_default();
-    assert!(
-        output.contains("64\t63 abcdef"),
-        "read_file answers the file: {first}"
-    );
-    let floored = calls
-        .bare
-        .send(&calls.floor_request)
-        .await
-        .expect("the floor")
-        .json();
-    assert_eq!(floored["output"].as_str().map(str::len), Some(4096));
-
+    calls.check_answers().await;
     let (mut toold_samples, mut floor_samples) = calls.alternate().await;
     stack_alone(&mut calls.toold, address).await;
     let (toold_p50, toold_p99) = percentiles(&mut toold_samples);

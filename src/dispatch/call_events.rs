@@ -3,10 +3,10 @@
 //! Fields are declared in sorted order, the order a `Value` map renders its keys in, so the
 //! stored text is what it was when these were `json!` maps.
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::event::EventData;
-use crate::tool::{CallInput, ErrorKind, OffloadedResult, ToolResult};
+use crate::tool::{CallInput, ErrorKind, OffloadedResult, Recorded, ToolResult};
 
 /// Characters of a failed call's output its `tool:error` event carries.
 const ERROR_OUTPUT_CHARS: usize = 1000;
@@ -37,7 +37,7 @@ pub(super) fn pre(input: &CallInput) -> EventData {
         input: Recorded<'a>,
     }
     EventData::of(&Pre {
-        input: Recorded(input),
+        input: input.recorded(),
     })
 }
 
@@ -72,18 +72,6 @@ pub(super) fn outcome(result: &ToolResult) -> EventData {
             offloaded: &result.offloaded,
             output_chars: result.output.chars().count(),
         })
-    }
-}
-
-/// A call's input serialised as [`CallInput::to_record`] gives it.
-struct Recorded<'a>(&'a CallInput);
-
-impl Serialize for Recorded<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            CallInput::Json(value) => value.serialize(serializer),
-            CallInput::Malformed { raw, .. } => serializer.serialize_str(raw),
-        }
     }
 }
 

@@ -46,6 +46,23 @@ impl CallInput {
             CallInput::Malformed { raw, .. } => Value::String(raw.clone()),
         }
     }
+
+    /// [`CallInput::to_record`] as a view to serialise, copying nothing.
+    pub fn recorded(&self) -> Recorded<'_> {
+        Recorded(self)
+    }
+}
+
+/// A call's input serialised as [`CallInput::to_record`] gives it ([`CallInput::recorded`]).
+pub struct Recorded<'a>(&'a CallInput);
+
+impl Serialize for Recorded<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            CallInput::Json(value) => value.serialize(serializer),
+            CallInput::Malformed { raw, .. } => serializer.serialize_str(raw),
+        }
+    }
 }
 
 /// One tool call of a batch.

@@ -11,7 +11,7 @@ mod error;
 mod output;
 mod spec;
 
-pub use call::{CallInput, OffloadedResult, ToolCall, ToolResult};
+pub use call::{CallInput, OffloadedResult, Recorded, ToolCall, ToolResult};
 pub use context::{
     DeferredTool, EmptyCatalog, ProgressSink, ProgressUpdate, ToolCatalog, ToolContext,
 };
