@@ -7,11 +7,13 @@
 //! is documented by its handler (`openapi`) and counted by `middleware::count_request`.
 
 mod batches;
+mod connections;
 mod error;
 mod events;
 mod middleware;
 mod openapi;
 mod ops;
+mod self_wake;
 mod sessions;
 
 use std::sync::Arc;
@@ -20,7 +22,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef, Request};
 use axum::http::HeaderName;
-use axum::serve::ListenerExt;
 use tokio::sync::Semaphore;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -96,17 +97,7 @@ pub async fn serve(
         };
         door.oneshot(request)
     }));
-    // Responses go out as soon as they are written: without TCP_NODELAY a response written in
-    // pieces (HTTP/2 writes headers, data and trailers apart) waits for the client's
-    // acknowledgement of the first.
-    let listener = listener.tap_io(|stream| {
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, doors)
-        .with_graceful_shutdown(drain.cancelled_owned())
-        .await
+    connections::serve_connections(listener, doors, drain).await
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
