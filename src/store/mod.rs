@@ -302,8 +302,11 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     }
     /// The highest seq stored (0 when none): the event bus continues after it.
     async fn last_event_seq(&self) -> Result<u64, StoreError>;
-    /// Deletes events older than `before`; returns how many. Seqs are given in time order, so
-    /// an implementation may delete the events before the first one at or after `before`.
+    /// Deletes events older than `before`, except the newest event of all; returns how many.
+    /// Seqs are given in time order, so an implementation may delete the events before the
+    /// first one at or after `before`. The newest is kept because the bus numbers on from the
+    /// highest stored seq: with every event gone, a restart would number from 1 again, and a
+    /// subscriber resuming with `Last-Event-ID` would skip the new events as already seen.
     async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError>;
 
     // Approvals.

@@ -138,6 +138,25 @@ pub async fn a_stored_seq_is_a_conflict_and_the_append_stores_nothing(backend: B
     );
 }
 
+pub async fn pruning_every_event_keeps_the_newest_so_seqs_go_on(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
+    let mut aged = sample();
+    for event in &mut aged {
+        Arc::make_mut(event).ts = now() - Duration::from_secs(3600);
+    }
+    fixture.store.append_events(&aged).await.unwrap();
+    let pruned = fixture.store.prune_events(now()).await.unwrap();
+    assert_eq!(pruned, 5);
+    assert_eq!(fixture.store.last_event_seq().await.unwrap(), 6);
+    let left = fixture
+        .store
+        .read_events(&EventFilter::default(), 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&left), [6]);
+    assert_eq!(fixture.store.prune_events(now()).await.unwrap(), 0);
+}
+
 pub async fn pruning_deletes_events_older_than_the_cutoff(backend: Backend) {
     let fixture = Fixture::new(backend).await;
     let old = now() - Duration::from_secs(3600);

@@ -78,6 +78,7 @@ conformance! {
         the_last_seq_is_zero_when_empty_then_the_highest,
         a_stored_seq_is_a_conflict_and_the_append_stores_nothing,
         pruning_deletes_events_older_than_the_cutoff,
+        pruning_every_event_keeps_the_newest_so_seqs_go_on,
     ],
     restart: [
         reopening_the_database_keeps_everything,

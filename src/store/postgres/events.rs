@@ -165,11 +165,11 @@ impl PostgresStore {
     pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
         let before = millis(before);
         // Seqs are given in time order: delete those before the first event at or after the
-        // cutoff (see the SQLite store), walking the primary key.
+        // cutoff (see the SQLite store), walking the primary key, and never the newest.
         sqlx::query(
             "DELETE FROM events WHERE seq < coalesce(\
              (SELECT seq FROM events WHERE ts >= $1 ORDER BY seq LIMIT 1), \
-             (SELECT max(seq) + 1 FROM events))",
+             (SELECT max(seq) FROM events))",
         )
         .bind(before)
         .execute(&self.pool)

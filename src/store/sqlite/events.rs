@@ -156,12 +156,13 @@ impl SqliteStore {
                 // Seqs are given in time order, so the events older than `before` are those
                 // before the first that is not: found by walking the primary key from the
                 // start, which visits only the rows about to go (no index on `ts` to keep up
-                // on every insert).
+                // on every insert). The newest event stays whatever its age, so that seqs
+                // never go back (`Store::prune_events`).
                 connection
                     .prepare_cached(
                         "DELETE FROM events WHERE seq < coalesce(\
                          (SELECT seq FROM events WHERE ts >= ?1 ORDER BY seq LIMIT 1), \
-                         (SELECT max(seq) + 1 FROM events))",
+                         (SELECT max(seq) FROM events))",
                     )
                     .and_then(|mut delete| delete.execute([before]))
                     .map(|deleted| deleted as u64)
