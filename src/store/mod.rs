@@ -206,6 +206,9 @@ impl BehindWrites {
     }
 }
 
+/// Events deleted per statement when pruning ([`Store::prune_events`]).
+pub const PRUNE_CHUNK_EVENTS: u64 = 10_000;
+
 /// Everything the daemon persists. Implementations must be safe to call concurrently; every
 /// method that writes returns once the write is durable.
 ///
@@ -303,6 +306,8 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     /// The highest seq stored (0 when none): the event bus continues after it.
     async fn last_event_seq(&self) -> Result<u64, StoreError>;
     /// Deletes events older than `before`, except the newest event of all; returns how many.
+    /// Deletes in statements of at most [`PRUNE_CHUNK_EVENTS`] rows, so that a long backlog
+    /// of old events does not hold the database's writer for the whole deletion.
     /// Seqs are given in time order, so an implementation may delete the events before the
     /// first one at or after `before`. The newest is kept because the bus numbers on from the
     /// highest stored seq: with every event gone, a restart would number from 1 again, and a

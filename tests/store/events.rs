@@ -157,6 +157,36 @@ pub async fn pruning_every_event_keeps_the_newest_so_seqs_go_on(backend: Backend
     assert_eq!(fixture.store.prune_events(now()).await.unwrap(), 0);
 }
 
+pub async fn pruning_more_than_a_statements_worth_deletes_every_old_event(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
+    let chunk = toold::store::PRUNE_CHUNK_EVENTS;
+    let old = 2 * chunk + 7;
+    let events: Vec<Arc<Event>> = (1..=old + 2)
+        .map(|seq| {
+            let mut made = event(seq, EventType::ToolPre, "s1", Some("read_file"));
+            Arc::make_mut(&mut made).ts = if seq <= old {
+                now() - Duration::from_secs(3600)
+            } else {
+                now()
+            };
+            made
+        })
+        .collect();
+    fixture.store.append_events(&events).await.unwrap();
+    let pruned = fixture
+        .store
+        .prune_events(now() - Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(pruned, old);
+    let left = fixture
+        .store
+        .read_events(&EventFilter::default(), 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&left), [old + 1, old + 2]);
+}
+
 pub async fn pruning_deletes_events_older_than_the_cutoff(backend: Backend) {
     let fixture = Fixture::new(backend).await;
     let old = now() - Duration::from_secs(3600);

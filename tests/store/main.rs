@@ -79,6 +79,7 @@ conformance! {
         a_stored_seq_is_a_conflict_and_the_append_stores_nothing,
         pruning_deletes_events_older_than_the_cutoff,
         pruning_every_event_keeps_the_newest_so_seqs_go_on,
+        pruning_more_than_a_statements_worth_deletes_every_old_event,
     ],
     restart: [
         reopening_the_database_keeps_everything,

@@ -27,7 +27,7 @@ use super::convert::{
     database_error, from_i64, from_json, get, get_optional_text, millis, time, to_i64, write_error,
 };
 use crate::event::{Event, EventType};
-use crate::store::{EventFilter, StoreError};
+use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError};
 
 /// Events per INSERT at most (8 parameters each).
 const INSERT_ROWS: usize = 4096;
@@ -164,18 +164,39 @@ impl PostgresStore {
 
     pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
         let before = millis(before);
-        // Seqs are given in time order: delete those before the first event at or after the
-        // cutoff (see the SQLite store), walking the primary key, and never the newest.
-        sqlx::query(
-            "DELETE FROM events WHERE seq < coalesce(\
+        let failed = |err| database_error(&format!("pruning events before {before} ms"), err);
+        // Seqs are given in time order: the events to go are those before the first event at
+        // or after the cutoff (see the SQLite store), found once walking the primary key, and
+        // never the newest; then deleted a chunk per statement.
+        let bound: Option<i64> = sqlx::query_scalar(
+            "SELECT coalesce(\
              (SELECT seq FROM events WHERE ts >= $1 ORDER BY seq LIMIT 1), \
              (SELECT max(seq) FROM events))",
         )
         .bind(before)
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await
-        .map(|done| done.rows_affected())
-        .map_err(|err| database_error(&format!("pruning events before {before} ms"), err))
+        .map_err(failed)?;
+        let Some(bound) = bound else {
+            return Ok(0);
+        };
+        let mut pruned = 0;
+        loop {
+            let deleted = sqlx::query(
+                "DELETE FROM events WHERE seq IN \
+                 (SELECT seq FROM events WHERE seq < $1 ORDER BY seq LIMIT $2)",
+            )
+            .bind(bound)
+            .bind(PRUNE_CHUNK_EVENTS as i64)
+            .execute(&self.pool)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(failed)?;
+            pruned += deleted;
+            if deleted < PRUNE_CHUNK_EVENTS {
+                return Ok(pruned);
+            }
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use super::convert::{
     to_i64,
 };
 use crate::event::{Event, EventType};
-use crate::store::{EventFilter, StoreError};
+use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError};
 
 impl SqliteStore {
     pub(super) async fn append_event_rows(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
@@ -151,24 +151,48 @@ impl SqliteStore {
 
     pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
         let before = millis(before);
-        self.writer
-            .write_one(move |connection| {
-                // Seqs are given in time order, so the events older than `before` are those
-                // before the first that is not: found by walking the primary key from the
-                // start, which visits only the rows about to go (no index on `ts` to keep up
-                // on every insert). The newest event stays whatever its age, so that seqs
-                // never go back (`Store::prune_events`).
-                connection
-                    .prepare_cached(
-                        "DELETE FROM events WHERE seq < coalesce(\
-                         (SELECT seq FROM events WHERE ts >= ?1 ORDER BY seq LIMIT 1), \
-                         (SELECT max(seq) FROM events))",
-                    )
-                    .and_then(|mut delete| delete.execute([before]))
-                    .map(|deleted| deleted as u64)
-                    .map_err(|err| sqlite_error(&format!("pruning events before {before} ms"), err))
-            })
-            .await
+        let failed = |err| database_error(&format!("pruning events before {before} ms"), err);
+        // Seqs are given in time order, so the events older than `before` are those before the
+        // first that is not: found once by walking the primary key from the start, which
+        // visits only the rows about to go (no index on `ts` to keep up on every insert). The
+        // newest event stays whatever its age, so that seqs never go back
+        // (`Store::prune_events`).
+        let bound: Option<i64> = sqlx::query_scalar(
+            "SELECT coalesce(\
+             (SELECT seq FROM events WHERE ts >= ?1 ORDER BY seq LIMIT 1), \
+             (SELECT max(seq) FROM events))",
+        )
+        .bind(before)
+        .fetch_one(&self.readers)
+        .await
+        .map_err(failed)?;
+        let Some(bound) = bound else {
+            return Ok(0);
+        };
+        let mut pruned = 0;
+        loop {
+            let deleted = self
+                .writer
+                .write_one(move |connection| {
+                    connection
+                        .prepare_cached(
+                            "DELETE FROM events WHERE seq IN \
+                             (SELECT seq FROM events WHERE seq < ?1 ORDER BY seq LIMIT ?2)",
+                        )
+                        .and_then(|mut delete| {
+                            delete.execute(params![bound, PRUNE_CHUNK_EVENTS as i64])
+                        })
+                        .map(|deleted| deleted as u64)
+                        .map_err(|err| {
+                            sqlite_error(&format!("pruning events before seq {bound}"), err)
+                        })
+                })
+                .await?;
+            pruned += deleted;
+            if deleted < PRUNE_CHUNK_EVENTS {
+                return Ok(pruned);
+            }
+        }
     }
 }
 
