@@ -1,5 +1,8 @@
-//! The gRPC door beside the HTTP one on the same listener: bearer auth from metadata,
-//! `grpc.health.v1`, reflection (v1 and v1alpha), and HTTP/1.1 still answering.
+//! The gRPC door beside the HTTP one on the same listener: bearer auth from metadata, the
+//! client's deadline (`grpc-timeout`), `grpc.health.v1`, reflection (v1 and v1alpha), and
+//! HTTP/1.1 still answering.
+
+use std::time::{Duration, Instant};
 
 use tokio_stream::StreamExt;
 use tonic::Code;
@@ -10,7 +13,7 @@ use tonic_reflection::pb::{v1, v1alpha};
 use toold::api::grpc::proto;
 use toold::api::grpc::proto::tool_service_client::ToolServiceClient;
 
-use crate::harness::Toold;
+use crate::harness::{Toold, call};
 
 fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
@@ -56,6 +59,99 @@ async fn bearer_tokens_guard_every_rpc_but_health() {
         .expect("health needs no token")
         .into_inner();
     assert_eq!(serving.status, ServingStatus::Serving as i32);
+}
+
+#[tokio::test]
+async fn a_clients_deadline_ends_its_call_with_deadline_exceeded() {
+    let toold = Toold::start();
+    let mut client = toold.client().await;
+    let (session, _) = toold.session(&mut client).await;
+    // Over raw HTTP/2: tonic's and grpcio's channels enforce a deadline themselves (they give
+    // up at it with CANCELLED), so only a bare request shows what the server does with one.
+    let batch = proto::ExecuteBatchRequest {
+        session_id: session,
+        calls: vec![call(
+            "slow",
+            "bash",
+            serde_json::json!({"command": "sleep 30"}),
+        )],
+        idempotency_key: String::new(),
+    };
+    let started = Instant::now();
+    let (code, message) = raw_unary(
+        &toold,
+        "/toold.v1.ToolService/ExecuteBatch",
+        &[("grpc-timeout", "300m")],
+        prost::Message::encode_to_vec(&batch),
+    )
+    .await;
+    assert_eq!(code, Code::DeadlineExceeded as i32, "{message}");
+    assert!(message.contains("grpc-timeout"), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "answered at the deadline, not after the call: {:?}",
+        started.elapsed()
+    );
+}
+
+/// Sends one unary gRPC request over a bare HTTP/2 connection; the `grpc-status` and
+/// `grpc-message` of the answer (from its trailers, or its headers when it has no body).
+async fn raw_unary(
+    toold: &Toold,
+    path: &str,
+    headers: &[(&str, &str)],
+    message: Vec<u8>,
+) -> (i32, String) {
+    let address = toold.base.strip_prefix("http://").unwrap();
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut h2 = h2.ready().await.unwrap();
+    let mut request = axum::http::Request::post(format!("{}{path}", toold.base))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let (answer, mut body) = h2.send_request(request.body(()).unwrap(), false).unwrap();
+    // The gRPC frame: not compressed, then the length (big-endian), then the message.
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(&message);
+    body.send_data(frame.into(), true).unwrap();
+    let answer = answer.await.unwrap();
+    let (head, mut received) = answer.into_parts();
+    let status_of = |headers: &axum::http::HeaderMap| {
+        let code = headers.get("grpc-status")?.to_str().ok()?.parse().ok()?;
+        let message = headers
+            .get("grpc-message")
+            .map(|m| m.to_str().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        Some((code, message))
+    };
+    if let Some(status) = status_of(&head.headers) {
+        return status;
+    }
+    while let Some(data) = received.data().await {
+        data.unwrap();
+    }
+    let trailers = received.trailers().await.unwrap().expect("trailers");
+    status_of(&trailers).expect("a grpc-status")
+}
+
+#[tokio::test]
+async fn a_malformed_grpc_timeout_is_invalid_argument_naming_it() {
+    let toold = Toold::start();
+    let mut client = toold.client().await;
+    let mut request = tonic::Request::new(proto::CreateSessionRequest::default());
+    request
+        .metadata_mut()
+        .insert("grpc-timeout", MetadataValue::from_static("soon"));
+    let status = client.create_session(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("\"soon\""), "{status:?}");
+    // The daemon stays up.
+    toold.session(&mut client).await;
 }
 
 #[tokio::test]
