@@ -17,6 +17,10 @@ use crate::tool::ToolResult;
 
 /// HTTP requests, by matched route, method and status.
 pub const HTTP_REQUESTS: &str = "toold_http_requests_total";
+/// gRPC requests, by method (`/package.Service/Method`, `unknown` for one not served) and
+/// the status the response head carries (`OK` when it carries none: answered, the status
+/// following in the trailers).
+pub const GRPC_REQUESTS: &str = "toold_grpc_requests_total";
 /// Tool calls, by tool and outcome (`ok` or the error kind).
 pub const TOOL_CALLS: &str = "toold_tool_calls_total";
 /// Wall time of a batch from being recorded to being completed, in seconds.
@@ -66,6 +70,16 @@ pub fn record_http_request(route: &str, method: &str, status: u16) {
         "route" => route.to_owned(),
         "method" => method.to_owned(),
         "status" => status.to_string()
+    )
+    .increment(1);
+}
+
+/// One gRPC request answered (see [`GRPC_REQUESTS`] for the labels).
+pub fn record_grpc_request(method: &str, code: &str) {
+    metrics::counter!(
+        GRPC_REQUESTS,
+        "method" => method.to_owned(),
+        "code" => code.to_owned()
     )
     .increment(1);
 }

@@ -227,6 +227,42 @@ async fn reflection_lists_the_services_in_both_versions() {
 }
 
 #[tokio::test]
+async fn grpc_requests_are_counted_by_method_and_status() {
+    let toold = Toold::start();
+    let mut client = toold.client().await;
+    toold.session(&mut client).await;
+    let unknown = client
+        .execute_batch(proto::ExecuteBatchRequest {
+            session_id: "sess_nope".into(),
+            calls: vec![call(
+                "c",
+                "read_file",
+                serde_json::json!({"file_path": "x"}),
+            )],
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    let (code, _) = raw_unary(&toold, "/toold.v1.ToolService/MadeUp", &[], Vec::new()).await;
+    assert_eq!(code, Code::Unimplemented as i32);
+    let text = reqwest::get(format!("{}/metrics", toold.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        r#"toold_grpc_requests_total{method="/toold.v1.ToolService/CreateSession",code="OK"} 1"#,
+        r#"toold_grpc_requests_total{method="/toold.v1.ToolService/ExecuteBatch",code="NotFound"} 1"#,
+        r#"toold_grpc_requests_total{method="unknown",code="Unimplemented"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    assert!(!text.contains("MadeUp"), "{text}");
+}
+
+#[tokio::test]
 async fn http_1_1_still_answers_on_the_same_listener() {
     let toold = Toold::start();
     let client = reqwest::Client::builder().http1_only().build().unwrap();

@@ -4,6 +4,8 @@
 //! on the response head (DEADLINE_EXCEEDED; streams run on). Health checks pass every gate but
 //! the first, like `/healthz`. Not here: the rules themselves (`api::http::middleware`).
 //!
+//! Every request is counted (`telemetry::GRPC_REQUESTS`), refused ones too, as HTTP's are.
+//!
 //! A client's deadline (`grpc-timeout`, gRPC over HTTP/2) shortens the request timeout for its
 //! call: past it the call is answered DEADLINE_EXCEEDED and its work dropped, as when the
 //! server's own timeout passes. A malformed `grpc-timeout` is INVALID_ARGUMENT, naming it.
@@ -33,11 +35,50 @@ fn refuse(code: ErrorCode, message: String) -> Response {
     super::status(ServiceError::new(code, message)).into_http()
 }
 
-pub async fn gate(
-    State(gates): State<Arc<GrpcGates>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub async fn gate(State(gates): State<Arc<GrpcGates>>, request: Request, next: Next) -> Response {
+    let method = request.uri().path().to_owned();
+    let response = pass(&gates, request, next).await;
+    let code = response
+        .headers()
+        .get("grpc-status")
+        .and_then(|status| status.to_str().ok()?.parse::<i32>().ok())
+        .map_or(tonic::Code::Ok, tonic::Code::from);
+    // A method not served answers UNIMPLEMENTED: counted under one label, so that made-up
+    // paths cannot grow the label set.
+    let method = if code == tonic::Code::Unimplemented {
+        "unknown"
+    } else {
+        &method
+    };
+    crate::telemetry::record_grpc_request(method, code_label(code));
+    response
+}
+
+/// The status codes' names as gRPC's own libraries print them (`OK`, `NotFound`, …).
+fn code_label(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
+async fn pass(gates: &GrpcGates, mut request: Request, next: Next) -> Response {
     if gates.status.shutting_down.load(Ordering::Acquire) {
         return refuse(ErrorCode::ShuttingDown, "toold is shutting down".into());
     }
