@@ -209,6 +209,23 @@ impl BehindWrites {
 /// Events deleted per statement when pruning ([`Store::prune_events`]).
 pub const PRUNE_CHUNK_EVENTS: u64 = 10_000;
 
+/// Runs `delete_chunk` (one statement deleting at most [`PRUNE_CHUNK_EVENTS`] old events)
+/// until a chunk comes back short; the events deleted in all. Both stores prune through it.
+async fn delete_in_chunks<F, D>(mut delete_chunk: F) -> Result<u64, StoreError>
+where
+    F: FnMut() -> D,
+    D: std::future::Future<Output = Result<u64, StoreError>>,
+{
+    let mut pruned = 0;
+    loop {
+        let deleted = delete_chunk().await?;
+        pruned += deleted;
+        if deleted < PRUNE_CHUNK_EVENTS {
+            return Ok(pruned);
+        }
+    }
+}
+
 /// Everything the daemon persists. Implementations must be safe to call concurrently; every
 /// method that writes returns once the write is durable.
 ///

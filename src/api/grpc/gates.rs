@@ -46,9 +46,9 @@ pub async fn gate(State(gates): State<Arc<GrpcGates>>, request: Request, next: N
     // A method not served answers UNIMPLEMENTED: counted under one label, so that made-up
     // paths cannot grow the label set.
     let method = if code == tonic::Code::Unimplemented {
-        "unknown"
+        "unknown".to_owned()
     } else {
-        &method
+        method
     };
     crate::telemetry::record_grpc_request(method, code_label(code));
     response

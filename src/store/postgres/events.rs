@@ -27,7 +27,7 @@ use super::convert::{
     database_error, from_i64, from_json, get, get_optional_text, millis, time, to_i64, write_error,
 };
 use crate::event::{Event, EventType};
-use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError};
+use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError, delete_in_chunks};
 
 /// Events per INSERT at most (8 parameters each).
 const INSERT_ROWS: usize = 4096;
@@ -180,9 +180,8 @@ impl PostgresStore {
         let Some(bound) = bound else {
             return Ok(0);
         };
-        let mut pruned = 0;
-        loop {
-            let deleted = sqlx::query(
+        delete_in_chunks(|| async move {
+            sqlx::query(
                 "DELETE FROM events WHERE seq IN \
                  (SELECT seq FROM events WHERE seq < $1 ORDER BY seq LIMIT $2)",
             )
@@ -191,12 +190,9 @@ impl PostgresStore {
             .execute(&self.pool)
             .await
             .map(|done| done.rows_affected())
-            .map_err(failed)?;
-            pruned += deleted;
-            if deleted < PRUNE_CHUNK_EVENTS {
-                return Ok(pruned);
-            }
-        }
+            .map_err(failed)
+        })
+        .await
     }
 }
 

@@ -18,7 +18,7 @@ use super::convert::{
     to_i64,
 };
 use crate::event::{Event, EventType};
-use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError};
+use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError, delete_in_chunks};
 
 impl SqliteStore {
     pub(super) async fn append_event_rows(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
@@ -169,30 +169,21 @@ impl SqliteStore {
         let Some(bound) = bound else {
             return Ok(0);
         };
-        let mut pruned = 0;
-        loop {
-            let deleted = self
-                .writer
-                .write_one(move |connection| {
-                    connection
-                        .prepare_cached(
-                            "DELETE FROM events WHERE seq IN \
-                             (SELECT seq FROM events WHERE seq < ?1 ORDER BY seq LIMIT ?2)",
-                        )
-                        .and_then(|mut delete| {
-                            delete.execute(params![bound, PRUNE_CHUNK_EVENTS as i64])
-                        })
-                        .map(|deleted| deleted as u64)
-                        .map_err(|err| {
-                            sqlite_error(&format!("pruning events before seq {bound}"), err)
-                        })
-                })
-                .await?;
-            pruned += deleted;
-            if deleted < PRUNE_CHUNK_EVENTS {
-                return Ok(pruned);
-            }
-        }
+        delete_in_chunks(|| {
+            self.writer.write_one(move |connection| {
+                connection
+                    .prepare_cached(
+                        "DELETE FROM events WHERE seq IN \
+                         (SELECT seq FROM events WHERE seq < ?1 ORDER BY seq LIMIT ?2)",
+                    )
+                    .and_then(|mut delete| {
+                        delete.execute(params![bound, PRUNE_CHUNK_EVENTS as i64])
+                    })
+                    .map(|deleted| deleted as u64)
+                    .map_err(|err| sqlite_error(&format!("pruning events before seq {bound}"), err))
+            })
+        })
+        .await
     }
 }
 
