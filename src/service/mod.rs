@@ -2,9 +2,10 @@
 //!
 //! `ToolService` owns the live sessions, assembles each batch's frozen pool, runs batches
 //! through the dispatcher (with idempotent retries), keeps the store up to date (sessions and
-//! their state, batches) and answers reads (tools, batches, calls, results, events). The HTTP,
-//! gRPC and MCP doors translate their wire formats into these calls and back; a feature exists
-//! here once. Errors carry an [`ErrorCode`]; the doors map each code through one table.
+//! their state, batches) and answers reads (tools, batches, calls, results, events). The doors
+//! (HTTP and gRPC today) translate their wire formats into these typed calls and back; a
+//! feature exists here once. Errors carry an [`ErrorCode`]; the doors map each code through
+//! one table.
 
 mod approvals;
 mod batches;

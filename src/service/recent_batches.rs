@@ -6,7 +6,7 @@
 //! writing every output to SQLite again, beside the audit row, would make the store's write
 //! volume the ceiling of the whole service. The store keeps results only where a client asked
 //! for durability, with an idempotency key; the audit log keeps every call's record. See
-//! ARCHITECTURE.md, "Batch results".
+//! `docs/decisions/service-and-store.md`, "Batch results".
 //!
 //! Deliberately absent: persistence (a restart forgets this), and sharing across daemons.
 
