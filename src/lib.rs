@@ -16,8 +16,9 @@
 //! - [`event`]: lifecycle events, fanned out without ever blocking dispatch.
 //! - [`config`]: settings, from file to environment to flags.
 //!
-//! - [`service`]: the façade both doors call; [`store`]: persistence behind a trait.
-//! - [`api`]: the doors (HTTP today) that translate wire formats into service calls.
+//! - [`service`]: the typed façade every door calls; [`store`]: persistence behind traits.
+//! - [`api`]: the doors (HTTP with SSE, gRPC) that translate wire formats into service calls,
+//!   behind one gate, on one listener.
 //! - [`server`]: wiring from settings to a listening daemon, and its shutdown.
 //! - [`telemetry`]: the metrics toold reports and the Prometheus recorder they land in.
 //!

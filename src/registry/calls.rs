@@ -44,12 +44,35 @@ pub enum EnvelopeError {
     DuplicateCallId(String),
 }
 
-/// A parsed batch body.
+/// A batch as every door hands it to the service: the provider shape its answer takes, its
+/// calls, and what a retry is recognised by.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchRequest {
     pub format: BatchFormat,
     pub calls: Vec<ToolCall>,
-    pub idempotency_key: Option<String>,
+    pub idempotency: Option<Idempotency>,
+}
+
+/// A batch's idempotency key and the hash of the request it was first used with: a retry
+/// with the key and an equal hash gets the stored results, a different hash is a conflict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Idempotency {
+    pub key: String,
+    pub request_hash: String,
+}
+
+impl Idempotency {
+    /// `key` for `request` (the request as JSON, in the toold shape when it came typed):
+    /// JSON objects serialise with sorted keys, so equal requests hash equal whatever their
+    /// key order on the wire. Only a key's retries are compared with the hash; hashing every
+    /// body would cost a batch a second serialisation of its calls.
+    fn new(key: String, request: &Value) -> Idempotency {
+        let hash = xxhash_rust::xxh3::xxh3_128(request.to_string().as_bytes());
+        Idempotency {
+            key,
+            request_hash: format!("{hash:032x}"),
+        }
+    }
 }
 
 impl BatchRequest {
@@ -60,6 +83,12 @@ impl BatchRequest {
     /// [`BatchRequest::from_json`] of a body the caller is done with: the calls' ids, names
     /// and inputs move out of it instead of being copied.
     pub fn from_json_owned(body: Value) -> Result<BatchRequest, EnvelopeError> {
+        // Hashed as received, before the calls move out of it.
+        let idempotency = match body.get("idempotency_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(key)) => Some(Idempotency::new(key.clone(), &body)),
+            Some(_) => return Err(malformed("\"idempotency_key\" must be a string")),
+        };
         let Value::Object(mut object) = body else {
             return Err(malformed("the body must be a JSON object"));
         };
@@ -84,15 +113,10 @@ impl BatchRequest {
         if let Some(duplicate) = calls.iter().find(|call| !seen.insert(call.id.as_str())) {
             return Err(EnvelopeError::DuplicateCallId(duplicate.id.clone()));
         }
-        let idempotency_key = match object.remove("idempotency_key") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(key)) => Some(key),
-            Some(_) => return Err(malformed("\"idempotency_key\" must be a string")),
-        };
         Ok(BatchRequest {
             format,
             calls,
-            idempotency_key,
+            idempotency,
         })
     }
 }
@@ -117,26 +141,26 @@ impl BatchRequest {
                 return Err(EnvelopeError::DuplicateCallId(call.id.clone()));
             }
         }
+        let idempotency = idempotency_key.map(|key| {
+            let toold_json = toold_json(&calls, &key);
+            Idempotency::new(key, &toold_json)
+        });
         Ok(BatchRequest {
             format: BatchFormat::Toold,
             calls,
-            idempotency_key,
+            idempotency,
         })
     }
+}
 
-    /// The body this batch would have in the toold shape (malformed inputs as their raw
-    /// text), for hashing idempotent retries the same way whichever door they came through.
-    pub fn to_toold_json(&self) -> Value {
-        let calls: Vec<Value> = self
-            .calls
-            .iter()
-            .map(|call| json!({"id": call.id, "name": call.name, "input": call.input.to_record()}))
-            .collect();
-        match &self.idempotency_key {
-            Some(key) => json!({"calls": calls, "idempotency_key": key}),
-            None => json!({"calls": calls}),
-        }
-    }
+/// The body a typed batch would have in the toold shape (malformed inputs as their raw
+/// text), so an idempotent retry hashes the same whichever door it came through.
+fn toold_json(calls: &[ToolCall], key: &str) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|call| json!({"id": call.id, "name": call.name, "input": call.input.to_record()}))
+        .collect();
+    json!({"calls": calls, "idempotency_key": key})
 }
 
 fn malformed(message: &str) -> EnvelopeError {

@@ -14,7 +14,10 @@ fn each_shape_parses_into_calls() {
         parsed.calls,
         vec![ToolCall::new("a", "echo", json!({"x": 1}))]
     );
-    assert_eq!(parsed.idempotency_key.as_deref(), Some("k"));
+    assert_eq!(
+        parsed.idempotency.as_ref().map(|i| i.key.as_str()),
+        Some("k")
+    );
 
     let anthropic = json!({"format": "anthropic", "content": [
         {"type": "text", "text": "thinking"},
@@ -157,12 +160,17 @@ fn typed_calls_follow_the_toold_envelope_rules() {
     let read = |id: &str| ToolCall::new(id, "read_file", json!({"file_path": "a"}));
     let request = BatchRequest::from_calls(vec![read("a"), read("b")], Some("k".into())).unwrap();
     assert_eq!(request.format, BatchFormat::Toold);
+    // A typed batch hashes as the same batch sent as a toold body, so a retry through the
+    // other door is recognised.
+    let body = BatchRequest::from_json(&json!({"calls": [
+        {"id": "a", "name": "read_file", "input": {"file_path": "a"}},
+        {"id": "b", "name": "read_file", "input": {"file_path": "a"}}],
+        "idempotency_key": "k"}))
+    .unwrap();
+    assert_eq!(request.idempotency, body.idempotency);
     assert_eq!(
-        request.to_toold_json(),
-        json!({"calls": [
-            {"id": "a", "name": "read_file", "input": {"file_path": "a"}},
-            {"id": "b", "name": "read_file", "input": {"file_path": "a"}}],
-            "idempotency_key": "k"})
+        request.idempotency.as_ref().map(|i| i.key.as_str()),
+        Some("k")
     );
     assert_eq!(
         BatchRequest::from_calls(vec![read("a"), read("a")], None),
@@ -179,6 +187,16 @@ fn typed_calls_follow_the_toold_envelope_rules() {
         name: "read_file".into(),
         input: CallInput::from_arguments("{oops"),
     };
-    let request = BatchRequest::from_calls(vec![broken], None).unwrap();
-    assert_eq!(request.to_toold_json()["calls"][0]["input"], "{oops");
+    let request = BatchRequest::from_calls(vec![broken], Some("k".into())).unwrap();
+    let as_body = BatchRequest::from_json(&json!({"calls": [
+        {"id": "x", "name": "read_file", "input": "{oops"}], "idempotency_key": "k"}))
+    .unwrap();
+    assert_eq!(request.idempotency, as_body.idempotency);
+    // Without a key nothing is hashed.
+    assert_eq!(
+        BatchRequest::from_calls(vec![read("a")], None)
+            .unwrap()
+            .idempotency,
+        None
+    );
 }

@@ -15,7 +15,7 @@ pub mod schema;
 
 pub use definitions::{ToolFormat, UnknownFormat, definition, definitions};
 pub use names::{closest, is_valid_tool_name};
-pub use pool::{PoolCache, PoolOptions, ToolPool, UnknownTool};
+pub use pool::{PoolCache, PoolExclusion, PoolOptions, ToolPool, UnknownTool};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,8 +1,9 @@
 //! A session's tool pool: which tools a batch may call and which definitions a model sees.
 //!
-//! Assembly order (DESIGN §2): built-ins, then external tools; each filtered by the mode
-//! (a tool whose least possible requirement exceeds the mode is left out), by deny rules that
-//! name a whole tool, and by `is_enabled`; each part sorted by name; de-duplicated with the
+//! Assembly order (DESIGN §2): built-ins, then external tools; each filtered by `is_enabled`,
+//! by the mode (a tool whose least possible requirement exceeds the mode is left out) and by
+//! deny rules that name a whole tool (the pool remembers why, so a call to such a tool is
+//! refused as `permission_denied` naming the mode or the rule, not as unknown); each part sorted by name; de-duplicated with the
 //! built-in winning. Deferred tools stay out until loaded; `tool_search` is always loaded. A
 //! pool is immutable: a batch holds one for its whole duration. [`PoolCache`] keeps each
 //! session's last pool for the next batch, until the session loads another tool.
@@ -24,9 +25,12 @@ pub const TOOL_SEARCH: &str = "tool_search";
 pub struct PoolOptions {
     /// Tools whose least possible requirement exceeds this mode are left out.
     pub mode: PermissionLevel,
-    /// Deny rules. A rule that is a bare tool name or alias (`bash`, `Read`) removes the tool;
-    /// rules with a specifier (`bash(rm:*)`) are the permission policy's business.
+    /// The session's deny rules (its `tools.deny` and `rules.deny`). A rule that is a bare
+    /// tool name or alias (`bash`, `Read`) removes the tool; rules with a specifier
+    /// (`bash(rm:*)`) are the permission policy's business.
     pub deny: Vec<String>,
+    /// The server's deny rules, likewise.
+    pub server_deny: Vec<String>,
     /// Deferred tools this session has loaded.
     pub loaded: BTreeSet<String>,
 }
@@ -36,7 +40,50 @@ impl PoolOptions {
         PoolOptions {
             mode,
             deny: Vec::new(),
+            server_deny: Vec::new(),
             loaded: BTreeSet::new(),
+        }
+    }
+}
+
+/// Why a registered, enabled tool is not in a pool: the session may not call it at all. A
+/// call to it is refused as `permission_denied` naming this, not as an unknown tool (the
+/// model was never offered it, but the caller and the audit log deserve the truth).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolExclusion {
+    /// The least any input of the tool needs exceeds the session's mode.
+    Mode {
+        tool: String,
+        required: PermissionLevel,
+        mode: PermissionLevel,
+    },
+    /// A deny rule names the whole tool.
+    DenyRule {
+        tool: String,
+        rule: String,
+        /// The rule is the server's (`[permissions] deny`), not the session's.
+        server: bool,
+    },
+}
+
+impl fmt::Display for PoolExclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolExclusion::Mode {
+                tool,
+                required,
+                mode,
+            } => write!(
+                f,
+                "\"{tool}\" needs at least {required}; the session's mode is {mode}, so the tool is not in its pool"
+            ),
+            PoolExclusion::DenyRule { tool, rule, server } => {
+                let source = if *server { "server" } else { "session" };
+                write!(
+                    f,
+                    "\"{tool}\" is denied by the {source} rule \"{rule}\", so the tool is not in the session's pool"
+                )
+            }
         }
     }
 }
@@ -48,10 +95,15 @@ pub struct UnknownTool {
     pub suggestion: Option<String>,
     /// The tool exists but is deferred and not loaded yet.
     pub deferred: bool,
+    /// The tool exists but the session's mode or a deny rule keeps it out of the pool.
+    pub excluded: Option<PoolExclusion>,
 }
 
 impl fmt::Display for UnknownTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(exclusion) = &self.excluded {
+            return exclusion.fmt(f);
+        }
         if self.deferred {
             return write!(
                 f,
@@ -90,6 +142,8 @@ pub struct ToolPool {
     aliases: BTreeMap<String, String>,
     /// Deferred tools not yet loaded, by name.
     deferred: Vec<Arc<RegisteredTool>>,
+    /// Registered, enabled tools the mode or a deny rule left out, by name and by alias.
+    excluded: BTreeMap<String, PoolExclusion>,
 }
 
 impl ToolPool {
@@ -99,24 +153,51 @@ impl ToolPool {
         session: &SessionState,
         options: &PoolOptions,
     ) -> ToolPool {
-        let denied: BTreeSet<&str> = options
-            .deny
-            .iter()
-            .filter(|rule| !rule.contains('('))
-            .map(|rule| registry.canonical_name(rule).unwrap_or(rule))
-            .collect();
-        let admitted = |tool: &&Arc<RegisteredTool>| {
-            tool.spec().required_permission.floor() <= options.mode
-                && !denied.contains(tool.name())
-                && tool.tool.is_enabled(session)
+        // Canonical tool name → the first bare rule naming it (the session's before the server's).
+        let mut denied: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
+        let session_rules = options.deny.iter().map(|rule| (rule, false));
+        let server_rules = options.server_deny.iter().map(|rule| (rule, true));
+        for (rule, server) in session_rules.chain(server_rules) {
+            if !rule.contains('(') {
+                let tool = registry.canonical_name(rule).unwrap_or(rule);
+                denied.entry(tool).or_insert((rule.as_str(), server));
+            }
+        }
+        let exclusion = |tool: &RegisteredTool| {
+            let required = tool.spec().required_permission.floor();
+            if required > options.mode {
+                return Some(PoolExclusion::Mode {
+                    tool: tool.name().to_owned(),
+                    required,
+                    mode: options.mode,
+                });
+            }
+            denied
+                .get(tool.name())
+                .map(|(rule, server)| PoolExclusion::DenyRule {
+                    tool: tool.name().to_owned(),
+                    rule: (*rule).to_owned(),
+                    server: *server,
+                })
         };
-        let mut builtins: Vec<_> = registry.tools().filter(admitted).cloned().collect();
+        let mut excluded = BTreeMap::new();
+        let mut admitted = |tool: &&Arc<RegisteredTool>| {
+            if !tool.tool.is_enabled(session) {
+                return false;
+            }
+            let Some(why) = exclusion(tool) else {
+                return true;
+            };
+            excluded.insert(tool.name().to_owned(), why);
+            false
+        };
+        let mut builtins: Vec<_> = registry.tools().filter(&mut admitted).cloned().collect();
         builtins.sort_by(|a, b| a.name().cmp(b.name()));
         let mut externals: Vec<_> = external
             .iter()
-            .filter(admitted)
             // The built-in wins: an external tool may not take a built-in name or alias.
             .filter(|tool| registry.canonical_name(tool.name()).is_none())
+            .filter(&mut admitted)
             .cloned()
             .collect();
         externals.sort_by(|a, b| a.name().cmp(b.name()));
@@ -141,11 +222,18 @@ impl ToolPool {
             .filter(|(_, target)| by_name.contains_key(*target))
             .map(|(alias, target)| (alias.to_owned(), target.to_owned()))
             .collect();
+        // An excluded built-in is refused under its aliases too.
+        let excluded_aliases: Vec<_> = registry
+            .aliases()
+            .filter_map(|(alias, target)| Some((alias.to_owned(), excluded.get(target)?.clone())))
+            .collect();
+        excluded.extend(excluded_aliases);
         ToolPool {
             tools,
             by_name,
             aliases,
             deferred,
+            excluded,
         }
     }
 
@@ -176,14 +264,16 @@ impl ToolPool {
             .keys()
             .chain(self.aliases.keys())
             .map(String::as_str);
+        let excluded = self.excluded.get(name).cloned();
         Err(UnknownTool {
             name: name.to_owned(),
-            suggestion: if deferred {
+            suggestion: if deferred || excluded.is_some() {
                 None
             } else {
                 closest(name, candidates).map(str::to_owned)
             },
             deferred,
+            excluded,
         })
     }
 }
@@ -210,6 +300,7 @@ struct CachedPool {
     loaded_version: u64,
     mode: PermissionLevel,
     deny: Vec<String>,
+    server_deny: Vec<String>,
     pool: Arc<ToolPool>,
 }
 
@@ -244,6 +335,7 @@ impl PoolCache {
                 loaded_version: version,
                 mode: options.mode,
                 deny: options.deny,
+                server_deny: options.server_deny,
                 pool: pool.clone(),
             },
         );
@@ -261,7 +353,8 @@ impl PoolCache {
         let same = std::ptr::eq(cached.session.as_ptr(), Arc::as_ptr(session))
             && cached.loaded_version == version
             && cached.mode == options.mode
-            && cached.deny == options.deny;
+            && cached.deny == options.deny
+            && cached.server_deny == options.server_deny;
         same.then(|| cached.pool.clone())
     }
 

@@ -197,6 +197,80 @@ fn mode_deny_and_enabled_filter_the_pool() {
 }
 
 #[test]
+fn a_tool_kept_out_by_mode_or_rule_says_why_and_a_disabled_one_stays_unknown() {
+    let mut registry = ToolRegistry::new();
+    registry
+        .register(tool("read_file", |b| b.alias("Read")))
+        .unwrap();
+    registry
+        .register(tool("write_file", |b| {
+            b.permission(PermissionLevel::WorkspaceWrite)
+        }))
+        .unwrap();
+    registry
+        .register(Arc::new(Named {
+            spec: ToolSpec::builder("disabled")
+                .description("d")
+                .max_result_size_chars(None)
+                .permission(PermissionLevel::DangerFullAccess)
+                .build()
+                .unwrap(),
+            enabled: false,
+        }))
+        .unwrap();
+    let mut options = PoolOptions::for_mode(PermissionLevel::ReadOnly);
+    options.server_deny = vec!["Read".into()];
+    let pool = ToolPool::assemble(
+        &registry,
+        &[],
+        &session(PermissionLevel::ReadOnly),
+        &options,
+    );
+    let by_mode = pool.resolve("write_file").unwrap_err();
+    assert_eq!(
+        by_mode.excluded,
+        Some(PoolExclusion::Mode {
+            tool: "write_file".into(),
+            required: PermissionLevel::WorkspaceWrite,
+            mode: PermissionLevel::ReadOnly,
+        })
+    );
+    assert!(by_mode.to_string().contains("read_only"), "{by_mode}");
+    let by_rule = PoolExclusion::DenyRule {
+        tool: "read_file".into(),
+        rule: "Read".into(),
+        server: true,
+    };
+    // Under its name and its alias alike.
+    assert_eq!(
+        pool.resolve("read_file").unwrap_err().excluded,
+        Some(by_rule.clone())
+    );
+    assert_eq!(pool.resolve("Read").unwrap_err().excluded, Some(by_rule));
+    assert!(
+        pool.resolve("read_file")
+            .unwrap_err()
+            .to_string()
+            .contains("server rule \"Read\""),
+    );
+    // A session's rule is named as the session's, before the server's naming the same tool.
+    options.deny = vec!["read_file".into()];
+    let pool = ToolPool::assemble(
+        &registry,
+        &[],
+        &session(PermissionLevel::ReadOnly),
+        &options,
+    );
+    assert!(matches!(
+        pool.resolve("Read").unwrap_err().excluded,
+        Some(PoolExclusion::DenyRule { server: false, ref rule, .. }) if rule == "read_file"
+    ));
+    // Not enabled for this session: it does not exist for it.
+    assert_eq!(pool.resolve("disabled").unwrap_err().excluded, None);
+    assert_eq!(pool.resolve("nothing").unwrap_err().excluded, None);
+}
+
+#[test]
 fn deferred_tools_wait_for_loading_and_tool_search_never_waits() {
     let mut registry = ToolRegistry::new();
     registry

@@ -1,21 +1,22 @@
-//! The core façade both doors call: one method per operation, no wire types.
+//! The core façade every door calls: one method per operation, no wire types.
 //!
 //! `ToolService` owns the live sessions, assembles each batch's frozen pool, runs batches
 //! through the dispatcher (with idempotent retries), keeps the store up to date (sessions and
-//! their state, batches) and answers reads (tools, batches, calls, results, events). The HTTP,
-//! gRPC and MCP doors translate their wire formats into these calls and back; a feature exists
-//! here once. Errors carry an [`ErrorCode`]; the doors map each code through one table.
+//! their state, batches) and answers reads (tools, batches, calls, results, events). The doors
+//! (HTTP and gRPC today) translate their wire formats into these typed calls and back; a
+//! feature exists here once. Errors carry an [`ErrorCode`]; the doors map each code through
+//! one table.
 
 mod approvals;
 mod batches;
-mod behind;
 mod error;
 mod events;
-mod execute;
 mod ownership;
-mod recent;
+mod recent_batches;
+mod run_to_completion;
 mod sessions;
-mod to_the_end;
+mod streams;
+mod write_behind;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -23,12 +24,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
-pub use batches::{BatchResponse, BatchStream};
+pub use batches::{BatchOutcome, BatchStatusView};
 pub use error::{ErrorCode, ServiceError};
 pub use events::EventItem;
-pub use execute::{CallsOutcome, ExecuteItem, ExecuteStream};
 pub use ownership::TakeOver;
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
+pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamRequest};
 
 use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
@@ -90,9 +91,9 @@ pub struct ToolService {
     /// Fires when the daemon starts shutting down: subscriptions end.
     stopping: CancellationToken,
     /// Running and recently completed batches, with their results.
-    recent: recent::RecentBatches,
+    recent: recent_batches::RecentBatches,
     /// Session state and batch records, written behind the answers.
-    behind: behind::WriteBehind,
+    behind: write_behind::WriteBehind,
     /// When this service started: a batch stored as running from before then was cut off.
     started_at: SystemTime,
     /// Every batch's task, so shutdown can wait for them (their audit rows and bookkeeping)
@@ -117,7 +118,7 @@ impl ToolService {
             tool_names: tool_names(&registry),
             registry,
             dispatcher,
-            behind: behind::WriteBehind::spawn(store.clone()),
+            behind: write_behind::WriteBehind::spawn(store.clone()),
             store,
             events,
             shells,
@@ -127,7 +128,7 @@ impl ToolService {
             pools: PoolCache::default(),
             persisted_events: Mutex::new(None),
             stopping: CancellationToken::new(),
-            recent: recent::RecentBatches::default(),
+            recent: recent_batches::RecentBatches::default(),
             started_at: SystemTime::now(),
             batch_tasks: tokio_util::task::TaskTracker::new(),
         }

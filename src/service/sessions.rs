@@ -148,13 +148,13 @@ impl ToolService {
             .map_or(record.permission_mode, |m| m.min(record.permission_mode));
         let mut deny = request.tools.deny.clone();
         deny.extend(request.rules.deny.iter().cloned());
-        deny.extend(self.settings.permissions.deny.iter().cloned());
         let live = Arc::new(LiveSession {
             state: Arc::new(SessionState::restore(config, snapshot)),
             info: session_info(record, &request),
             pool_options: PoolOptions {
                 mode,
                 deny,
+                server_deny: self.settings.permissions.deny.clone(),
                 loaded: Default::default(),
             },
             batch_lock: tokio::sync::Mutex::new(()),

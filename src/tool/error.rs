@@ -107,6 +107,9 @@ pub enum ToolError {
     /// The tool ran and failed (kind `execution`).
     #[error("{0}")]
     Execution(String),
+    /// The tool's own time limit passed (kind `timeout`, as when the dispatcher's does).
+    #[error("{0}")]
+    Timeout(String),
 }
 
 impl ToolError {
@@ -115,6 +118,7 @@ impl ToolError {
             ToolError::Validation(_) => ErrorKind::Validation,
             ToolError::RequiresInteraction(_) => ErrorKind::RequiresInteraction,
             ToolError::Execution(_) => ErrorKind::Execution,
+            ToolError::Timeout(_) => ErrorKind::Timeout,
         }
     }
 
@@ -122,7 +126,8 @@ impl ToolError {
         match self {
             ToolError::Validation(m)
             | ToolError::RequiresInteraction(m)
-            | ToolError::Execution(m) => m,
+            | ToolError::Execution(m)
+            | ToolError::Timeout(m) => m,
         }
     }
 }

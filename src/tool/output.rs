@@ -45,8 +45,12 @@ pub struct ToolOutput {
     /// What the model reads.
     pub text: String,
     /// The tool ran but judges its own outcome a failure (e.g. a non-zero exit code); the
-    /// result gets `is_error: true` and kind `execution`, with this text and metadata intact.
+    /// result gets `is_error: true` and kind [`ToolOutput::error_kind`], with this text and
+    /// metadata intact.
     pub is_error: bool,
+    /// The kind of a failure: `execution` unless the tool says otherwise (a command its own
+    /// timeout stopped is `timeout`, DESIGN §3, whichever layer enforced it).
+    pub error_kind: Option<crate::tool::ErrorKind>,
     pub structured: Option<Value>,
     pub metadata: Map<String, Value>,
     pub context_updates: Vec<ContextUpdate>,
@@ -134,6 +138,13 @@ impl ToolOutput {
             is_error: true,
             ..ToolOutput::default()
         }
+    }
+
+    /// A failure of another kind than `execution` (`timeout`, `cancelled`).
+    pub fn failed_as(mut self, kind: crate::tool::ErrorKind) -> ToolOutput {
+        self.is_error = true;
+        self.error_kind = Some(kind);
+        self
     }
 
     pub fn with_structured(mut self, data: Value) -> ToolOutput {

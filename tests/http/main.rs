@@ -6,6 +6,7 @@
 mod approvals;
 mod bad_input;
 mod batches;
+mod defects;
 mod endpoints;
 mod events;
 mod gates;

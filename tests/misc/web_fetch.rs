@@ -226,7 +226,10 @@ async fn a_silent_server_times_out() {
         ..settings(true)
     })
     .unwrap();
-    let message = execution_message(fetch_with(&tool, json!({"url": server.url("/hang")})).await);
+    let message = match fetch_with(&tool, json!({"url": server.url("/hang")})).await {
+        Err(ToolError::Timeout(message)) => message,
+        other => panic!("expected a timeout, got {other:?}"),
+    };
     assert!(message.contains("timed out after 300 ms"), "{message}");
 }
 

@@ -14,6 +14,7 @@ use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher, ResultStore};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
 use toold::permission::{Approvals, ModePolicy, PermissionSettings};
+use toold::registry::calls::{BatchRequest, format_results};
 use toold::service::{CreateSessionRequest, ServiceSettings, ToolService};
 use toold::store::Store;
 use toold::store::sqlite::SqliteStore;
@@ -127,11 +128,12 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let started = Instant::now();
-    let response = service
-        .execute_batch(&session.id, &body)
+    let request = BatchRequest::from_json(&body).expect("body parses");
+    let outcome = service
+        .execute_batch(&session.id, request)
         .await
-        .expect("batch runs")
-        .json();
+        .expect("batch runs");
+    let response = format_results(outcome.format, &outcome.batch_id, &outcome.results);
     let elapsed = started.elapsed();
     let peak = PEAK.load(Ordering::Relaxed) - before;
 

@@ -2,8 +2,8 @@
 //! audit log and offloaded results.
 
 use serde_json::{Value, json};
-use toold::dispatch::BatchUpdate;
-use toold::service::ErrorCode;
+use toold::registry::calls::BatchRequest;
+use toold::service::{BatchItem, ErrorCode, StreamDetail, StreamRequest};
 
 use crate::harness::*;
 
@@ -92,14 +92,14 @@ async fn broken_envelopes_and_unknown_sessions_are_refused_whole() {
     for (body, code) in cases {
         let err = daemon
             .service
-            .execute_batch(&session.id, &body)
+            .execute_body(&session.id, &body)
             .await
             .unwrap_err();
         assert_eq!(err.code, code, "{body}: {}", err.message);
     }
     let err = daemon
         .service
-        .execute_batch("sess_nope", &calls(json!([])))
+        .execute_body("sess_nope", &calls(json!([])))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
@@ -125,13 +125,13 @@ async fn an_idempotent_retry_runs_nothing_again() {
         {"id": "w", "name": "bash", "input": {"command": "echo run >> log.txt"}}]});
     let first = daemon
         .service
-        .execute_batch(&session.id, &body)
+        .execute_body(&session.id, &body)
         .await
         .unwrap();
     assert!(!first.replayed);
     let second = daemon
         .service
-        .execute_batch(&session.id, &body)
+        .execute_body(&session.id, &body)
         .await
         .unwrap();
     assert!(second.replayed);
@@ -144,7 +144,7 @@ async fn an_idempotent_retry_runs_nothing_again() {
         {"id": "w", "name": "bash", "input": {"command": "echo other >> log.txt"}}]});
     let err = daemon
         .service
-        .execute_batch(&session.id, &different)
+        .execute_body(&session.id, &different)
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::Conflict);
@@ -154,6 +154,7 @@ async fn an_idempotent_retry_runs_nothing_again() {
         .service
         .get_batch(&session.id, &first.batch_id)
         .await
+        .map(|view| serde_json::to_value(view).unwrap())
         .unwrap();
     assert_eq!(stored["status"], "completed");
     assert_eq!(stored["results"][0]["id"], "w");
@@ -172,14 +173,18 @@ async fn a_streamed_batch_passes_results_on_in_order() {
     let body = calls(json!([
         {"id": "a", "name": "sleep", "input": {"duration_ms": 30}},
         {"id": "b", "name": "todo_write", "input": {"todos": []}}]));
+    let request = StreamRequest::known(
+        BatchRequest::from_json(&body).unwrap(),
+        StreamDetail::Progress,
+    );
     let mut stream = daemon
         .service
-        .execute_batch_stream(&session.id, &body)
+        .execute_stream(&session.id, request)
         .await
         .unwrap();
     let mut ids = Vec::new();
-    while let Some(update) = stream.updates.recv().await {
-        if let BatchUpdate::Result { result, .. } = update {
+    while let Some(item) = stream.items.recv().await {
+        if let BatchItem::Result(result) = item {
             ids.push(result.id);
         }
     }
@@ -191,6 +196,7 @@ async fn a_streamed_batch_passes_results_on_in_order() {
             .service
             .get_batch(&session.id, &stream.batch_id)
             .await
+            .map(|view| serde_json::to_value(view).unwrap())
             .unwrap()["status"]
             .clone();
         if status == "completed" {
@@ -210,7 +216,7 @@ async fn an_interrupt_cancels_a_running_sleep() {
     let id = session.id.clone();
     let running = tokio::spawn(async move {
         service
-            .execute_batch(
+            .execute_body(
                 &id,
                 &calls(json!([{"id": "s", "name": "sleep", "input": {"duration_ms": 60000}}])),
             )

@@ -9,7 +9,10 @@ use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
 use toold::permission::{Approvals, PermissionSettings, RulePolicy};
-use toold::service::{CreateSessionRequest, ServiceSettings, SessionInfo, ToolService, tool_names};
+use toold::registry::calls::{BatchRequest, format_results};
+use toold::service::{
+    CreateSessionRequest, ServiceError, ServiceSettings, SessionInfo, ToolService, tool_names,
+};
 use toold::store::Store;
 use toold::store::sqlite::SqliteStore;
 use toold::tool::Tool;
@@ -119,10 +122,53 @@ impl Daemon {
 
     pub async fn batch(&self, session: &str, body: Value) -> Value {
         self.service
-            .execute_batch(session, &body)
+            .execute_body(session, &body)
             .await
             .expect("batch runs")
             .json()
+    }
+}
+
+/// A batch answered as the HTTP door answers it: the body parsed into the service's typed
+/// request, the outcome rendered in the body's shape.
+#[derive(Debug)]
+pub struct Answered {
+    pub batch_id: String,
+    pub replayed: bool,
+    pub body: Value,
+}
+
+impl Answered {
+    pub fn json(&self) -> Value {
+        self.body.clone()
+    }
+}
+
+/// Runs a JSON batch body through the service the way the HTTP door does.
+pub trait ExecuteBody {
+    fn execute_body(
+        &self,
+        session: &str,
+        body: &Value,
+    ) -> impl Future<Output = Result<Answered, ServiceError>> + Send;
+}
+
+impl ExecuteBody for Arc<ToolService> {
+    fn execute_body(
+        &self,
+        session: &str,
+        body: &Value,
+    ) -> impl Future<Output = Result<Answered, ServiceError>> + Send {
+        let parsed = BatchRequest::from_json(body).map_err(ServiceError::from);
+        let (service, session) = (self.clone(), session.to_owned());
+        async move {
+            let outcome = service.execute_batch(&session, parsed?).await?;
+            Ok(Answered {
+                body: format_results(outcome.format, &outcome.batch_id, &outcome.results),
+                batch_id: outcome.batch_id,
+                replayed: outcome.replayed,
+            })
+        }
     }
 }
 

@@ -251,7 +251,7 @@ async fn closing_cancels_running_calls_and_forgets_the_session() {
     let id = session.id.clone();
     let running = tokio::spawn(async move {
         service
-            .execute_batch(
+            .execute_body(
                 &id,
                 &calls(json!([
                     {"id": "s", "name": "sleep", "input": {"duration_ms": 60000}},

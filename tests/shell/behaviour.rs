@@ -345,7 +345,7 @@ async fn a_timed_out_cd_does_not_move_the_shell() {
             json!({"command": "cd sub && sleep 30", "timeout": 200}),
         )
         .await;
-    assert_eq!(result.error_kind, Some(ErrorKind::Execution));
+    assert_eq!(result.error_kind, Some(ErrorKind::Timeout));
     assert!(
         result.output.ends_with(
             "command timed out after 200 ms; it and every process it started were killed"

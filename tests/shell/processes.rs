@@ -16,12 +16,12 @@ async fn a_timeout_kills_a_grandchild_sleeper() {
         .await;
     assert_eq!(
         result.error_kind,
-        Some(ErrorKind::Execution),
+        Some(ErrorKind::Timeout),
         "{}",
         result.output
     );
     assert!(
-        result.output.starts_with("ExecutionError: started\n"),
+        result.output.starts_with("TimeoutError: started\n"),
         "{}",
         result.output
     );

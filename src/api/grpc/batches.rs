@@ -1,6 +1,6 @@
 //! Batch RPCs: `ExecuteBatch` (whole), `Execute` (calls streamed in, events and ordered
-//! results streamed out) and `GetResult`. Calls and results are translated here; running them
-//! is the service's.
+//! results streamed out) and `GetResult`. Calls and results are translated here into the
+//! service's typed requests and out of its outcomes; running them is the service's.
 
 use std::pin::Pin;
 
@@ -10,7 +10,8 @@ use tonic::{Request, Response, Status, Streaming};
 use super::events::event;
 use super::proto::{self, execute_request, execute_response};
 use super::{GrpcDoor, invalid, status};
-use crate::service::ExecuteItem;
+use crate::registry::calls::BatchRequest;
+use crate::service::{BatchItem, ServiceError, StreamDetail, StreamRequest};
 use crate::tool::{CallInput, ToolCall, ToolResult};
 
 /// Characters `GetResult` returns when no limit is given, and at most. At the default, a page
@@ -29,14 +30,16 @@ impl GrpcDoor {
         let request = request.into_inner();
         let calls = request.calls.into_iter().map(call).collect();
         let key = Some(request.idempotency_key).filter(|key| !key.is_empty());
+        let batch =
+            BatchRequest::from_calls(calls, key).map_err(|e| status(ServiceError::from(e)))?;
         let outcome = self
             .service
-            .execute_calls(&request.session_id, calls, key)
+            .execute_batch(&request.session_id, batch)
             .await
             .map_err(status)?;
         Ok(Response::new(proto::ExecuteBatchResponse {
             batch_id: outcome.batch_id,
-            results: outcome.results.into_iter().map(result).collect(),
+            results: outcome.results.iter().cloned().map(result).collect(),
             replayed: outcome.replayed,
         }))
     }
@@ -52,9 +55,10 @@ impl GrpcDoor {
             }) => start.session_id,
             _ => return Err(invalid("the first Execute message must be `start`")),
         };
+        let request = StreamRequest::arriving(calls(incoming), StreamDetail::Events);
         let started = self
             .service
-            .execute_stream(&session_id, Box::pin(calls(incoming)))
+            .execute_stream(&session_id, request)
             .await
             .map_err(status)?;
         let done = proto::ExecuteResponse {
@@ -66,12 +70,15 @@ impl GrpcDoor {
             items.recv().await.map(|item| (item, items))
         });
         let responses = items
-            .map(|item| proto::ExecuteResponse {
-                kind: Some(match item {
-                    ExecuteItem::Event(e) => execute_response::Kind::Event(event(&e)),
-                    ExecuteItem::Result(r) => execute_response::Kind::Result(result(r)),
-                }),
+            .filter_map(|item| {
+                futures::future::ready(match item {
+                    BatchItem::Event(e) => Some(execute_response::Kind::Event(event(&e))),
+                    BatchItem::Result(r) => Some(execute_response::Kind::Result(result(r))),
+                    // Progress is among the events (`tool:progress`).
+                    BatchItem::Progress(_) => None,
+                })
             })
+            .map(|kind| proto::ExecuteResponse { kind: Some(kind) })
             .chain(futures::stream::once(async move { done }))
             .map(Ok);
         Ok(Response::new(Box::pin(responses)))

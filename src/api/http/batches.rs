@@ -1,5 +1,6 @@
 //! Batch endpoints: run one (answering in the request's shape, or streaming it as SSE) and
-//! read one back.
+//! read one back. The body is parsed into the service's typed [`BatchRequest`] here, and the
+//! outcome rendered in the request's shape (`results_json`) here: the service knows neither.
 //!
 //! The stream's events: `tool:progress` (`{"call_id","tool","data"}`) as calls report it,
 //! `result` (one result in the request's shape) in request order, then `done`
@@ -19,9 +20,10 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, JsonBody};
 use super::openapi::{BatchRequestBody, BatchResponseBody, BatchStatusBody, ErrorBody, EventBody};
-use crate::dispatch::BatchUpdate;
-use crate::registry::calls::format_result;
-use crate::service::{BatchStream, ToolService};
+use crate::registry::calls::{BatchRequest, format_result, results_json};
+use crate::service::{
+    BatchItem, BatchStatusView, BatchStream, ServiceError, StreamDetail, StreamRequest, ToolService,
+};
 
 const BATCH_ID: HeaderName = HeaderName::from_static("x-toold-batch-id");
 const REPLAYED: HeaderName = HeaderName::from_static("x-toold-replayed");
@@ -38,19 +40,20 @@ pub async fn execute(
     headers: HeaderMap,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
+    let request = BatchRequest::from_json_owned(body).map_err(ServiceError::from)?;
     if wants_event_stream(&headers) {
-        let stream = service.execute_batch_stream(&id, &body).await?;
-        return Ok(stream_response(stream));
+        let request = StreamRequest::known(request, StreamDetail::Progress);
+        return Ok(stream_response(service.execute_stream(&id, request).await?));
     }
-    let response = service.execute_batch_owned(&id, body).await?;
+    let outcome = service.execute_batch(&id, request).await?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(BATCH_ID, header_value(&response.batch_id));
-    if response.replayed {
+    headers.insert(BATCH_ID, header_value(&outcome.batch_id));
+    if outcome.replayed {
         headers.insert(REPLAYED, HeaderValue::from_static("true"));
     }
-    // Already JSON text (`results_json`), written once.
-    Ok((headers, response.body).into_response())
+    let body = results_json(outcome.format, &outcome.batch_id, &outcome.results);
+    Ok((headers, body).into_response())
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/batches/{batch_id}", tag = "batches",
@@ -59,7 +62,7 @@ pub async fn execute(
 pub async fn get(
     State(service): State<Arc<ToolService>>,
     Path((id, batch_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BatchStatusView>, ApiError> {
     Ok(Json(service.get_batch(&id, &batch_id).await?))
 }
 
@@ -80,25 +83,28 @@ fn stream_response(stream: BatchStream) -> Response {
     let BatchStream {
         batch_id,
         format,
-        updates,
+        items,
     } = stream;
     let batch_header = header_value(&batch_id);
     let done = SseEvent::default()
         .event("done")
         .data(json!({"batch_id": batch_id}).to_string());
-    let events = futures::stream::unfold(updates, |mut updates| async move {
-        updates.recv().await.map(|update| (update, updates))
+    let events = futures::stream::unfold(items, |mut items| async move {
+        items.recv().await.map(|item| (item, items))
     })
-    .map(move |update| {
-        Ok::<_, Infallible>(match update {
-            BatchUpdate::Progress(progress) => SseEvent::default().event("tool:progress").data(
+    .filter_map(move |item| {
+        let frame = match item {
+            BatchItem::Progress(progress) => SseEvent::default().event("tool:progress").data(
                 json!({"call_id": progress.call_id, "tool": progress.tool, "data": progress.data})
                     .to_string(),
             ),
-            BatchUpdate::Result { result, .. } => SseEvent::default()
+            BatchItem::Result(result) => SseEvent::default()
                 .event("result")
                 .data(format_result(format, &result).to_string()),
-        })
+            // Not asked for (`StreamDetail::Progress`).
+            BatchItem::Event(_) => return futures::future::ready(None),
+        };
+        futures::future::ready(Some(Ok::<_, Infallible>(frame)))
     })
     .chain(futures::stream::once(async move { Ok(done) }));
     let mut response = Sse::new(events)

@@ -160,10 +160,11 @@ fn finish(
     let name = request.call.name.as_str();
     match (stop, finished) {
         (None, Ok(Ok(mut output))) => {
+            let kind = output.error_kind.unwrap_or(ErrorKind::Execution);
             result.is_error = output.is_error;
-            result.error_kind = output.is_error.then_some(ErrorKind::Execution);
+            result.error_kind = output.is_error.then_some(kind);
             result.output = if output.is_error {
-                ErrorKind::Execution.format_output(&output.text)
+                kind.format_output(&output.text)
             } else {
                 std::mem::take(&mut output.text)
             };

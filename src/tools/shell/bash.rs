@@ -25,8 +25,8 @@ use super::spill::SpillWriter;
 use crate::permission::PermissionLevel;
 use crate::session::SessionState;
 use crate::tool::{
-    ConcurrencyClass, ContextUpdate, InterruptBehavior, PreviewStyle, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    ConcurrencyClass, ContextUpdate, ErrorKind, InterruptBehavior, PreviewStyle, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -420,6 +420,11 @@ impl Finished {
         };
         output.text = text;
         output.is_error = last_line.is_some();
+        output.error_kind = match self.stopped {
+            Some(Stop::Timeout) => Some(ErrorKind::Timeout),
+            Some(Stop::Cancelled) => Some(ErrorKind::Cancelled),
+            None => None,
+        };
         let final_cwd = self.ended.cwd.clone().unwrap_or(self.cwd);
         output = output
             .with_metadata("exit_code", json!(code))

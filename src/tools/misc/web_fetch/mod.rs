@@ -430,7 +430,7 @@ impl Tool for WebFetchTool {
                 return Err(ToolError::Execution(format!("fetching \"{url}\" was cancelled")));
             }
             fetched = tokio::time::timeout(timeout, self.fetch(&url)) => fetched.map_err(|_| {
-                ToolError::Execution(format!(
+                ToolError::Timeout(format!(
                     "fetching \"{url}\" timed out after {} ms",
                     self.settings.timeout_ms
                 ))

@@ -2,7 +2,7 @@
 //!
 //! A batch must finish (and write its audit rows and bookkeeping) whether or not its client
 //! waits for the answer. Spawning it as a task of its own guarantees that, at the price of a
-//! task hand-off on every request. [`ToTheEnd`] instead polls the batch inline, in the
+//! task hand-off on every request. [`RunToCompletion`] instead polls the batch inline, in the
 //! request's task; if that task drops it unfinished (the client went away, a timeout fired),
 //! the batch is spawned there and then and finishes on its own. Either way it is tracked by
 //! the service's batch tracker, so a graceful shutdown waits for it.
@@ -17,22 +17,22 @@ use futures::FutureExt;
 type Boxed<T> = Pin<Box<dyn Future<Output = std::thread::Result<T>> + Send>>;
 
 /// A future run inline that outlives its caller: see the module header.
-pub struct ToTheEnd<T: Send + 'static> {
+pub struct RunToCompletion<T: Send + 'static> {
     /// `None` once finished.
     running: Option<Boxed<T>>,
 }
 
-impl<T: Send + 'static> ToTheEnd<T> {
+impl<T: Send + 'static> RunToCompletion<T> {
     /// `work` is already tracked by the caller (`TaskTracker::track_future`). A panic in it
     /// comes back as `Err` (the message), as a spawned task's would.
     pub fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
-        ToTheEnd {
+        RunToCompletion {
             running: Some(Box::pin(AssertUnwindSafe(work).catch_unwind())),
         }
     }
 }
 
-impl<T: Send + 'static> Future for ToTheEnd<T> {
+impl<T: Send + 'static> Future for RunToCompletion<T> {
     type Output = Result<T, String>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -51,7 +51,7 @@ impl<T: Send + 'static> Future for ToTheEnd<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for ToTheEnd<T> {
+impl<T: Send + 'static> Drop for RunToCompletion<T> {
     fn drop(&mut self) {
         let Some(running) = self.running.take() else {
             return;
@@ -76,14 +76,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_finished_future_answers_in_place() {
-        assert_eq!(ToTheEnd::new(async { 7 }).await, Ok(7));
+        assert_eq!(RunToCompletion::new(async { 7 }).await, Ok(7));
     }
 
     #[tokio::test]
     async fn a_dropped_future_still_finishes() {
         let finished = Arc::new(AtomicBool::new(false));
         let flag = finished.clone();
-        let work = ToTheEnd::new(async move {
+        let work = RunToCompletion::new(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
             flag.store(true, Ordering::SeqCst);
         });
@@ -99,7 +99,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panic_is_an_error_not_an_unwind() {
-        let work = ToTheEnd::new(async {
+        let work = RunToCompletion::new(async {
             if true {
                 panic!("boom");
             }

@@ -6,12 +6,12 @@
 //! writing every output to SQLite again, beside the audit row, would make the store's write
 //! volume the ceiling of the whole service. The store keeps results only where a client asked
 //! for durability, with an idempotency key; the audit log keeps every call's record. See
-//! ARCHITECTURE.md, "Batch results".
+//! `docs/decisions/service-and-store.md`, "Batch results".
 //!
 //! Deliberately absent: persistence (a restart forgets this), and sharing across daemons.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::store::{BatchRecord, BatchStatus};
@@ -33,10 +33,17 @@ pub struct RecentBatches {
 
 #[derive(Default)]
 struct Inner {
-    batches: HashMap<String, BatchRecord>,
+    batches: HashMap<String, Entry>,
     /// Completed batch ids, oldest first: the eviction order.
     completed: VecDeque<String>,
     bytes: usize,
+}
+
+/// A batch's record (kept without results) and, once completed, its results, shared with the
+/// answer that carried them.
+struct Entry {
+    record: BatchRecord,
+    results: Option<Arc<[ToolResult]>>,
 }
 
 impl RecentBatches {
@@ -48,34 +55,40 @@ impl RecentBatches {
     /// Records `record` (status running) as started.
     pub fn started(&self, record: &BatchRecord) {
         let mut inner = self.inner();
-        inner
-            .batches
-            .insert(record.batch_id.clone(), record.clone());
+        let entry = Entry {
+            record: record.clone(),
+            results: None,
+        };
+        inner.batches.insert(record.batch_id.clone(), entry);
     }
 
     /// Marks a started batch completed with its results; returns its record as completed,
     /// without the results.
-    pub fn completed(&self, batch_id: &str, results: Vec<ToolResult>) -> Option<BatchRecord> {
+    pub fn completed(&self, batch_id: &str, results: Arc<[ToolResult]>) -> Option<BatchRecord> {
         let mut inner = self.inner();
-        let record = inner.batches.get_mut(batch_id)?;
-        record.status = BatchStatus::Completed;
-        record.completed_at = Some(SystemTime::now());
-        let completed = record.clone();
+        let entry = inner.batches.get_mut(batch_id)?;
+        entry.record.status = BatchStatus::Completed;
+        entry.record.completed_at = Some(SystemTime::now());
+        let completed = entry.record.clone();
         let bytes = cost(&results);
-        record.results = Some(results);
+        entry.results = Some(results);
         inner.bytes += bytes;
         inner.completed.push_back(batch_id.to_owned());
         inner.evict();
         Some(completed)
     }
 
-    /// The batch, if it is `session_id`'s and still remembered.
+    /// The batch with its results, if it is `session_id`'s and still remembered.
     pub fn get(&self, session_id: &str, batch_id: &str) -> Option<BatchRecord> {
-        self.inner()
+        let inner = self.inner();
+        let entry = inner
             .batches
             .get(batch_id)
-            .filter(|record| record.session_id == session_id)
-            .cloned()
+            .filter(|entry| entry.record.session_id == session_id)?;
+        Some(BatchRecord {
+            results: entry.results.as_deref().map(<[ToolResult]>::to_vec),
+            ..entry.record.clone()
+        })
     }
 }
 
@@ -89,8 +102,8 @@ impl Inner {
             let Some(oldest) = self.completed.pop_front() else {
                 return;
             };
-            if let Some(record) = self.batches.remove(&oldest) {
-                self.bytes -= record.results.as_deref().map_or(0, cost);
+            if let Some(entry) = self.batches.remove(&oldest) {
+                self.bytes -= entry.results.as_deref().map_or(0, cost);
             }
         }
     }
@@ -145,7 +158,7 @@ mod tests {
             Some(BatchStatus::Running)
         );
         assert!(recent.get("s2", "b1").is_none());
-        recent.completed("b1", vec![result(10)]);
+        recent.completed("b1", vec![result(10)].into());
         let done = recent.get("s1", "b1").expect("remembered");
         assert_eq!(done.status, BatchStatus::Completed);
         assert_eq!(done.results.map(|r| r.len()), Some(1));
@@ -158,7 +171,7 @@ mod tests {
         let big = RESULT_BYTES / 4;
         for id in ["b1", "b2", "b3", "b4"] {
             recent.started(&record(id));
-            recent.completed(id, vec![result(big)]);
+            recent.completed(id, vec![result(big)].into());
         }
         recent.started(&record("running"));
         assert!(recent.get("s1", "b1").is_none(), "the oldest is evicted");
