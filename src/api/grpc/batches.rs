@@ -11,7 +11,7 @@ use super::events::event;
 use super::proto::{self, execute_request, execute_response};
 use super::{GrpcDoor, invalid, status};
 use crate::registry::calls::BatchRequest;
-use crate::service::{BatchItem, ServiceError, StreamDetail, StreamRequest};
+use crate::service::{BatchItem, BatchStream, ServiceError, StreamDetail, StreamRequest};
 use crate::tool::{CallInput, ToolCall, ToolResult};
 
 /// Characters `GetResult` returns when no limit is given, and at most. At the default, a page
@@ -27,14 +27,10 @@ impl GrpcDoor {
         &self,
         request: Request<proto::ExecuteBatchRequest>,
     ) -> Result<Response<proto::ExecuteBatchResponse>, Status> {
-        let request = request.into_inner();
-        let calls = request.calls.into_iter().map(call).collect();
-        let key = Some(request.idempotency_key).filter(|key| !key.is_empty());
-        let batch =
-            BatchRequest::from_calls(calls, key).map_err(|e| status(ServiceError::from(e)))?;
+        let (session_id, batch) = batch_request(request.into_inner())?;
         let outcome = self
             .service
-            .execute_batch(&request.session_id, batch)
+            .execute_batch(&session_id, batch)
             .await
             .map_err(status)?;
         Ok(Response::new(proto::ExecuteBatchResponse {
@@ -49,39 +45,14 @@ impl GrpcDoor {
         request: Request<Streaming<proto::ExecuteRequest>>,
     ) -> Result<Response<ExecuteResponses>, Status> {
         let mut incoming = request.into_inner();
-        let session_id = match incoming.message().await? {
-            Some(proto::ExecuteRequest {
-                kind: Some(execute_request::Kind::Start(start)),
-            }) => start.session_id,
-            _ => return Err(invalid("the first Execute message must be `start`")),
-        };
+        let session_id = started_session(&mut incoming).await?;
         let request = StreamRequest::arriving(calls(incoming), StreamDetail::Events);
-        let started = self
+        let stream = self
             .service
             .execute_stream(&session_id, request)
             .await
             .map_err(status)?;
-        let done = proto::ExecuteResponse {
-            kind: Some(execute_response::Kind::Done(proto::BatchDone {
-                batch_id: started.batch_id,
-            })),
-        };
-        let items = futures::stream::unfold(started.items, |mut items| async move {
-            items.recv().await.map(|item| (item, items))
-        });
-        let responses = items
-            .filter_map(|item| {
-                futures::future::ready(match item {
-                    BatchItem::Event(e) => Some(execute_response::Kind::Event(event(&e))),
-                    BatchItem::Result(r) => Some(execute_response::Kind::Result(result(r))),
-                    // Progress is among the events (`tool:progress`).
-                    BatchItem::Progress(_) => None,
-                })
-            })
-            .map(|kind| proto::ExecuteResponse { kind: Some(kind) })
-            .chain(futures::stream::once(async move { done }))
-            .map(Ok);
-        Ok(Response::new(Box::pin(responses)))
+        Ok(Response::new(responses(stream)))
     }
 
     pub(super) async fn get_result(
@@ -105,6 +76,52 @@ impl GrpcDoor {
             content: page.content,
         }))
     }
+}
+
+/// The session and the typed batch of an `ExecuteBatch` message (an empty key is none).
+fn batch_request(request: proto::ExecuteBatchRequest) -> Result<(String, BatchRequest), Status> {
+    let calls = request.calls.into_iter().map(call).collect();
+    let key = Some(request.idempotency_key).filter(|key| !key.is_empty());
+    let batch = BatchRequest::from_calls(calls, key).map_err(|e| status(ServiceError::from(e)))?;
+    Ok((request.session_id, batch))
+}
+
+/// The session of an `Execute` stream: its first message must be `start`.
+async fn started_session(
+    incoming: &mut Streaming<proto::ExecuteRequest>,
+) -> Result<String, Status> {
+    match incoming.message().await? {
+        Some(proto::ExecuteRequest {
+            kind: Some(execute_request::Kind::Start(start)),
+        }) => Ok(start.session_id),
+        _ => Err(invalid("the first Execute message must be `start`")),
+    }
+}
+
+/// A streamed batch's items as `Execute` responses: its events and ordered results, then
+/// `done`.
+fn responses(stream: BatchStream) -> ExecuteResponses {
+    let done = proto::ExecuteResponse {
+        kind: Some(execute_response::Kind::Done(proto::BatchDone {
+            batch_id: stream.batch_id,
+        })),
+    };
+    let items = futures::stream::unfold(stream.items, |mut items| async move {
+        items.recv().await.map(|item| (item, items))
+    });
+    let responses = items
+        .filter_map(|item| {
+            futures::future::ready(match item {
+                BatchItem::Event(e) => Some(execute_response::Kind::Event(event(&e))),
+                BatchItem::Result(r) => Some(execute_response::Kind::Result(result(r))),
+                // Progress is among the events (`tool:progress`).
+                BatchItem::Progress(_) => None,
+            })
+        })
+        .map(|kind| proto::ExecuteResponse { kind: Some(kind) })
+        .chain(futures::stream::once(async move { done }))
+        .map(Ok);
+    Box::pin(responses)
 }
 
 /// The calls of an `Execute` stream, up to `end` (or the client closing its side). A
