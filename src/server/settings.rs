@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::ApiSettings;
+
 /// `[server]` in the settings file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -80,6 +82,17 @@ impl ServerSettings {
     /// How long persisted events are kept (zero: forever).
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
+    }
+
+    /// What the doors and their listener need of these settings.
+    pub fn api_settings(&self) -> ApiSettings {
+        ApiSettings {
+            auth_tokens: self.auth_tokens.clone(),
+            body_limit_bytes: self.body_limit_bytes,
+            request_timeout: self.request_timeout,
+            max_concurrent_requests: self.max_concurrent_requests,
+            event_buffer: self.event_buffer,
+        }
     }
 
     /// The address to advertise: the setting (with `http://` added when it has no scheme),
