@@ -31,6 +31,8 @@ pub struct ApiSettings {
     pub max_concurrent_requests: usize,
     /// Items buffered per event-stream subscriber.
     pub event_buffer: usize,
+    /// Serve each connection inside `RepollOnSelfWake` (see `listener/self_wake.rs`).
+    pub repoll_self_wake: bool,
 }
 
 use axum::http::StatusCode;

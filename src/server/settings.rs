@@ -54,6 +54,10 @@ pub struct ServerSettings {
     /// unfinished calls are marked interrupted and its sessions adopted.
     #[serde(rename = "node_timeout_ms", with = "millis")]
     pub node_timeout: Duration,
+    /// Serve each connection inside `RepollOnSelfWake`, which saves
+    /// a wake-up of a second worker on every HTTP/1 POST; off is for re-measuring it after a
+    /// tokio or hyper upgrade (see `api/listener/self_wake.rs`).
+    pub repoll_self_wake: bool,
 }
 
 impl Default for ServerSettings {
@@ -74,6 +78,7 @@ impl Default for ServerSettings {
             advertise_address: String::new(),
             heartbeat_interval: Duration::from_secs(2),
             node_timeout: Duration::from_secs(15),
+            repoll_self_wake: true,
         }
     }
 }
@@ -92,6 +97,7 @@ impl ServerSettings {
             request_timeout: self.request_timeout,
             max_concurrent_requests: self.max_concurrent_requests,
             event_buffer: self.event_buffer,
+            repoll_self_wake: self.repoll_self_wake,
         }
     }
 

@@ -49,7 +49,7 @@ pub async fn serve(
         };
         door.oneshot(request)
     }));
-    connections::serve_connections(listener, doors, drain).await
+    connections::serve_connections(listener, doors, settings.repoll_self_wake, drain).await
 }
 
 /// Whether a request is gRPC (any `application/grpc` content type: `+proto`, `+json`, ...).
