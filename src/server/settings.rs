@@ -54,7 +54,7 @@ pub struct ServerSettings {
     /// unfinished calls are marked interrupted and its sessions adopted.
     #[serde(rename = "node_timeout_ms", with = "millis")]
     pub node_timeout: Duration,
-    /// Serve each connection inside `RepollOnSelfWake`, which saves
+    /// Serve each connection inside `RepollOnSelfWake` (`TOOLD_REPOLL_SELF_WAKE`), which saves
     /// a wake-up of a second worker on every HTTP/1 POST; off is for re-measuring it after a
     /// tokio or hyper upgrade (see `api/listener/self_wake.rs`).
     pub repoll_self_wake: bool,
