@@ -30,6 +30,8 @@ pub struct Settings {
 #[derive(Clone, Copy)]
 enum EnvKind {
     Count,
+    /// `true`/`false` (also `1`/`0`, `on`/`off`).
+    Switch,
     Text,
     /// A list split on this separator (empty parts dropped).
     List(char),
@@ -59,6 +61,11 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         "TOOLD_AUTH_TOKENS",
         "server.auth_tokens",
         EnvKind::List(','),
+    ),
+    (
+        "TOOLD_REPOLL_SELF_WAKE",
+        "server.repoll_self_wake",
+        EnvKind::Switch,
     ),
 ];
 
@@ -110,6 +117,20 @@ impl Settings {
                         value: value.clone(),
                         key: (*key).to_owned(),
                     })?;
+                    figment.merge(Serialized::default(key, parsed))
+                }
+                EnvKind::Switch => {
+                    let parsed = match value.trim().to_ascii_lowercase().as_str() {
+                        "true" | "1" | "on" => true,
+                        "false" | "0" | "off" => false,
+                        _ => {
+                            return Err(ConfigError::Env {
+                                name: (*name).to_owned(),
+                                value: value.clone(),
+                                key: (*key).to_owned(),
+                            });
+                        }
+                    };
                     figment.merge(Serialized::default(key, parsed))
                 }
                 EnvKind::Text => figment.merge(Serialized::default(key, value)),
@@ -229,6 +250,32 @@ mod tests {
         assert_eq!(
             defaults.database_location(),
             Path::new("toold-data").join("toold.db").to_string_lossy()
+        );
+    }
+
+    #[test]
+    fn repoll_self_wake_is_on_unless_the_file_or_the_environment_turns_it_off() {
+        assert!(
+            Settings::load(None, no_env)
+                .unwrap()
+                .server
+                .repoll_self_wake
+        );
+        for (value, expected) in [
+            ("false", false),
+            ("0", false),
+            ("OFF", false),
+            ("true", true),
+        ] {
+            let env = |name: &str| (name == "TOOLD_REPOLL_SELF_WAKE").then(|| value.to_owned());
+            let server = Settings::load(None, env).unwrap().server;
+            assert_eq!(server.repoll_self_wake, expected, "{value}");
+        }
+        let env = |name: &str| (name == "TOOLD_REPOLL_SELF_WAKE").then(|| "maybe".to_owned());
+        let err = Settings::load(None, env).unwrap_err().to_string();
+        assert!(
+            err.contains("TOOLD_REPOLL_SELF_WAKE") && err.contains("maybe"),
+            "{err}"
         );
     }
 

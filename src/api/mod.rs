@@ -1,13 +1,39 @@
 //! The doors: adapters that translate a wire protocol into calls on [`crate::service`] and
 //! back, and nothing else. Only this module names axum, http, tonic and prost.
 //!
+//! - `gate`: the one admission sequence (shutting down, auth, load shedding, timeout) both
+//!   doors run and answer in their own way.
+//! - `http`, `grpc`: the doors; neither imports the other.
+//! - `listener`: the one listener serving both doors (the accept loop, the HTTP/gRPC split,
+//!   `RepollOnSelfWake`).
+//!
 //! The one error table lives here: every [`ErrorCode`] maps to one HTTP status and one gRPC
 //! code, so the doors cannot disagree.
 
+pub mod gate;
 pub mod grpc;
 pub mod http;
+pub mod listener;
 
-pub use self::http::{DaemonStatus, HttpSettings, serve as serve_http};
+use std::time::Duration;
+
+pub use self::gate::DaemonStatus;
+pub use self::listener::serve;
+
+/// What the doors and their listener are configured with (from `[server]`; the server builds
+/// it, so the doors need not know the settings file).
+#[derive(Clone, Debug)]
+pub struct ApiSettings {
+    /// Empty: no auth.
+    pub auth_tokens: Vec<String>,
+    pub body_limit_bytes: usize,
+    pub request_timeout: Duration,
+    pub max_concurrent_requests: usize,
+    /// Items buffered per event-stream subscriber.
+    pub event_buffer: usize,
+    /// Serve each connection inside `RepollOnSelfWake` (see `listener/self_wake.rs`).
+    pub repoll_self_wake: bool,
+}
 
 use axum::http::StatusCode;
 

@@ -1,5 +1,5 @@
-//! Wiring: builds the store, the event bus and its persister, the service and the HTTP
-//! listener from [`Settings`], and shuts them down in order.
+//! Wiring: builds the store, the event bus and its persister, the service and the listener
+//! both doors share (`api::listener`) from [`Settings`], and shuts them down in order.
 //!
 //! Start: create the data directory, read (or create) the node id, open the store the
 //! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 pub use persister::EventPersister;
 pub use settings::{ServerFlags, ServerSettings};
 
-use crate::api::{DaemonStatus, HttpSettings};
+use crate::api::DaemonStatus;
 use crate::config::Settings;
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
@@ -184,13 +184,6 @@ impl Daemon {
             ..
         } = self;
         let server = &settings.server;
-        let http = HttpSettings {
-            auth_tokens: server.auth_tokens.clone(),
-            body_limit_bytes: server.body_limit_bytes,
-            request_timeout: server.request_timeout,
-            max_concurrent_requests: server.max_concurrent_requests,
-            event_buffer: server.event_buffer,
-        };
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
         let beating = fleet::spawn(
@@ -201,10 +194,10 @@ impl Daemon {
             server.node_timeout,
             draining.clone(),
         );
-        let mut serving = tokio::spawn(crate::api::serve_http(
+        let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            http,
+            server.api_settings(),
             status.clone(),
             draining.clone(),
         ));

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::api::ApiSettings;
+
 /// `[server]` in the settings file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -52,6 +54,10 @@ pub struct ServerSettings {
     /// unfinished calls are marked interrupted and its sessions adopted.
     #[serde(rename = "node_timeout_ms", with = "millis")]
     pub node_timeout: Duration,
+    /// Serve each connection inside `RepollOnSelfWake` (`TOOLD_REPOLL_SELF_WAKE`), which saves
+    /// a wake-up of a second worker on every HTTP/1 POST; off is for re-measuring it after a
+    /// tokio or hyper upgrade (see `api/listener/self_wake.rs`).
+    pub repoll_self_wake: bool,
 }
 
 impl Default for ServerSettings {
@@ -72,6 +78,7 @@ impl Default for ServerSettings {
             advertise_address: String::new(),
             heartbeat_interval: Duration::from_secs(2),
             node_timeout: Duration::from_secs(15),
+            repoll_self_wake: true,
         }
     }
 }
@@ -80,6 +87,18 @@ impl ServerSettings {
     /// How long persisted events are kept (zero: forever).
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
+    }
+
+    /// What the doors and their listener need of these settings.
+    pub fn api_settings(&self) -> ApiSettings {
+        ApiSettings {
+            auth_tokens: self.auth_tokens.clone(),
+            body_limit_bytes: self.body_limit_bytes,
+            request_timeout: self.request_timeout,
+            max_concurrent_requests: self.max_concurrent_requests,
+            event_buffer: self.event_buffer,
+            repoll_self_wake: self.repoll_self_wake,
+        }
     }
 
     /// The address to advertise: the setting (with `http://` added when it has no scheme),

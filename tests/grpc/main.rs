@@ -9,4 +9,5 @@ mod doors;
 mod events;
 mod execute;
 mod harness;
+mod listener;
 mod rpcs;

@@ -1,8 +1,9 @@
-//! The gRPC door's gates, the same as HTTP's in the same order, answered as gRPC statuses:
-//! shutting down (UNAVAILABLE), bearer auth from `authorization` metadata (UNAUTHENTICATED),
-//! load shedding on the permits HTTP uses too (RESOURCE_EXHAUSTED) and the request timeout
-//! on the response head (DEADLINE_EXCEEDED; streams run on). Health checks pass every gate but
-//! the first, like `/healthz`. Not here: the rules themselves (`api::http::middleware`).
+//! The gRPC door's gates: the one admission sequence of `api::gate`, its refusals answered as
+//! gRPC statuses through the one error table: shutting down is UNAVAILABLE, a missing or
+//! wrong `authorization` metadata token UNAUTHENTICATED, load shedding (on the permits HTTP
+//! uses too) RESOURCE_EXHAUSTED, the request timeout on the response head DEADLINE_EXCEEDED
+//! (streams run on). Health checks pass every gate but the first, like `/healthz`. Not here:
+//! the rules themselves; here: what only gRPC has.
 //!
 //! Every request is counted (`telemetry::GRPC_REQUESTS`), refused ones too, as HTTP's are.
 //!
@@ -11,33 +12,22 @@
 //! server's own timeout passes. A malformed `grpc-timeout` is INVALID_ARGUMENT, naming it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use tokio::sync::Semaphore;
 
-use crate::api::DaemonStatus;
-use crate::api::http::{CallerToken, authorised};
-use crate::service::{ErrorCode, ServiceError};
+use crate::api::gate::{Admission, Gate, is_grpc_probe};
+use crate::service::ServiceError;
 
-/// What the gates need (the permits are shared with the HTTP door).
-pub struct GrpcGates {
-    pub status: Arc<DaemonStatus>,
-    pub auth_tokens: Vec<String>,
-    pub permits: Arc<Semaphore>,
-    pub request_timeout: Duration,
+fn refuse(refusal: ServiceError) -> Response {
+    super::status(refusal).into_http()
 }
 
-fn refuse(code: ErrorCode, message: String) -> Response {
-    super::status(ServiceError::new(code, message)).into_http()
-}
-
-pub async fn gate(State(gates): State<Arc<GrpcGates>>, request: Request, next: Next) -> Response {
+pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let method = request.uri().path().to_owned();
-    let response = pass(&gates, request, next).await;
+    let response = pass(&gate, request, next).await;
     let code = response
         .headers()
         .get("grpc-status")
@@ -78,68 +68,23 @@ fn code_label(code: tonic::Code) -> &'static str {
     }
 }
 
-async fn pass(gates: &GrpcGates, mut request: Request, next: Next) -> Response {
-    if gates.status.shutting_down.load(Ordering::Acquire) {
-        return refuse(ErrorCode::ShuttingDown, "toold is shutting down".into());
-    }
-    if request.uri().path().starts_with("/grpc.health.v1.Health/") {
-        return next.run(request).await;
-    }
-    let mut caller = CallerToken(None);
-    if !gates.auth_tokens.is_empty() {
-        match authorised(&gates.auth_tokens, request.headers()) {
-            Some(token) => caller = CallerToken(Some(token.to_owned())),
-            None => {
-                return refuse(
-                    ErrorCode::Unauthenticated,
-                    "a valid bearer token is required (metadata authorization: Bearer TOKEN)"
-                        .into(),
-                );
-            }
-        }
+async fn pass(gate: &Gate, mut request: Request, next: Next) -> Response {
+    let probe = is_grpc_probe(request.uri().path());
+    let mut admitted = match gate.admit(request.headers(), probe) {
+        Ok(Admission::Admitted(admitted)) => admitted,
+        Ok(Admission::Probe) => return next.run(request).await,
+        Err(refusal) => return refuse(refusal),
+    };
+    match client_deadline(&request) {
+        Ok(Some(deadline)) => admitted.shorten_deadline(deadline, "grpc-timeout"),
+        Ok(None) => {}
+        Err(message) => return refuse(ServiceError::invalid(message)),
     }
     // Who resolves an approval is recorded by token fingerprint, as over HTTP.
-    request.extensions_mut().insert(caller);
-    let Ok(_permit) = gates.permits.clone().try_acquire_owned() else {
-        return refuse(
-            ErrorCode::Overloaded,
-            "too many requests in flight; retry later".into(),
-        );
-    };
-    let deadline = match client_deadline(&request) {
-        Ok(Some(deadline)) if deadline < gates.request_timeout => Deadline::Client(deadline),
-        Ok(_) => Deadline::Server(gates.request_timeout),
-        Err(message) => return refuse(ErrorCode::InvalidRequest, message),
-    };
-    match tokio::time::timeout(deadline.duration(), next.run(request)).await {
+    request.extensions_mut().insert(admitted.take_caller());
+    match admitted.respond_within(next.run(request)).await {
         Ok(response) => response,
-        Err(_) => refuse(ErrorCode::Timeout, deadline.passed()),
-    }
-}
-
-/// Which timeout a call runs under: the server's, or the client's shorter one.
-enum Deadline {
-    Server(Duration),
-    Client(Duration),
-}
-
-impl Deadline {
-    fn duration(&self) -> Duration {
-        match self {
-            Deadline::Server(duration) | Deadline::Client(duration) => *duration,
-        }
-    }
-
-    fn passed(&self) -> String {
-        match self {
-            Deadline::Server(duration) => {
-                format!("the request took longer than {} ms", duration.as_millis())
-            }
-            Deadline::Client(duration) => format!(
-                "the client's deadline (grpc-timeout, {} ms) passed",
-                duration.as_millis()
-            ),
-        }
+        Err(refusal) => refuse(refusal),
     }
 }
 

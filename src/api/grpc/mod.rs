@@ -2,8 +2,8 @@
 //! `grpc.health.v1` and server reflection (v1 and v1alpha), served on the HTTP listener.
 //!
 //! [`router`] builds the gRPC routes as an axum router behind the gRPC gates (`gates.rs`);
-//! `api::http::serve` sends every request whose content type is `application/grpc*` here and
-//! the rest to the HTTP app. Each RPC (`sessions.rs`, `batches.rs`, `events.rs`) only
+//! `api::listener` sends every request whose content type is `application/grpc*` here and the
+//! rest to the HTTP app. Each RPC (`sessions.rs`, `batches.rs`, `events.rs`) only
 //! translates messages to and from [`crate::service`] calls; errors go through the one table
 //! in `api` ([`crate::api::grpc_code`]). Not here: any rule about sessions, batches or events.
 
@@ -14,13 +14,11 @@ mod sessions;
 
 use std::sync::Arc;
 
-use axum::http::header::CONTENT_TYPE;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::api::http::HttpSettings;
-use crate::api::{DaemonStatus, grpc_code};
+use crate::api::gate::Gate;
+use crate::api::{ApiSettings, grpc_code};
 use crate::service::{ServiceError, ToolService};
-use gates::GrpcGates;
 
 /// The generated messages, server and client (`toold.v1`), and the descriptor set that
 /// reflection serves. Clients in Rust (tests, benches, tools) use `proto::tool_service_client`.
@@ -42,21 +40,12 @@ pub struct GrpcDoor {
     event_buffer: usize,
 }
 
-/// Whether a request is gRPC (any `application/grpc` content type: `+proto`, `+json`, ...).
-pub fn is_grpc<B>(request: &axum::http::Request<B>) -> bool {
-    request
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/grpc"))
-}
-
-/// Every gRPC service behind the gates: toold's, health and reflection.
+/// Every gRPC service behind `gate` (shared with the HTTP door): toold's, health and
+/// reflection.
 pub async fn router(
     service: Arc<ToolService>,
-    settings: &HttpSettings,
-    status: Arc<DaemonStatus>,
-    permits: Arc<tokio::sync::Semaphore>,
+    settings: &ApiSettings,
+    gate: Arc<Gate>,
 ) -> axum::Router {
     let door = GrpcDoor {
         service,
@@ -90,16 +79,10 @@ pub async fn router(
             "gRPC reflection unavailable"
         ),
     }
-    let gates = Arc::new(GrpcGates {
-        status,
-        auth_tokens: settings.auth_tokens.clone(),
-        permits,
-        request_timeout: settings.request_timeout,
-    });
     routes
         .routes()
         .into_axum_router()
-        .layer(axum::middleware::from_fn_with_state(gates, gates::gate))
+        .layer(axum::middleware::from_fn_with_state(gate, gates::gate))
 }
 
 /// The RPCs, each a one-line hand-off to its translation (in `sessions`, `batches`, `events`).

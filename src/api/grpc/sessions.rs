@@ -6,7 +6,7 @@ use tonic::{Request, Response, Status};
 
 use super::proto::{self, CloseSessionResponse, InterruptResponse, ResolveApprovalResponse};
 use super::{GrpcDoor, invalid, status};
-use crate::api::http::CallerToken;
+use crate::api::gate::CallerToken;
 use crate::permission::Approver;
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo};
 

@@ -12,11 +12,11 @@ use serde_json::{Value, json};
 use utoipa::IntoParams;
 
 use super::error::{ApiError, ApiQuery, JsonBody};
-use super::middleware::CallerToken;
 use super::openapi::{
     ApprovalsBody, CallsPage, CreateSessionBody, ErrorBody, InterruptBody, ResolveApprovalBody,
     ResolvedBody, SessionBody, SessionList, ToolsBody,
 };
+use crate::api::gate::CallerToken;
 use crate::permission::Approver;
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
 use crate::store::CallRow;

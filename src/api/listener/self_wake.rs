@@ -1,13 +1,31 @@
 //! [`RepollOnSelfWake`]: a future that is polled again at once, inside the same poll, when it
 //! wakes itself while being polled, instead of being handed back to the runtime.
 //!
-//! Why: hyper's HTTP/1 connection task hands a request's body to the handler through a channel
-//! inside the same task, and the handler taking the body tells the sender (the connection task
-//! itself) to go on. The task is thus woken while it runs, once per POST, and Tokio reschedules
-//! a task woken during its own poll as a yield, which always notifies an idle sibling worker
-//! (a futex wake-up; across CPUs an IPI, about 30 µs on a VM that halts idle vCPUs). Polling
-//! again here does what the yield would have done, minus the hand-off. See ARCHITECTURE.md,
-//! "Where a single call's latency goes".
+//! What it fixes: hyper's HTTP/1 connection task hands a request's body to the handler through
+//! a channel inside the same task, and the handler taking the body tells the sender (the
+//! connection task itself) to go on. The task is thus woken while it runs, once per POST, and
+//! Tokio reschedules a task woken during its own poll as a yield, which always notifies an idle
+//! sibling worker (a futex wake-up; across CPUs an IPI, about 30 µs on a VM that halts idle
+//! vCPUs). Polling again here does what the yield would have done, minus the hand-off.
+//!
+//! Measured with tokio 1.54.1, hyper 1.12.0 and hyper-util 0.1.21 (`Cargo.lock`), on a 2-vCPU
+//! VM (issue 4): `read_file`'s single-call p50 unpinned went from 121.8–123.5 µs (2.75–2.92×
+//! the floor) to 35.0–37.5 µs (0.91–0.99×), 100-call batches from about 68 000 to 72 000
+//! calls/s. How the wake was found and the traces before and after: `docs/performance.md`,
+//! "Tokio's sibling wake-up" and "`RepollOnSelfWake`, measured".
+//!
+//! Re-checking it after an upgrade of tokio, hyper or hyper-util (either may stop waking the
+//! task, or start deferring such wakes itself): run the bench with the wrapper on and off,
+//! one after the other on the same machine,
+//!
+//! ```text
+//! TOOLD_BENCH_ONLY=latency cargo bench --bench load
+//! TOOLD_BENCH_ONLY=latency TOOLD_REPOLL_SELF_WAKE=false cargo bench --bench load
+//! ```
+//!
+//! and compare the single-call latency ratio (`toold / floor p50`, unpinned and on one CPU).
+//! If it no longer moves, the wrapper can go (and `[server] repoll_self_wake` with it); the
+//! switch exists for this check and as a way out should a later version misbehave under it.
 //!
 //! Deliberately bounded: after [`MAX_POLLS`] polls that each woke the future, it is handed
 //! back to the runtime as before, so a future that keeps waking itself (`FuturesUnordered`

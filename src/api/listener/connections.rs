@@ -4,7 +4,7 @@
 //!
 //! Why not `axum::serve`, which does the same: it spawns each connection's future itself, and
 //! toold wraps that future in [`RepollOnSelfWake`] (see `self_wake.rs`), which saves a wake-up
-//! of a second worker on every POST. (An HTTP/2 connection's streams, which hyper runs as
+//! of a second worker on every POST (unless `[server] repoll_self_wake` is off). (An HTTP/2 connection's streams, which hyper runs as
 //! tasks of their own through the executor, are not wrapped: gRPC's single-call p50 measured
 //! the same either way.) Everything else mirrors `axum::serve`: `TCP_NODELAY` on
 //! every connection, connection-level accept errors skipped, others (out of file descriptors)
@@ -28,10 +28,12 @@ use super::self_wake::RepollOnSelfWake;
 const ACCEPT_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Serves `app` on every connection `listener` accepts until `drain` fires, then until the
-/// connections still open have finished.
+/// connections still open have finished. With `repoll_self_wake`, each connection runs inside
+/// [`RepollOnSelfWake`].
 pub async fn serve_connections(
     listener: TcpListener,
     app: Router,
+    repoll_self_wake: bool,
     drain: CancellationToken,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
@@ -49,11 +51,16 @@ pub async fn serve_connections(
         };
         let connection = serve_one(&builder, stream, app.clone());
         let watched = graceful.watch(connection);
-        tokio::spawn(RepollOnSelfWake::new(async move {
+        let served = async move {
             if let Err(err) = watched.await {
                 tracing::trace!(error = %err, "connection ended with an error");
             }
-        }));
+        };
+        if repoll_self_wake {
+            tokio::spawn(RepollOnSelfWake::new(served));
+        } else {
+            tokio::spawn(served);
+        }
     }
     drop(listener);
     graceful.shutdown().await;

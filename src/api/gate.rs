@@ -1,0 +1,200 @@
+//! The one admission sequence every request meets, whichever door it came through, in this
+//! order: shutting down (`ShuttingDown`), bearer auth (`Unauthenticated`), load shedding
+//! (`Overloaded`) and the request timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
+//! health) pass every gate but the first, so they work without a token and under load.
+//!
+//! [`Gate::admit`] answers with an [`Admission`] (the caller's token, a load-shedding permit
+//! and the deadline) or a refusal as a [`ServiceError`]; each door turns a refusal into its own
+//! answer through the one error table in `api` (HTTP: status and error body, gRPC: a status
+//! in `grpc-status` headers). [`Admitted::respond_within`] then holds the permit and enforces
+//! the deadline while the door produces its response head.
+//!
+//! Not here: what a door adds on top (gRPC's `grpc-timeout`, which may shorten the deadline
+//! through [`Admitted::shorten_deadline`], and its per-method request counter; HTTP's request
+//! ids and counter). The gate is on every request's path: admitting allocates only the
+//! caller's token (when the daemon checks tokens), and spawns nothing.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::service::{ErrorCode, ServiceError};
+
+/// Whether the daemon can serve: shared by the server (which flips it), the gate and the
+/// readiness probe.
+#[derive(Debug, Default)]
+pub struct DaemonStatus {
+    /// The store is open and sessions are restored.
+    pub ready: AtomicBool,
+    /// A shutdown signal arrived: new requests are refused with `ShuttingDown`.
+    pub shutting_down: AtomicBool,
+}
+
+/// The bearer token a request was authenticated with (none when the daemon checks no
+/// tokens); handlers that record who acted (resolving an approval) read it from the request's
+/// extensions, where the doors put it.
+#[derive(Clone, Debug, Default)]
+pub struct CallerToken(pub Option<String>);
+
+/// The HTTP door's probes.
+const HTTP_PROBES: [&str; 2] = ["/healthz", "/readyz"];
+
+/// The path prefix of gRPC's health service, the gRPC door's probe.
+const GRPC_HEALTH: &str = "/grpc.health.v1.Health/";
+
+/// Whether an HTTP request's path is a probe.
+pub fn is_http_probe(path: &str) -> bool {
+    HTTP_PROBES.contains(&path)
+}
+
+/// Whether a gRPC request's path (`/package.Service/Method`) is a health check.
+pub fn is_grpc_probe(path: &str) -> bool {
+    path.starts_with(GRPC_HEALTH)
+}
+
+/// What the gates need; one, shared by both doors, so they shed on the same permits.
+pub struct Gate {
+    pub status: Arc<DaemonStatus>,
+    /// Empty: no auth.
+    pub auth_tokens: Vec<String>,
+    /// One per request in flight (until its response head is ready).
+    pub permits: Arc<Semaphore>,
+    pub request_timeout: Duration,
+}
+
+/// A request past the gates.
+pub enum Admission {
+    /// A probe past the shutdown gate: no token, no permit, no timeout.
+    Probe,
+    /// Any other request, past every gate.
+    Admitted(Admitted),
+}
+
+/// What an admitted request carries while its response head is produced.
+pub struct Admitted {
+    caller: CallerToken,
+    /// Returned when the response head is ready (a stream runs on without it).
+    permit: OwnedSemaphorePermit,
+    deadline: Deadline,
+}
+
+/// How long a request may take to produce its response head, and who set that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Deadline {
+    duration: Duration,
+    /// `None`: the server's request timeout; `Some(name)`: the client's, from `name`.
+    client_source: Option<&'static str>,
+}
+
+impl Gate {
+    /// Runs the gates in order over a request's headers; `probe` is the door's judgement
+    /// ([`is_http_probe`], [`is_grpc_probe`]).
+    pub fn admit(&self, headers: &HeaderMap, probe: bool) -> Result<Admission, ServiceError> {
+        if self.status.shutting_down.load(Ordering::Acquire) {
+            return Err(ServiceError::new(
+                ErrorCode::ShuttingDown,
+                "toold is shutting down",
+            ));
+        }
+        if probe {
+            return Ok(Admission::Probe);
+        }
+        let caller = self.caller(headers)?;
+        // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            return Err(ServiceError::new(
+                ErrorCode::Overloaded,
+                "too many requests in flight; retry later",
+            ));
+        };
+        Ok(Admission::Admitted(Admitted {
+            caller,
+            permit,
+            deadline: Deadline {
+                duration: self.request_timeout,
+                client_source: None,
+            },
+        }))
+    }
+
+    fn caller(&self, headers: &HeaderMap) -> Result<CallerToken, ServiceError> {
+        if self.auth_tokens.is_empty() {
+            return Ok(CallerToken(None));
+        }
+        match authorised(&self.auth_tokens, headers) {
+            Some(token) => Ok(CallerToken(Some(token.to_owned()))),
+            None => Err(ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "a valid bearer token is required (authorization: Bearer TOKEN)",
+            )),
+        }
+    }
+}
+
+impl Admitted {
+    /// The caller's token, for the request's extensions (left empty here).
+    pub fn take_caller(&mut self) -> CallerToken {
+        std::mem::take(&mut self.caller)
+    }
+
+    /// A client's own deadline (named by where it came from, e.g. `grpc-timeout`) replaces the
+    /// server's request timeout when it is shorter; it never lengthens it.
+    pub fn shorten_deadline(&mut self, client: Duration, source: &'static str) {
+        if client < self.deadline.duration {
+            self.deadline = Deadline {
+                duration: client,
+                client_source: Some(source),
+            };
+        }
+    }
+
+    /// Produces the response head with `respond` within the deadline, holding the permit until
+    /// then; past the deadline `respond` is dropped (its work with it) and the answer is
+    /// `Timeout`. A streamed body runs on after its head, outside the deadline and the permit.
+    pub async fn respond_within<F: Future>(self, respond: F) -> Result<F::Output, ServiceError> {
+        let Admitted {
+            permit, deadline, ..
+        } = self;
+        let answered = tokio::time::timeout(deadline.duration, respond).await;
+        drop(permit);
+        answered.map_err(|_| deadline.passed())
+    }
+}
+
+impl Deadline {
+    fn passed(&self) -> ServiceError {
+        let millis = self.duration.as_millis();
+        let message = match self.client_source {
+            None => format!("the request took longer than {millis} ms"),
+            Some(source) => format!("the client's deadline ({source}, {millis} ms) passed"),
+        };
+        ServiceError::new(ErrorCode::Timeout, message)
+    }
+}
+
+/// The configured token the request presents (`authorization: Bearer TOKEN`: an HTTP header,
+/// or gRPC metadata, which travels as headers). Every token is compared in full, so timing
+/// does not tell which prefix (or which token) matched.
+pub fn authorised<'t>(tokens: &'t [String], headers: &HeaderMap) -> Option<&'t str> {
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))?;
+    tokens.iter().fold(None, |found, token| {
+        let matches = constant_time_eq(token.as_bytes(), presented.trim().as_bytes());
+        found.or(matches.then_some(token.as_str()))
+    })
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+#[path = "gate_tests.rs"]
+mod tests;

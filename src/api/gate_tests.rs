@@ -1,0 +1,135 @@
+//! The admission sequence's order and each gate's refusal, without a door.
+
+use super::*;
+
+fn gate(tokens: &[&str], permits: usize) -> Gate {
+    Gate {
+        status: Arc::new(DaemonStatus::default()),
+        auth_tokens: tokens.iter().map(|token| (*token).to_owned()).collect(),
+        permits: Arc::new(Semaphore::new(permits)),
+        request_timeout: Duration::from_secs(900),
+    }
+}
+
+fn bearer(token: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+    headers
+}
+
+fn refusal(admitted: Result<Admission, ServiceError>) -> ErrorCode {
+    match admitted {
+        Ok(_) => panic!("admitted"),
+        Err(err) => err.code,
+    }
+}
+
+fn admitted(admission: Result<Admission, ServiceError>) -> Admitted {
+    match admission {
+        Ok(Admission::Admitted(admitted)) => admitted,
+        Ok(Admission::Probe) => panic!("admitted as a probe"),
+        Err(err) => panic!("refused: {err:?}"),
+    }
+}
+
+#[test]
+fn shutting_down_refuses_everything_probes_too() {
+    let gate = gate(&[], 1);
+    gate.status.shutting_down.store(true, Ordering::Release);
+    assert_eq!(
+        refusal(gate.admit(&HeaderMap::new(), false)),
+        ErrorCode::ShuttingDown
+    );
+    assert_eq!(
+        refusal(gate.admit(&HeaderMap::new(), true)),
+        ErrorCode::ShuttingDown
+    );
+}
+
+#[test]
+fn probes_pass_auth_and_load_shedding() {
+    let gate = gate(&["s3cret"], 0);
+    assert!(matches!(
+        gate.admit(&HeaderMap::new(), true),
+        Ok(Admission::Probe)
+    ));
+    assert!(is_http_probe("/healthz") && is_http_probe("/readyz"));
+    assert!(!is_http_probe("/v1/sessions") && !is_http_probe("/healthz/x"));
+    assert!(is_grpc_probe("/grpc.health.v1.Health/Check"));
+    assert!(!is_grpc_probe("/toold.v1.ToolService/CreateSession"));
+}
+
+#[test]
+fn auth_comes_before_load_shedding_and_names_the_caller() {
+    let gate = gate(&["one", "two"], 0);
+    assert_eq!(
+        refusal(gate.admit(&HeaderMap::new(), false)),
+        ErrorCode::Unauthenticated
+    );
+    assert_eq!(
+        refusal(gate.admit(&bearer("three"), false)),
+        ErrorCode::Unauthenticated
+    );
+    // The right token, but no permit left.
+    assert_eq!(
+        refusal(gate.admit(&bearer("two"), false)),
+        ErrorCode::Overloaded
+    );
+    let gate = Gate {
+        permits: Arc::new(Semaphore::new(1)),
+        ..gate
+    };
+    let mut first = admitted(gate.admit(&bearer("two"), false));
+    assert_eq!(first.take_caller().0.as_deref(), Some("two"));
+    assert_eq!(
+        refusal(gate.admit(&bearer("one"), false)),
+        ErrorCode::Overloaded
+    );
+    drop(first);
+    admitted(gate.admit(&bearer("one"), false));
+}
+
+#[test]
+fn without_tokens_every_caller_is_anonymous() {
+    let gate = gate(&[], 1);
+    let mut anyone = admitted(gate.admit(&bearer("anything"), false));
+    assert_eq!(anyone.take_caller().0, None);
+}
+
+#[test]
+fn a_clients_deadline_shortens_the_servers_and_never_lengthens_it() {
+    let gate = gate(&[], 2);
+    let mut shorter = admitted(gate.admit(&HeaderMap::new(), false));
+    shorter.shorten_deadline(Duration::from_millis(250), "grpc-timeout");
+    assert_eq!(shorter.deadline.duration, Duration::from_millis(250));
+    assert_eq!(shorter.deadline.client_source, Some("grpc-timeout"));
+    let mut longer = admitted(gate.admit(&HeaderMap::new(), false));
+    longer.shorten_deadline(Duration::from_secs(3600), "grpc-timeout");
+    assert_eq!(
+        longer.deadline,
+        Deadline {
+            duration: Duration::from_secs(900),
+            client_source: None
+        }
+    );
+}
+
+#[tokio::test]
+async fn past_the_deadline_the_answer_is_timeout_and_the_permit_comes_back() {
+    let gate = gate(&[], 1);
+    let mut slow = admitted(gate.admit(&HeaderMap::new(), false));
+    slow.shorten_deadline(Duration::from_millis(1), "grpc-timeout");
+    let err = slow
+        .respond_within(std::future::pending::<()>())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Timeout);
+    assert!(
+        err.message.contains("grpc-timeout, 1 ms"),
+        "{}",
+        err.message
+    );
+    assert_eq!(gate.permits.available_permits(), 1);
+    let quick = admitted(gate.admit(&HeaderMap::new(), false));
+    assert_eq!(quick.respond_within(async { 7 }).await.ok(), Some(7));
+}
