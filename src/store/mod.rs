@@ -6,8 +6,8 @@
 //! restart), the audit log (one row per call, durable before the call's result is returned),
 //! offloaded results (readable by character range), events (for replay by seq), batches (for
 //! status, results and idempotent retries) and approvals. Only this module knows SQL; the core
-//! reaches it through [`Store`] and the two sink traits it extends ([`AuditSink`],
-//! [`ResultStore`]).
+//! reaches it through [`Store`] and the two dispatch ports it extends ([`AuditSink`],
+//! [`ResultStore`], in `dispatch/ports.rs`).
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -26,7 +26,7 @@ use crate::tool::ToolResult;
 
 pub mod postgres;
 pub mod sqlite;
-mod values;
+mod columns;
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;

@@ -12,7 +12,7 @@ use super::PostgresStore;
 use super::convert::{
     database_error, from_json, get, get_text, millis, optional_time, time, to_json, write_error,
 };
-use crate::store::values::check_decision;
+use crate::store::columns::check_decision;
 use crate::store::{ApprovalRecord, StoreError};
 
 impl PostgresStore {

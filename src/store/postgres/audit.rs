@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use super::PostgresStore;
 use super::convert::{database_error, from_i64, from_json, get, get_optional_text, get_text, time};
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
-use crate::store::values::{AuditRow, offloaded, parse_error_kind};
+use crate::store::columns::{AuditRow, offloaded, parse_error_kind};
 use crate::store::{CallPage, CallRow, StoreError};
 use crate::tool::ErrorKind;
 

@@ -1,13 +1,13 @@
 //! Postgres' column access and the mapping of sqlx errors to [`StoreError`] with the offending
 //! value in the message. The conversions every backend shares (times, counts, JSON) are in
-//! `store::values` and re-exported here.
+//! `store::columns` and re-exported here.
 
 use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Row};
 
 use crate::store::StoreError;
 
-pub use crate::store::values::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
+pub use crate::store::columns::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
 
 /// Postgres' SQLSTATE for a unique violation.
 const UNIQUE_VIOLATION: &str = "23505";

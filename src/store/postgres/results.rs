@@ -14,10 +14,10 @@ use tokio::io::AsyncReadExt;
 
 use super::PostgresStore;
 use super::convert::{database_error, from_i64, get, millis, to_i64};
-use crate::dispatch::sinks::{OffloadSource, TextChunk, TextChunker};
+use crate::dispatch::ports::{OffloadSource, TextChunk, TextChunker};
 use crate::dispatch::{ResultPage, ResultStore, SinkError};
 use crate::store::StoreError;
-use crate::store::values::{char_slice, page_or_unknown};
+use crate::store::columns::{char_slice, page_or_unknown};
 use crate::tool::OffloadedResult;
 
 /// Characters per chunk row (as on SQLite: few rows per result, little read beyond a page).

@@ -13,7 +13,7 @@ use super::convert::{
     database_error, from_i64, from_json, get, get_optional_text, millis, optional_time, time,
     to_i64, to_json, write_error,
 };
-use crate::store::values::{batch_status_text, parse_batch_status};
+use crate::store::columns::{batch_status_text, parse_batch_status};
 use crate::store::{BatchClaim, BatchRecord, SessionRecord, StoreError};
 use crate::tool::ToolResult;
 

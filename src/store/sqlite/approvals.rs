@@ -13,7 +13,7 @@ use super::convert::{
     database_error, from_json, get, millis, optional_time, sqlite_error, sqlite_write_error, time,
     to_json,
 };
-use crate::store::values::check_decision;
+use crate::store::columns::check_decision;
 use crate::store::{ApprovalRecord, StoreError};
 
 impl SqliteStore {

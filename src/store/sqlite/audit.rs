@@ -15,7 +15,7 @@ use super::SqliteStore;
 use super::convert::{database_error, from_i64, from_json, get, sqlite_error, time};
 use super::journal::Insert;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
-use crate::store::values::{AuditRow, offloaded, parse_error_kind};
+use crate::store::columns::{AuditRow, offloaded, parse_error_kind};
 use crate::store::{CallPage, CallRow, StoreError};
 use crate::tool::ErrorKind;
 

@@ -1,13 +1,13 @@
 //! SQLite's column access and the mapping of sqlx and rusqlite errors to [`StoreError`] with
 //! the offending value in the message; the conversions every backend shares (times, counts,
-//! JSON) are in `store::values` and re-exported here.
+//! JSON) are in `store::columns` and re-exported here.
 
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite};
 
 use crate::store::StoreError;
 
-pub use crate::store::values::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
+pub use crate::store::columns::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
 
 /// Maps a sqlx error to a store error; `context` says what was being done, with the values.
 pub fn database_error(context: &str, err: sqlx::Error) -> StoreError {

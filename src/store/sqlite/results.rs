@@ -22,10 +22,10 @@ use tokio::io::AsyncReadExt;
 
 use super::SqliteStore;
 use super::convert::{database_error, from_i64, get, millis, sqlite_error, to_i64};
-use crate::dispatch::sinks::{OffloadSource, TextChunk, TextChunker};
+use crate::dispatch::ports::{OffloadSource, TextChunk, TextChunker};
 use crate::dispatch::{ResultPage, ResultStore, SinkError};
 use crate::store::StoreError;
-use crate::store::values::{char_slice, page_or_unknown};
+use crate::store::columns::{char_slice, page_or_unknown};
 use crate::tool::OffloadedResult;
 
 /// Characters per chunk row: 64 Ki characters is 64–256 KiB of UTF-8, large enough that a

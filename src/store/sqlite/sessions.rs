@@ -15,7 +15,7 @@ use super::convert::{
     database_error, from_i64, from_json, get, millis, optional_time, sqlite_error,
     sqlite_write_error, time, to_i64, to_json,
 };
-use crate::store::values::{batch_status_text, parse_batch_status};
+use crate::store::columns::{batch_status_text, parse_batch_status};
 use crate::store::{BatchClaim, BatchRecord, BehindWrites, SessionRecord, StoreError};
 use crate::tool::ToolResult;
 

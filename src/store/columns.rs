@@ -1,8 +1,8 @@
-//! Conversions between the store's Rust types and column values that every SQL backend
-//! shares: times as integer milliseconds since the Unix epoch (negative before it), unsigned
-//! counts as signed 64-bit integers (refused when they do not fit), JSON as text, batch
-//! statuses, error kinds and offload columns; and the shared rules both backends apply
-//! (approval decisions, paging results by character).
+//! Column values: conversions between the store's Rust types and the values both dialects
+//! keep in their columns: times as integer milliseconds since the Unix epoch (negative before
+//! it), unsigned counts as signed 64-bit integers (refused when they do not fit), JSON as
+//! text, batch statuses, error kinds and offload columns; and the shared rules both backends
+//! apply (approval decisions, paging results by character).
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -142,7 +142,7 @@ pub fn check_decision(decision: &str) -> Result<(), StoreError> {
     }
 }
 
-/// A page read from the store, as the sink traits answer: an unknown result is an error
+/// A page read from the store, as the dispatch ports answer: an unknown result is an error
 /// naming it.
 pub fn page_or_unknown(
     result_id: &str,
