@@ -163,7 +163,7 @@ impl ToolService {
             "batch_id": record.batch_id,
             "session_id": record.session_id,
             "status": record.status,
-            "format": record.format,
+            "format": record.format.as_str(),
             "calls": record.call_count,
             "created_at": humantime::format_rfc3339_millis(record.created_at).to_string(),
             "completed_at": record.completed_at.map(|t| humantime::format_rfc3339_millis(t).to_string()),
@@ -321,7 +321,7 @@ fn batch_record(session_id: &str, request: &BatchRequest, request_hash: String) 
     BatchRecord {
         batch_id: new_batch_id(),
         session_id: session_id.to_owned(),
-        format: request.format.as_str().to_owned(),
+        format: request.format,
         idempotency_key: request.idempotency_key.clone(),
         request_hash,
         status: BatchStatus::Running,

@@ -237,7 +237,7 @@ fn new_record(
     BatchRecord {
         batch_id: new_batch_id(),
         session_id: session_id.to_owned(),
-        format: "toold".to_owned(),
+        format: crate::registry::calls::BatchFormat::Toold,
         idempotency_key,
         request_hash,
         status: BatchStatus::Running,
