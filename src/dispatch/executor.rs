@@ -24,7 +24,7 @@ use super::Dispatcher;
 use super::call_events;
 use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
-use super::sinks::HeldAudit;
+use super::ports::HeldAudit;
 use crate::event::{EventData, EventDraft, EventType};
 use crate::permission::PermissionLevel;
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};

@@ -10,7 +10,7 @@ mod call_events;
 pub mod executor;
 pub mod partition;
 pub mod pipeline;
-pub mod sinks;
+pub mod ports;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use executor::{BatchOutcome, BatchUpdate};
 pub use partition::{CallGroup, partition};
-pub use sinks::{
+pub use ports::{
     AuditRecord, AuditSink, HeldAudit, InMemoryAuditLog, InMemoryResultStore, ResultPage,
     ResultStore, SinkError,
 };

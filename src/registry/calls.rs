@@ -33,6 +33,21 @@ impl BatchFormat {
     }
 }
 
+/// The format [`BatchFormat::as_str`] names; any other name is an error naming it.
+impl std::str::FromStr for BatchFormat {
+    type Err = EnvelopeError;
+
+    fn from_str(name: &str) -> Result<BatchFormat, EnvelopeError> {
+        match name {
+            "toold" => Ok(BatchFormat::Toold),
+            "anthropic" => Ok(BatchFormat::Anthropic),
+            "openai" => Ok(BatchFormat::OpenAi),
+            "openai_chat" => Ok(BatchFormat::OpenAiChat),
+            other => Err(EnvelopeError::UnknownFormat(other.to_owned())),
+        }
+    }
+}
+
 /// Why a batch body is refused as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvelopeError {

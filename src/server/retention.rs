@@ -56,7 +56,7 @@ pub fn spawn(
 mod tests {
     use super::*;
     use crate::event::{Event, EventType};
-    use crate::store::{EventFilter, SqliteStore};
+    use crate::store::{EventFilter, EventStore, SqliteStore};
 
     fn event(seq: u64, ts: SystemTime) -> Arc<Event> {
         Arc::new(Event {

@@ -155,7 +155,7 @@ impl ToolService {
             // The same hash means the same request, so the same shape as this one.
             BatchClaim::Existing(earlier) => Ok(Some(BatchOutcome {
                 batch_id: earlier.batch_id,
-                format: record_format(record)?,
+                format: record.format,
                 results: earlier.results.unwrap_or_default().into(),
                 replayed: true,
             })),
@@ -236,7 +236,7 @@ pub(super) fn new_record(
     BatchRecord {
         batch_id: new_batch_id(),
         session_id: session_id.to_owned(),
-        format: format.as_str().to_owned(),
+        format,
         idempotency_key,
         request_hash,
         status: BatchStatus::Running,
@@ -244,19 +244,5 @@ pub(super) fn new_record(
         results: None,
         created_at: SystemTime::now(),
         completed_at: None,
-    }
-}
-
-/// The shape a record was made for: an unknown stored format is an error, never a default.
-fn record_format(record: &BatchRecord) -> Result<BatchFormat, ServiceError> {
-    match record.format.as_str() {
-        "toold" => Ok(BatchFormat::Toold),
-        "anthropic" => Ok(BatchFormat::Anthropic),
-        "openai" => Ok(BatchFormat::OpenAi),
-        "openai_chat" => Ok(BatchFormat::OpenAiChat),
-        other => Err(ServiceError::internal(format!(
-            "batch \"{}\" has unknown format \"{other}\"",
-            record.batch_id
-        ))),
     }
 }

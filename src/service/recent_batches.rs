@@ -124,7 +124,7 @@ mod tests {
         BatchRecord {
             batch_id: id.to_owned(),
             session_id: "s1".to_owned(),
-            format: "toold".to_owned(),
+            format: crate::registry::calls::BatchFormat::Toold,
             idempotency_key: None,
             request_hash: String::new(),
             status: BatchStatus::Running,

@@ -6,8 +6,17 @@
 //! restart), the audit log (one row per call, durable before the call's result is returned),
 //! offloaded results (readable by character range), events (for replay by seq), batches (for
 //! status, results and idempotent retries) and approvals. Only this module knows SQL; the core
-//! reaches it through [`Store`] and the two sink traits it extends ([`AuditSink`],
-//! [`ResultStore`]).
+//! reaches it through [`Store`], the umbrella of one trait per area ([`SessionStore`],
+//! [`BatchStore`], [`AuditStore`], [`EventStore`], [`ApprovalStore`], [`NodeStore`]) and the
+//! two dispatch ports ([`AuditSink`], [`ResultStore`], in `dispatch/ports.rs`).
+//!
+//! What the dialects share is written once here: `reads` holds every read query (one SQL for
+//! both), `rows` decodes every record from its row, `columns` converts values to and from
+//! columns, `results` streams and pages offloaded outputs over each dialect's write
+//! statements; each dialect only says what differs (`Dialect`, in its `convert.rs`).
+//! What differs stays in `sqlite/` and `postgres/`: the SQL, the write paths (SQLite's writer
+//! thread and audit journal, Postgres' group-committed multi-row inserts) and the column types
+//! (Postgres keeps text a model chose as BYTEA).
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -22,11 +31,15 @@ use tokio::sync::watch;
 use crate::dispatch::{AuditRecord, AuditSink, ResultStore};
 use crate::event::{Event, EventType};
 use crate::permission::PermissionLevel;
+use crate::registry::calls::BatchFormat;
 use crate::tool::ToolResult;
 
+mod columns;
 pub mod postgres;
+mod reads;
+mod results;
+mod rows;
 pub mod sqlite;
-mod values;
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -91,7 +104,7 @@ pub struct CallRow {
     /// The daemon that ran the call.
     pub node: String,
     /// The call never finished: the daemon running it stopped (see
-    /// [`Store::mark_interrupted_calls`]). Such a row is an error of kind `cancelled` with
+    /// [`NodeStore::mark_interrupted_calls`]). Such a row is an error of kind `cancelled` with
     /// no output.
     pub interrupted: bool,
     pub record: AuditRecord,
@@ -118,8 +131,9 @@ pub enum BatchStatus {
 pub struct BatchRecord {
     pub batch_id: String,
     pub session_id: String,
-    /// The request's shape (`toold`, `anthropic`, `openai`, `openai_chat`).
-    pub format: String,
+    /// The request's shape; stored by its name (`toold`, `anthropic`, `openai`,
+    /// `openai_chat`), and a stored name that is none of these reads back as corruption.
+    pub format: BatchFormat,
     pub idempotency_key: Option<String>,
     /// A hash of the request body, to tell a retry from a different request with the same key.
     pub request_hash: String,
@@ -191,7 +205,7 @@ pub struct NodeRecord {
     pub heartbeat_at: SystemTime,
 }
 
-/// What finished batches leave to be written behind their answers ([`Store::write_behind`]).
+/// What finished batches leave to be written behind their answers ([`BatchStore::write_behind`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BehindWrites {
     /// Completed batches without an idempotency key.
@@ -206,7 +220,7 @@ impl BehindWrites {
     }
 }
 
-/// Events deleted per statement when pruning ([`Store::prune_events`]).
+/// Events deleted per statement when pruning ([`EventStore::prune_events`]).
 pub const PRUNE_CHUNK_EVENTS: u64 = 10_000;
 
 /// Runs `delete_chunk` (one statement deleting at most [`PRUNE_CHUNK_EVENTS`] old events)
@@ -226,16 +240,46 @@ where
     }
 }
 
-/// Everything the daemon persists. Implementations must be safe to call concurrently; every
-/// method that writes returns once the write is durable.
+/// Everything the daemon persists: one trait per area, each implemented by each dialect in
+/// the file of that area (`sqlite/sessions.rs`, `postgres/events.rs`, …), plus the two
+/// dispatch ports the audit log and the offload store implement ([`AuditSink`],
+/// [`ResultStore`]) and what concerns the store as a whole ([`StoreLifecycle`]). Every type
+/// that implements them all is a `Store` (a blanket impl), so the core holds one
+/// `Arc<dyn Store>` and calls any area through it.
 ///
-/// Times are kept to the millisecond: a `SystemTime` read back is the one written, truncated
-/// to whole milliseconds since the epoch. Writes naming a session, batch or approval that does
-/// not exist fail with [`StoreError::NotFound`]; writes repeating an identity (a session id, a
-/// batch id, an event seq) fail with [`StoreError::Conflict`].
+/// What every area promises: implementations are safe to call concurrently; every method
+/// that writes returns once the write is durable. Times are kept to the millisecond: a
+/// `SystemTime` read back is the one written, truncated to whole milliseconds since the epoch.
+/// Writes naming a session, batch or approval that does not exist fail with
+/// [`StoreError::NotFound`]; writes repeating an identity (a session id, a batch id, an event
+/// seq) fail with [`StoreError::Conflict`].
+pub trait Store:
+    SessionStore
+    + BatchStore
+    + AuditStore
+    + EventStore
+    + ApprovalStore
+    + NodeStore
+    + ResultStore
+    + StoreLifecycle
+{
+}
+
+impl<T> Store for T where
+    T: SessionStore
+        + BatchStore
+        + AuditStore
+        + EventStore
+        + ApprovalStore
+        + NodeStore
+        + ResultStore
+        + StoreLifecycle
+{
+}
+
+/// Sessions: what each was created with and the state its calls leave behind.
 #[async_trait]
-pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
-    // Sessions.
+pub trait SessionStore: Send + Sync + 'static {
     /// Records a new session; [`StoreError::Conflict`] if its id is taken.
     async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
     /// Replaces a session's state (closed sessions too); [`StoreError::NotFound`] if unknown.
@@ -245,18 +289,12 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     async fn list_sessions(&self, include_closed: bool) -> Result<Vec<SessionRecord>, StoreError>;
     /// Marks a session closed; `false` if it was unknown or already closed.
     async fn close_session(&self, session_id: &str) -> Result<bool, StoreError>;
+}
 
-    // The audit log (rows arrive through `AuditSink::record`).
-    /// A session's audit rows in the order they were recorded, after cursor `after`, at most
-    /// `limit` (0 gives an empty page whose `next_cursor` says whether rows remain).
-    async fn list_calls(
-        &self,
-        session_id: &str,
-        after: Option<i64>,
-        limit: u32,
-    ) -> Result<CallPage, StoreError>;
-
-    // Batches and idempotency.
+/// Batches and idempotency. A batch belongs to a session, and what a finished batch leaves
+/// behind includes its session's state, hence the supertrait.
+#[async_trait]
+pub trait BatchStore: SessionStore {
     /// Records a new running batch, unless `batch.idempotency_key` is already used in the
     /// session: then the earlier batch (same request hash) or a conflict (different hash).
     /// Atomic: two concurrent claims with one key give one `New`. A batch without a key is
@@ -264,10 +302,10 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     /// [`StoreError::Conflict`] if the batch id is taken.
     async fn claim_batch(&self, batch: &BatchRecord) -> Result<BatchClaim, StoreError>;
     /// Writes what finished batches leave behind their answers, which nobody waits on: the
-    /// records of batches without an idempotency key (as [`Store::claim_batch`] would) and
-    /// session states (as [`Store::save_session_state`] would; a session no longer stored is
-    /// skipped). A store may hold these for its next commit. Each item stands or fails on its
-    /// own; the failures come back, an empty list when everything was written.
+    /// records of batches without an idempotency key (as [`BatchStore::claim_batch`] would)
+    /// and session states (as [`SessionStore::save_session_state`] would; a session no longer
+    /// stored is skipped). A store may hold these for its next commit. Each item stands or
+    /// fails on its own; the failures come back, an empty list when everything was written.
     async fn write_behind(&self, writes: &BehindWrites) -> Vec<StoreError> {
         let mut failures = Vec::new();
         for batch in &writes.batches {
@@ -295,8 +333,24 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
         session_id: &str,
         batch_id: &str,
     ) -> Result<Option<BatchRecord>, StoreError>;
+}
 
-    // Events.
+/// The audit log read back; its rows arrive through the [`AuditSink`] port.
+#[async_trait]
+pub trait AuditStore: AuditSink {
+    /// A session's audit rows in the order they were recorded, after cursor `after`, at most
+    /// `limit` (0 gives an empty page whose `next_cursor` says whether rows remain).
+    async fn list_calls(
+        &self,
+        session_id: &str,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<CallPage, StoreError>;
+}
+
+/// Events kept for replay.
+#[async_trait]
+pub trait EventStore: Send + Sync + 'static {
     /// Stores events (seqs as the bus numbered them) all or none; [`StoreError::Conflict`] if
     /// a seq is already stored.
     async fn append_events(&self, events: &[Arc<Event>]) -> Result<(), StoreError>;
@@ -330,8 +384,11 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     /// highest stored seq: with every event gone, a restart would number from 1 again, and a
     /// subscriber resuming with `Last-Event-ID` would skip the new events as already seen.
     async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError>;
+}
 
-    // Approvals.
+/// Approvals: calls waiting for a person's decision.
+#[async_trait]
+pub trait ApprovalStore: Send + Sync + 'static {
     /// Records an approval; [`StoreError::NotFound`] if its session is unknown,
     /// [`StoreError::Conflict`] if its id is taken.
     async fn insert_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError>;
@@ -346,15 +403,18 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
         decision: &str,
         decided_by: &str,
     ) -> Result<bool, StoreError>;
+}
 
-    // Daemons and session ownership.
+/// Daemons using the store, and the sessions and calls a stopped one leaves behind.
+#[async_trait]
+pub trait NodeStore: Send + Sync + 'static {
     /// Whether several daemons may use this store at once (events are then numbered by the
     /// store, and sessions belong to the daemon that created them).
     fn is_shared(&self) -> bool {
         false
     }
     /// Records `node` (address, start) or refreshes its heartbeat; clears an earlier claim
-    /// on it ([`Store::claim_silent_node`]), since it is alive again.
+    /// on it ([`NodeStore::claim_silent_node`]), since it is alive again.
     async fn heartbeat(&self, node: &NodeRecord) -> Result<(), StoreError>;
     async fn get_node(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError>;
     /// Every node that has ever used the store, by id.
@@ -380,7 +440,11 @@ pub trait Store: AuditSink + ResultStore + Send + Sync + 'static {
     /// call finished. Only for a session whose calls cannot be running (its owner is gone,
     /// or the owner itself is starting). Returns how many rows were written.
     async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError>;
+}
 
+/// What concerns the store as a whole rather than one area.
+#[async_trait]
+pub trait StoreLifecycle: Send + Sync + 'static {
     /// Finishes the writes in flight and releases the database (graceful shutdown). Calls
     /// after it fail. The default has nothing to release.
     async fn close(&self) {}

@@ -14,7 +14,7 @@ use toold::permission::{
     Approvals, Approver, DecidedBy, PermissionDecision, PermissionLevel, Resolution, RulePolicy,
     ToolNames,
 };
-use toold::store::{SessionRecord, SqliteStore, Store};
+use toold::store::{SessionRecord, SessionStore, SqliteStore, Store};
 use toold::tool::{ErrorKind, ToolOutput};
 
 use crate::harness::*;

@@ -213,3 +213,32 @@ pub async fn a_duplicate_batch_id_is_a_conflict(backend: Backend) {
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
     assert!(err.to_string().contains("\"b1\""), "{err}");
 }
+
+/// A stored batch whose format is none of the four (written behind the store's back) reads
+/// back as corruption naming the batch and the format, never as a default; so does a claim
+/// that finds it holding its key.
+pub async fn a_stored_batch_of_an_unknown_format_is_an_error_naming_it(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
+    fixture
+        .execute_raw(
+            "INSERT INTO batches (batch_id, session_id, format, idempotency_key, request_hash, \
+             status, call_count, results, created_at, completed_at) \
+             VALUES ('b-1', 's1', 'xml', 'k1', 'h1', 'running', 1, NULL, 0, NULL)",
+        )
+        .await;
+    let err = fixture.store.get_batch("s1", "b-1").await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("stored batch \"b-1\" has unknown format \"xml\""),
+        "{err}"
+    );
+    let claimed = fixture
+        .store
+        .claim_batch(&batch("b-2", "s1", Some("k1"), "h1"))
+        .await;
+    assert!(
+        matches!(&claimed, Err(StoreError::Corrupt(message)) if message.contains("\"xml\"")),
+        "{claimed:?}"
+    );
+}

@@ -17,6 +17,7 @@ use tempfile::TempDir;
 use toold::dispatch::AuditRecord;
 use toold::event::{Event, EventType};
 use toold::permission::{DecidedBy, PermissionDecision, PermissionLevel};
+use toold::registry::calls::BatchFormat;
 use toold::store::{ApprovalRecord, BatchRecord, BatchStatus, SessionRecord, Store};
 use toold::tool::{ErrorKind, OffloadedResult};
 
@@ -81,6 +82,32 @@ impl Fixture {
         toold::store::open(&self.url, node_id)
             .await
             .expect("open the store again")
+    }
+
+    /// Runs `sql` on the database behind the store's back, on a connection of its own: to
+    /// plant rows the store itself would never write.
+    pub async fn execute_raw(&self, sql: &str) {
+        use sqlx::{ConnectOptions, Connection};
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        if self.schema.is_some() {
+            let mut connection = sqlx::PgConnection::connect(&self.url)
+                .await
+                .expect("connect to the test schema");
+            sqlx::raw_sql(sql)
+                .execute(&mut connection)
+                .await
+                .expect("raw SQL runs");
+        } else {
+            let mut connection = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&self.url)
+                .connect()
+                .await
+                .expect("open the test database");
+            sqlx::raw_sql(sql)
+                .execute(&mut connection)
+                .await
+                .expect("raw SQL runs");
+        }
     }
 
     /// Drops the store without closing it (as a crash would) and opens the same database.
@@ -233,7 +260,7 @@ pub fn batch(batch_id: &str, session_id: &str, key: Option<&str>, hash: &str) ->
     BatchRecord {
         batch_id: batch_id.to_owned(),
         session_id: session_id.to_owned(),
-        format: "anthropic".to_owned(),
+        format: BatchFormat::Anthropic,
         idempotency_key: key.map(str::to_owned),
         request_hash: hash.to_owned(),
         status: BatchStatus::Running,

@@ -61,6 +61,7 @@ conformance! {
         completing_an_unknown_batch_is_not_found,
         claiming_for_an_unknown_session_is_not_found,
         a_duplicate_batch_id_is_a_conflict,
+        a_stored_batch_of_an_unknown_format_is_an_error_naming_it,
     ],
     calls: [
         a_row_reads_back_with_every_field_and_the_node,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use toold::dispatch::AuditSink;
-use toold::store::{SqliteStore, Store, StoreError};
+use toold::store::{AuditStore, SqliteStore, Store, StoreError};
 
 use crate::harness::{NODE, audit_record};
 

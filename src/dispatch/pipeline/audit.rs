@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use super::{CallOutcome, CallRequest, Next, Phase, run_next};
-use crate::dispatch::sinks::{AuditRecord, AuditSink};
+use crate::dispatch::ports::{AuditRecord, AuditSink};
 
 pub struct Audit {
     sink: Arc<dyn AuditSink>,

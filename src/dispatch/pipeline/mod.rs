@@ -30,7 +30,7 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{DispatchDeps, DispatchSettings};
-use crate::dispatch::sinks::HeldAudit;
+use crate::dispatch::ports::HeldAudit;
 use crate::permission::PermissionDecision;
 use crate::registry::{RegisteredTool, UnknownTool};
 use crate::tool::{

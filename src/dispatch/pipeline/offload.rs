@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 
 use super::{CallOutcome, CallRequest, Next, Phase, SpilledResult, run_next};
-use crate::dispatch::sinks::{ResultStore, SinkError};
+use crate::dispatch::ports::{ResultStore, SinkError};
 use crate::tool::{OffloadedResult, PreviewStyle};
 
 /// The largest preview the model gets, whatever the tool's limit.

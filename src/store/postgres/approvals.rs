@@ -6,20 +6,17 @@
 
 use std::time::SystemTime;
 
-use sqlx::postgres::PgRow;
+use async_trait::async_trait;
 
 use super::PostgresStore;
-use super::convert::{
-    database_error, from_json, get, get_text, millis, optional_time, time, to_json, write_error,
-};
-use crate::store::values::check_decision;
-use crate::store::{ApprovalRecord, StoreError};
+use super::convert::{database_error, millis, to_json, write_error};
+use crate::store::columns::check_decision;
+use crate::store::reads;
+use crate::store::{ApprovalRecord, ApprovalStore, StoreError};
 
-impl PostgresStore {
-    pub(super) async fn insert_approval_row(
-        &self,
-        approval: &ApprovalRecord,
-    ) -> Result<(), StoreError> {
+#[async_trait]
+impl ApprovalStore for PostgresStore {
+    async fn insert_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError> {
         let what = format!("approval \"{}\"", approval.id);
         if let Some(decision) = &approval.decision {
             check_decision(decision)?;
@@ -45,30 +42,11 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub(super) async fn pending_approval_rows(
-        &self,
-        session_id: &str,
-    ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        sqlx::query(
-            "SELECT id, session_id, call_id, tool, input, reason, created_at, decision, \
-             decided_by, decided_at FROM approvals \
-             WHERE session_id = $1 AND decision IS NULL ORDER BY created_at, id",
-        )
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|err| {
-            database_error(
-                &format!("listing the approvals of session \"{session_id}\""),
-                err,
-            )
-        })?
-        .iter()
-        .map(approval)
-        .collect()
+    async fn pending_approvals(&self, session_id: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+        reads::pending_approvals(&self.pool, session_id).await
     }
 
-    pub(super) async fn resolve_approval_row(
+    async fn resolve_approval(
         &self,
         approval_id: &str,
         decision: &str,
@@ -88,23 +66,4 @@ impl PostgresStore {
         .map(|done| done.rows_affected() == 1)
         .map_err(|err| database_error(&format!("resolving approval \"{approval_id}\""), err))
     }
-}
-
-fn approval(row: &PgRow) -> Result<ApprovalRecord, StoreError> {
-    let id: String = get(row, "id")?;
-    Ok(ApprovalRecord {
-        session_id: get(row, "session_id")?,
-        call_id: get_text(row, "call_id")?,
-        tool: get(row, "tool")?,
-        input: from_json(
-            &get::<String>(row, "input")?,
-            &format!("column input of approval \"{id}\""),
-        )?,
-        reason: get(row, "reason")?,
-        created_at: time(get(row, "created_at")?),
-        decision: get(row, "decision")?,
-        decided_by: get(row, "decided_by")?,
-        decided_at: optional_time(get(row, "decided_at")?),
-        id,
-    })
 }

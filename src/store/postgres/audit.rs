@@ -1,4 +1,5 @@
-//! The audit log on Postgres: [`AuditSink`] with group commit, and reading rows back by cursor.
+//! The audit log on Postgres: [`AuditSink`] with group commit, and reading rows back by cursor
+//! ([`AuditStore`], rows decoded by `store::rows`).
 //!
 //! `record` converts its row to column values in the caller's task and hands it to the
 //! writer task, which takes everything queued (at most [`GROUP_ROWS`]) and inserts it with one
@@ -10,29 +11,21 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::PgPool;
 use sqlx::{Postgres, QueryBuilder};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::PostgresStore;
-use super::convert::{database_error, from_i64, from_json, get, get_optional_text, get_text, time};
+use super::convert::database_error;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
-use crate::store::values::{AuditRow, offloaded, parse_error_kind};
-use crate::store::{CallPage, CallRow, StoreError};
+use crate::store::columns::AuditRow;
+use crate::store::reads;
+use crate::store::{AuditStore, CallPage, StoreError};
 use crate::tool::ErrorKind;
 
 /// Rows per INSERT at most (17 parameters each, under Postgres' 65 535).
 const GROUP_ROWS: usize = 1024;
-
-/// The columns `call_row` reads, for `concat!` into static SQL.
-macro_rules! call_columns {
-    () => {
-        "cursor, node, session_id, batch_id, call_id, call_index, \
-     requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
-         result_total_chars, started_at, duration_ms, interrupted"
-    };
-}
 
 type Pending = (AuditRow, oneshot::Sender<Result<(), StoreError>>);
 
@@ -145,74 +138,14 @@ impl AuditSink for PostgresStore {
     }
 }
 
-impl PostgresStore {
-    pub(super) async fn list_call_rows(
+#[async_trait]
+impl AuditStore for PostgresStore {
+    async fn list_calls(
         &self,
         session_id: &str,
         after: Option<i64>,
         limit: u32,
     ) -> Result<CallPage, StoreError> {
-        let after = after.unwrap_or(0);
-        // One more than asked tells whether another page follows.
-        const SQL: &str = concat!(
-            "SELECT ",
-            call_columns!(),
-            " FROM calls WHERE session_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3"
-        );
-        let fetched = sqlx::query(SQL)
-            .bind(session_id)
-            .bind(after)
-            .bind(i64::from(limit) + 1)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|err| {
-                database_error(
-                    &format!("listing the calls of session \"{session_id}\""),
-                    err,
-                )
-            })?;
-        let more = fetched.len() > limit as usize;
-        let rows = fetched
-            .iter()
-            .take(limit as usize)
-            .map(call_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        let next_cursor = more.then(|| rows.last().map_or(after, |row| row.cursor));
-        Ok(CallPage { rows, next_cursor })
+        reads::calls(&self.pool, session_id, after, limit).await
     }
-}
-
-fn call_row(row: &PgRow) -> Result<CallRow, StoreError> {
-    let cursor: i64 = get(row, "cursor")?;
-    let what = |column: &str| format!("column {column} of call row {cursor}");
-    let error_kind = parse_error_kind(get(row, "error_kind")?, &what("error_kind"))?;
-    let offloaded = offloaded(
-        get(row, "result_id")?,
-        get(row, "result_total_chars")?,
-        &what("result_total_chars"),
-    )?;
-    let record = AuditRecord {
-        session_id: get(row, "session_id")?,
-        batch_id: get(row, "batch_id")?,
-        call_id: get_text(row, "call_id")?,
-        index: from_i64(get(row, "call_index")?, &what("call_index"))?,
-        requested_name: get_text(row, "requested_name")?,
-        tool: get_optional_text(row, "tool")?,
-        input: from_json(&get::<String>(row, "input")?, &what("input"))?,
-        decision: get::<Option<String>>(row, "decision")?
-            .map(|text| from_json(&text, &what("decision")))
-            .transpose()?,
-        is_error: get(row, "is_error")?,
-        error_kind,
-        output_chars: from_i64(get(row, "output_chars")?, &what("output_chars"))?,
-        offloaded,
-        started_at: time(get(row, "started_at")?),
-        duration_ms: get(row, "duration_ms")?,
-    };
-    Ok(CallRow {
-        cursor,
-        node: get(row, "node")?,
-        interrupted: get(row, "interrupted")?,
-        record,
-    })
 }

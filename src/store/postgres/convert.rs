@@ -1,13 +1,17 @@
-//! Postgres' column access and the mapping of sqlx errors to [`StoreError`] with the offending
-//! value in the message. The conversions every backend shares (times, counts, JSON) are in
-//! `store::values` and re-exported here.
+//! What is Postgres' own in reading and writing rows: its [`Dialect`] (text a model or client
+//! chose is BYTEA holding UTF-8, see the migration's header) and the mapping of sqlx errors to
+//! [`StoreError`] with the offending value in the message. The conversions every backend
+//! shares (times, counts, JSON) are in `store::columns` and re-exported here.
 
-use sqlx::postgres::PgRow;
-use sqlx::{Postgres, Row};
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
 
 use crate::store::StoreError;
+use crate::store::reads::{Bind, Dialect};
+use crate::store::rows::get;
 
-pub use crate::store::values::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
+pub use crate::store::columns::{from_i64, millis, to_i64, to_json};
 
 /// Postgres' SQLSTATE for a unique violation.
 const UNIQUE_VIOLATION: &str = "23505";
@@ -43,27 +47,35 @@ pub fn write_error(context: &str, identity: &str, parent: &str, err: sqlx::Error
     database_error(context, err)
 }
 
-/// A column of a row; a missing or mistyped column is corruption (the schema is ours).
-pub fn get<'r, T>(row: &'r PgRow, column: &str) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
-{
-    row.try_get(column)
-        .map_err(|err| StoreError::Corrupt(format!("column {column}: {err}")))
-}
+/// Text a model or client chose is BYTEA holding UTF-8 (see the migration's header): bound as
+/// bytes, read back as text borrowed from the row.
+impl Dialect for Postgres {
+    fn bind<'q>(
+        query: Query<'q, Postgres, PgArguments>,
+        value: Bind<'q>,
+    ) -> Query<'q, Postgres, PgArguments> {
+        match value {
+            Bind::Text(text) => query.bind(text),
+            Bind::Chosen(text) => query.bind(text.as_bytes()),
+            Bind::Integer(value) => query.bind(value),
+            Bind::Boolean(value) => query.bind(value),
+        }
+    }
 
-/// A BYTEA column holding UTF-8 text (see the migration's header).
-pub fn get_text(row: &PgRow, column: &str) -> Result<String, StoreError> {
-    text(get::<Vec<u8>>(row, column)?, column)
-}
+    fn optional_chosen_text<'r>(
+        row: &'r PgRow,
+        column: &str,
+    ) -> Result<Option<&'r str>, StoreError> {
+        get::<_, Option<&[u8]>>(row, column)?
+            .map(|bytes| {
+                std::str::from_utf8(bytes).map_err(|err| {
+                    StoreError::Corrupt(format!("column {column} is not UTF-8: {err}"))
+                })
+            })
+            .transpose()
+    }
 
-pub fn get_optional_text(row: &PgRow, column: &str) -> Result<Option<String>, StoreError> {
-    get::<Option<Vec<u8>>>(row, column)?
-        .map(|bytes| text(bytes, column))
-        .transpose()
-}
-
-fn text(bytes: Vec<u8>, column: &str) -> Result<String, StoreError> {
-    String::from_utf8(bytes)
-        .map_err(|err| StoreError::Corrupt(format!("column {column} is not UTF-8: {err}")))
+    fn read_error(context: &str, err: sqlx::Error) -> StoreError {
+        database_error(context, err)
+    }
 }

@@ -17,17 +17,17 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use sqlx::postgres::{PgListener, PgPool, PgRow};
+use async_trait::async_trait;
+use sqlx::postgres::{PgListener, PgPool};
 use sqlx::{Postgres, QueryBuilder};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::PostgresStore;
-use super::convert::{
-    database_error, from_i64, from_json, get, get_optional_text, millis, time, to_i64, write_error,
-};
-use crate::event::{Event, EventType};
-use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError, delete_in_chunks};
+use super::convert::{database_error, from_i64, millis, to_i64, write_error};
+use crate::event::Event;
+use crate::store::reads;
+use crate::store::{EventFilter, EventStore, PRUNE_CHUNK_EVENTS, StoreError, delete_in_chunks};
 
 /// Events per INSERT at most (8 parameters each).
 const INSERT_ROWS: usize = 4096;
@@ -54,7 +54,7 @@ impl PostgresStore {
         numbered: bool,
     ) -> Result<Range<u64>, StoreError> {
         if events.is_empty() {
-            let last = self.last_event_seq_row().await?;
+            let last = self.last_event_seq().await?;
             return Ok(last + 1..last + 1);
         }
         let context = format!("appending {} events", events.len());
@@ -115,71 +115,46 @@ impl PostgresStore {
             None => failed,
         }
     }
+}
 
-    pub(super) async fn read_event_rows(
+#[async_trait]
+impl EventStore for PostgresStore {
+    async fn append_events(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
+        self.append_event_rows(events, false).await.map(|_| ())
+    }
+
+    async fn append_events_numbered(
+        &self,
+        events: &[Arc<Event>],
+    ) -> Result<Range<u64>, StoreError> {
+        self.append_event_rows(events, true).await
+    }
+
+    fn event_wakeups(&self) -> Option<watch::Receiver<u64>> {
+        Some(self.listener.wakeups())
+    }
+
+    async fn read_events(
         &self,
         filter: &EventFilter,
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
-        let Ok(after_seq) = i64::try_from(after_seq) else {
-            return Ok(Vec::new());
-        };
-        let mut query = QueryBuilder::<Postgres>::new(
-            "SELECT seq, ts, type, session_id, batch_id, call_id, tool, data FROM events \
-             WHERE seq > ",
-        );
-        query.push_bind(after_seq);
-        if let Some(session_id) = &filter.session_id {
-            query
-                .push(" AND session_id = ")
-                .push_bind(session_id.as_str());
-        }
-        if let Some(tool) = &filter.tool {
-            query.push(" AND tool = ").push_bind(tool.as_bytes());
-        }
-        if let Some(event_type) = filter.event_type {
-            query.push(" AND type = ").push_bind(event_type.as_str());
-        }
-        query
-            .push(" ORDER BY seq LIMIT ")
-            .push_bind(i64::from(limit));
-        query
-            .build()
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|err| database_error(&format!("reading events after seq {after_seq}"), err))?
-            .iter()
-            .map(event)
-            .collect()
+        reads::events(&self.pool, filter, after_seq, limit).await
     }
 
-    pub(super) async fn last_event_seq_row(&self) -> Result<u64, StoreError> {
-        let last: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM events")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|err| database_error("reading the last event seq", err))?;
-        from_i64(last.unwrap_or(0), "event seq")
+    async fn last_event_seq(&self) -> Result<u64, StoreError> {
+        reads::last_event_seq(&self.pool).await
     }
 
-    pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
-        let before = millis(before);
-        let failed = |err| database_error(&format!("pruning events before {before} ms"), err);
-        // Seqs are given in time order: the events to go are those before the first event at
-        // or after the cutoff (see the SQLite store), found once walking the primary key, and
-        // never the newest; then deleted a chunk per statement.
-        let bound: Option<i64> = sqlx::query_scalar(
-            "SELECT coalesce(\
-             (SELECT seq FROM events WHERE ts >= $1 ORDER BY seq LIMIT 1), \
-             (SELECT max(seq) FROM events))",
-        )
-        .bind(before)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(failed)?;
-        let Some(bound) = bound else {
+    async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError> {
+        // The events to go are those before the bound (see `reads::prune_bound`), deleted a
+        // chunk per statement.
+        let Some(bound) = reads::prune_bound(&self.pool, before).await? else {
             return Ok(0);
         };
+        let before = millis(before);
+        let failed = |err| database_error(&format!("pruning events before {before} ms"), err);
         delete_in_chunks(|| async move {
             sqlx::query(
                 "DELETE FROM events WHERE seq IN \
@@ -212,29 +187,6 @@ fn insert(events: &[Arc<Event>], seqs: &[i64]) -> QueryBuilder<Postgres> {
             .push_bind(event.data.json().to_owned());
     });
     query
-}
-
-fn event(row: &PgRow) -> Result<Event, StoreError> {
-    let seq: i64 = get(row, "seq")?;
-    let type_text: String = get(row, "type")?;
-    let event_type = EventType::parse(&type_text).ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "column type of event seq {seq}: unknown event type \"{type_text}\""
-        ))
-    })?;
-    Ok(Event {
-        seq: from_i64(seq, "event seq")?,
-        ts: time(get(row, "ts")?),
-        event_type,
-        session_id: Arc::from(get::<String>(row, "session_id")?),
-        batch_id: get::<Option<String>>(row, "batch_id")?.map(Arc::from),
-        call_id: get_optional_text(row, "call_id")?.map(Arc::from),
-        tool: get_optional_text(row, "tool")?.map(Arc::from),
-        data: from_json(
-            &get::<String>(row, "data")?,
-            &format!("column data of event seq {seq}"),
-        )?,
-    })
 }
 
 /// LISTENs on the schema's event channel and wakes readers (see the module header).

@@ -8,14 +8,20 @@
 
 use std::time::SystemTime;
 
-use sqlx::postgres::PgRow;
+use async_trait::async_trait;
 
 use super::PostgresStore;
-use super::convert::{database_error, get, millis, time};
-use crate::store::{NodeRecord, StoreError};
+use super::convert::{database_error, millis};
+use crate::store::reads;
+use crate::store::{NodeRecord, NodeStore, StoreError};
 
-impl PostgresStore {
-    pub(super) async fn heartbeat_row(&self, node: &NodeRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl NodeStore for PostgresStore {
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    async fn heartbeat(&self, node: &NodeRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO nodes (id, address, started_at, heartbeat_at, claimed_by) \
              VALUES ($1, $2, $3, $4, NULL) ON CONFLICT (id) DO UPDATE SET \
@@ -32,31 +38,15 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub(super) async fn get_node_row(
-        &self,
-        node_id: &str,
-    ) -> Result<Option<NodeRecord>, StoreError> {
-        sqlx::query("SELECT id, address, started_at, heartbeat_at FROM nodes WHERE id = $1")
-            .bind(node_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|err| database_error(&format!("reading node \"{node_id}\""), err))?
-            .as_ref()
-            .map(node)
-            .transpose()
+    async fn get_node(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError> {
+        reads::node(&self.pool, node_id).await
     }
 
-    pub(super) async fn list_node_rows(&self) -> Result<Vec<NodeRecord>, StoreError> {
-        sqlx::query("SELECT id, address, started_at, heartbeat_at FROM nodes ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|err| database_error("listing nodes", err))?
-            .iter()
-            .map(node)
-            .collect()
+    async fn list_nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
+        reads::nodes(&self.pool).await
     }
 
-    pub(super) async fn claim_silent_node_row(
+    async fn claim_silent_node(
         &self,
         node_id: &str,
         silent_since: SystemTime,
@@ -75,7 +65,7 @@ impl PostgresStore {
         .map_err(|err| database_error(&format!("claiming node \"{node_id}\""), err))
     }
 
-    pub(super) async fn adopt_session_row(
+    async fn adopt_session(
         &self,
         session_id: &str,
         from: &str,
@@ -93,10 +83,7 @@ impl PostgresStore {
         .map_err(|err| database_error(&format!("adopting session \"{session_id}\""), err))
     }
 
-    pub(super) async fn mark_interrupted_call_rows(
-        &self,
-        session_id: &str,
-    ) -> Result<u64, StoreError> {
+    async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError> {
         // The call's input and resolved tool come from its `tool:pre` event when it got that
         // far; the row is an error of kind `cancelled`, stamped when the call was queued.
         sqlx::query(
@@ -128,13 +115,4 @@ impl PostgresStore {
             )
         })
     }
-}
-
-fn node(row: &PgRow) -> Result<NodeRecord, StoreError> {
-    Ok(NodeRecord {
-        id: get(row, "id")?,
-        address: get(row, "address")?,
-        started_at: time(get(row, "started_at")?),
-        heartbeat_at: time(get(row, "heartbeat_at")?),
-    })
 }

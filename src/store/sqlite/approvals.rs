@@ -5,22 +5,18 @@
 
 use std::time::SystemTime;
 
+use async_trait::async_trait;
 use rusqlite::params;
-use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use super::convert::{
-    database_error, from_json, get, millis, optional_time, sqlite_error, sqlite_write_error, time,
-    to_json,
-};
-use crate::store::values::check_decision;
-use crate::store::{ApprovalRecord, StoreError};
+use super::convert::{millis, sqlite_error, sqlite_write_error, to_json};
+use crate::store::columns::check_decision;
+use crate::store::reads;
+use crate::store::{ApprovalRecord, ApprovalStore, StoreError};
 
-impl SqliteStore {
-    pub(super) async fn insert_approval_row(
-        &self,
-        approval: &ApprovalRecord,
-    ) -> Result<(), StoreError> {
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn insert_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError> {
         let what = format!("approval \"{}\"", approval.id);
         if let Some(decision) = &approval.decision {
             check_decision(decision)?;
@@ -58,30 +54,11 @@ impl SqliteStore {
             .await
     }
 
-    pub(super) async fn pending_approval_rows(
-        &self,
-        session_id: &str,
-    ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        sqlx::query(
-            "SELECT id, session_id, call_id, tool, input, reason, created_at, decision, \
-             decided_by, decided_at FROM approvals \
-             WHERE session_id = ?1 AND decision IS NULL ORDER BY created_at, id",
-        )
-        .bind(session_id)
-        .fetch_all(&self.readers)
-        .await
-        .map_err(|err| {
-            database_error(
-                &format!("listing the approvals of session \"{session_id}\""),
-                err,
-            )
-        })?
-        .iter()
-        .map(approval)
-        .collect()
+    async fn pending_approvals(&self, session_id: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+        reads::pending_approvals(&self.readers, session_id).await
     }
 
-    pub(super) async fn resolve_approval_row(
+    async fn resolve_approval(
         &self,
         approval_id: &str,
         decision: &str,
@@ -111,23 +88,4 @@ impl SqliteStore {
             })
             .await
     }
-}
-
-fn approval(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
-    let id: String = get(row, "id")?;
-    Ok(ApprovalRecord {
-        session_id: get(row, "session_id")?,
-        call_id: get(row, "call_id")?,
-        tool: get(row, "tool")?,
-        input: from_json(
-            &get::<String>(row, "input")?,
-            &format!("column input of approval \"{id}\""),
-        )?,
-        reason: get(row, "reason")?,
-        created_at: time(get(row, "created_at")?),
-        decision: get(row, "decision")?,
-        decided_by: get(row, "decided_by")?,
-        decided_at: optional_time(get(row, "decided_at")?),
-        id,
-    })
 }

@@ -5,18 +5,19 @@
 //! columns runs in parallel) and appends it to the journal (`journal`), which makes it durable
 //! with one write before the call's result goes anywhere; the journal's ingest inserts it on
 //! the writer thread behind the answer, rows of concurrent calls in one commit. Reading rows
-//! back flushes the journal first, so every answered call is listed.
+//! back flushes the journal first, so every answered call is listed; rows are decoded by
+//! `store::rows`.
 
 use async_trait::async_trait;
 use rusqlite::params;
-use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use super::convert::{database_error, from_i64, from_json, get, sqlite_error, time};
+use super::convert::sqlite_error;
 use super::journal::Insert;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
-use crate::store::values::{AuditRow, offloaded, parse_error_kind};
-use crate::store::{CallPage, CallRow, StoreError};
+use crate::store::columns::AuditRow;
+use crate::store::reads;
+use crate::store::{AuditStore, CallPage, StoreError};
 use crate::tool::ErrorKind;
 
 const INSERT_CALL: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
@@ -29,11 +30,6 @@ const REPLAY_CALL: &str = "INSERT OR IGNORE INTO calls (cursor, node, session_id
      call_id, call_index, requested_name, tool, input, decision, is_error, error_kind, \
      output_chars, result_id, result_total_chars, started_at, duration_ms) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
-
-const SELECT_CALLS: &str = "SELECT cursor, node, session_id, batch_id, call_id, call_index, \
-     requested_name, tool, input, decision, is_error, error_kind, output_chars, result_id, \
-     result_total_chars, started_at, duration_ms, interrupted FROM calls \
-     WHERE session_id = ?1 AND cursor > ?2 ORDER BY cursor LIMIT ?3";
 
 impl AuditRow {
     /// Inserts the row under the cursor the journal gave it, on the writer thread. Cursors are
@@ -111,8 +107,9 @@ impl SqliteStore {
     }
 }
 
-impl SqliteStore {
-    pub(super) async fn list_call_rows(
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn list_calls(
         &self,
         session_id: &str,
         after: Option<i64>,
@@ -120,62 +117,6 @@ impl SqliteStore {
     ) -> Result<CallPage, StoreError> {
         // Every row appended before this read is in the table after this.
         self.journal.flush(&self.writer).await?;
-        let after = after.unwrap_or(0);
-        // One more than asked tells whether another page follows.
-        let fetched = sqlx::query(SELECT_CALLS)
-            .bind(session_id)
-            .bind(after)
-            .bind(i64::from(limit) + 1)
-            .fetch_all(&self.readers)
-            .await
-            .map_err(|err| {
-                database_error(
-                    &format!("listing the calls of session \"{session_id}\""),
-                    err,
-                )
-            })?;
-        let more = fetched.len() > limit as usize;
-        let rows = fetched
-            .iter()
-            .take(limit as usize)
-            .map(call_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        let next_cursor = more.then(|| rows.last().map_or(after, |row| row.cursor));
-        Ok(CallPage { rows, next_cursor })
+        reads::calls(&self.readers, session_id, after, limit).await
     }
-}
-
-fn call_row(row: &SqliteRow) -> Result<CallRow, StoreError> {
-    let cursor: i64 = get(row, "cursor")?;
-    let what = |column: &str| format!("column {column} of call row {cursor}");
-    let error_kind = parse_error_kind(get(row, "error_kind")?, &what("error_kind"))?;
-    let offloaded = offloaded(
-        get(row, "result_id")?,
-        get(row, "result_total_chars")?,
-        &what("result_total_chars"),
-    )?;
-    let record = AuditRecord {
-        session_id: get(row, "session_id")?,
-        batch_id: get(row, "batch_id")?,
-        call_id: get(row, "call_id")?,
-        index: from_i64(get(row, "call_index")?, &what("call_index"))?,
-        requested_name: get(row, "requested_name")?,
-        tool: get(row, "tool")?,
-        input: from_json(&get::<String>(row, "input")?, &what("input"))?,
-        decision: get::<Option<String>>(row, "decision")?
-            .map(|text| from_json(&text, &what("decision")))
-            .transpose()?,
-        is_error: get(row, "is_error")?,
-        error_kind,
-        output_chars: from_i64(get(row, "output_chars")?, &what("output_chars"))?,
-        offloaded,
-        started_at: time(get(row, "started_at")?),
-        duration_ms: get(row, "duration_ms")?,
-    };
-    Ok(CallRow {
-        cursor,
-        node: get(row, "node")?,
-        interrupted: get(row, "interrupted")?,
-        record,
-    })
 }

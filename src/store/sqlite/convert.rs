@@ -1,13 +1,18 @@
-//! SQLite's column access and the mapping of sqlx and rusqlite errors to [`StoreError`] with
-//! the offending value in the message; the conversions every backend shares (times, counts,
-//! JSON) are in `store::values` and re-exported here.
+//! What is SQLite's own in reading and writing rows: its [`Dialect`] (every text is TEXT),
+//! [`WriterRow`] (rusqlite's rows on the writer thread, decoded by the same `store::rows`
+//! functions as the read pool's) and the mapping of sqlx and rusqlite errors to [`StoreError`]
+//! with the offending value in the message; the conversions every backend shares (times,
+//! counts, JSON) are in `store::columns` and re-exported here.
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, Sqlite};
+use sqlx::Sqlite;
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
 
 use crate::store::StoreError;
+use crate::store::reads::{Bind, Dialect};
+use crate::store::rows::{ColumnReader, get};
 
-pub use crate::store::values::{from_i64, from_json, millis, optional_time, time, to_i64, to_json};
+pub use crate::store::columns::{from_i64, millis, to_i64, to_json};
 
 /// Maps a sqlx error to a store error; `context` says what was being done, with the values.
 pub fn database_error(context: &str, err: sqlx::Error) -> StoreError {
@@ -66,11 +71,78 @@ pub fn sqlite_write_error(
     sqlite_error(context, err)
 }
 
-/// A column of a row; a missing or mistyped column is corruption (the schema is ours).
-pub fn get<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
-{
-    row.try_get(column)
-        .map_err(|err| StoreError::Corrupt(format!("column {column}: {err}")))
+/// SQLite keeps every text as TEXT (it holds any character), so text a model chose binds and
+/// reads back like the daemon's own.
+impl Dialect for Sqlite {
+    fn bind<'q>(
+        query: Query<'q, Sqlite, SqliteArguments>,
+        value: Bind<'q>,
+    ) -> Query<'q, Sqlite, SqliteArguments> {
+        match value {
+            Bind::Text(text) | Bind::Chosen(text) => query.bind(text),
+            Bind::Integer(value) => query.bind(value),
+            Bind::Boolean(value) => query.bind(value),
+        }
+    }
+
+    fn optional_chosen_text<'r>(
+        row: &'r SqliteRow,
+        column: &str,
+    ) -> Result<Option<&'r str>, StoreError> {
+        get(row, column)
+    }
+
+    fn read_error(context: &str, err: sqlx::Error) -> StoreError {
+        database_error(context, err)
+    }
+}
+
+/// A row the writer thread read inside a write (a claim reading the batch that holds its key),
+/// decoded by the same functions as the pool's rows.
+pub struct WriterRow<'a, 'statement>(pub &'a rusqlite::Row<'statement>);
+
+impl WriterRow<'_, '_> {
+    /// A column; a missing or mistyped one is corruption.
+    fn value<T: rusqlite::types::FromSql>(&self, column: &str) -> Result<T, StoreError> {
+        self.0
+            .get(column)
+            .map_err(|err| StoreError::Corrupt(format!("column {column}: {err}")))
+    }
+}
+
+impl ColumnReader for WriterRow<'_, '_> {
+    fn integer(&self, column: &str) -> Result<i64, StoreError> {
+        self.value(column)
+    }
+
+    fn optional_integer(&self, column: &str) -> Result<Option<i64>, StoreError> {
+        self.value(column)
+    }
+
+    fn real(&self, column: &str) -> Result<f64, StoreError> {
+        self.value(column)
+    }
+
+    fn boolean(&self, column: &str) -> Result<bool, StoreError> {
+        self.value(column)
+    }
+
+    fn text(&self, column: &str) -> Result<&str, StoreError> {
+        self.optional_text(column)?
+            .ok_or_else(|| StoreError::Corrupt(format!("column {column} is NULL")))
+    }
+
+    /// Borrowed from the row, as the pool's rows are.
+    fn optional_text(&self, column: &str) -> Result<Option<&str>, StoreError> {
+        let corrupt =
+            |err: &dyn std::fmt::Display| StoreError::Corrupt(format!("column {column}: {err}"));
+        match self.0.get_ref(column).map_err(|err| corrupt(&err))? {
+            rusqlite::types::ValueRef::Null => Ok(None),
+            value => value.as_str().map(Some).map_err(|err| corrupt(&err)),
+        }
+    }
+
+    fn optional_chosen_text(&self, column: &str) -> Result<Option<&str>, StoreError> {
+        self.optional_text(column)
+    }
 }

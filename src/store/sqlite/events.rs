@@ -1,5 +1,6 @@
 //! Events for replay on SQLite: appended in batches as the bus numbered them, read back by seq
-//! with the session/tool/type filter, pruned by age.
+//! with the session/tool/type filter (the query and the decoding are `store::rows`'), pruned
+//! by age.
 //!
 //! `seq` is the primary key and comes from the event bus, which continues after
 //! `last_event_seq` on start; a seq stored twice is a conflict, not silently dropped.
@@ -8,20 +9,18 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use async_trait::async_trait;
 use rusqlite::params;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Sqlite};
 
 use super::SqliteStore;
-use super::convert::{
-    database_error, from_i64, from_json, get, millis, sqlite_error, sqlite_write_error, time,
-    to_i64,
-};
-use crate::event::{Event, EventType};
-use crate::store::{EventFilter, PRUNE_CHUNK_EVENTS, StoreError, delete_in_chunks};
+use super::convert::{from_i64, millis, sqlite_error, sqlite_write_error, to_i64};
+use crate::event::Event;
+use crate::store::reads;
+use crate::store::{EventFilter, EventStore, PRUNE_CHUNK_EVENTS, StoreError, delete_in_chunks};
 
-impl SqliteStore {
-    pub(super) async fn append_event_rows(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
+#[async_trait]
+impl EventStore for SqliteStore {
+    async fn append_events(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
@@ -61,7 +60,7 @@ impl SqliteStore {
 
     /// Numbers `events` after the highest stored seq on the writer thread (the only writer, so
     /// numbering and inserting cannot interleave with another append).
-    pub(super) async fn append_numbered_event_rows(
+    async fn append_events_numbered(
         &self,
         events: &[Arc<Event>],
     ) -> Result<Range<u64>, StoreError> {
@@ -101,72 +100,23 @@ impl SqliteStore {
         Ok(first..first + count)
     }
 
-    pub(super) async fn read_event_rows(
+    async fn read_events(
         &self,
         filter: &EventFilter,
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<Event>, StoreError> {
-        // A seq beyond SQLite's integers cannot be stored, so nothing comes after it.
-        let Ok(after_seq) = i64::try_from(after_seq) else {
-            return Ok(Vec::new());
-        };
-        // Only the filters given become conditions, so the planner can use the session index.
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT seq, ts, type, session_id, batch_id, call_id, tool, data FROM events \
-             WHERE seq > ",
-        );
-        query.push_bind(after_seq);
-        if let Some(session_id) = &filter.session_id {
-            query
-                .push(" AND session_id = ")
-                .push_bind(session_id.as_str());
-        }
-        if let Some(tool) = &filter.tool {
-            query.push(" AND tool = ").push_bind(tool.as_str());
-        }
-        if let Some(event_type) = filter.event_type {
-            query.push(" AND type = ").push_bind(event_type.as_str());
-        }
-        query
-            .push(" ORDER BY seq LIMIT ")
-            .push_bind(i64::from(limit));
-        query
-            .build()
-            .fetch_all(&self.readers)
-            .await
-            .map_err(|err| database_error(&format!("reading events after seq {after_seq}"), err))?
-            .iter()
-            .map(event)
-            .collect()
+        reads::events(&self.readers, filter, after_seq, limit).await
     }
 
-    pub(super) async fn last_event_seq_row(&self) -> Result<u64, StoreError> {
-        let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events")
-            .fetch_one(&self.readers)
-            .await
-            .map_err(|err| database_error("reading the last event seq", err))?;
-        from_i64(last.unwrap_or(0), "event seq")
+    async fn last_event_seq(&self) -> Result<u64, StoreError> {
+        reads::last_event_seq(&self.readers).await
     }
 
-    pub(super) async fn prune_event_rows(&self, before: SystemTime) -> Result<u64, StoreError> {
-        let before = millis(before);
-        let failed = |err| database_error(&format!("pruning events before {before} ms"), err);
-        // Seqs are given in time order, so the events older than `before` are those before the
-        // first that is not: found once by walking the primary key from the start, which
-        // visits only the rows about to go (no index on `ts` to keep up on every insert). The
-        // newest event stays whatever its age, so that seqs never go back
-        // (`Store::prune_events`).
-        let bound: Option<i64> = sqlx::query_scalar(
-            "SELECT coalesce(\
-             (SELECT seq FROM events WHERE ts >= ?1 ORDER BY seq LIMIT 1), \
-             (SELECT max(seq) FROM events))",
-        )
-        .bind(before)
-        .fetch_one(&self.readers)
-        .await
-        .map_err(failed)?;
-        let Some(bound) = bound else {
+    async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError> {
+        // The newest event stays whatever its age, so that seqs never go back (see
+        // `reads::prune_bound`); the rest before the bound go a chunk per statement.
+        let Some(bound) = reads::prune_bound(&self.readers, before).await? else {
             return Ok(0);
         };
         delete_in_chunks(|| {
@@ -215,29 +165,4 @@ struct EventRow {
     event_type: &'static str,
     /// Its data is bound as drafted (`EventData`: rendered once, when published).
     event: Arc<Event>,
-}
-
-fn event(row: &SqliteRow) -> Result<Event, StoreError> {
-    let seq: i64 = get(row, "seq")?;
-    let what = |column: &str| format!("column {column} of event seq {seq}");
-    let type_text: String = get(row, "type")?;
-    let event_type = EventType::parse(&type_text).ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "{}: unknown event type \"{type_text}\"",
-            what("type")
-        ))
-    })?;
-    let optional = |column: &str| -> Result<Option<Arc<str>>, StoreError> {
-        Ok(get::<Option<String>>(row, column)?.map(Arc::from))
-    };
-    Ok(Event {
-        seq: from_i64(seq, "event seq")?,
-        ts: time(get(row, "ts")?),
-        event_type,
-        session_id: Arc::from(get::<String>(row, "session_id")?),
-        batch_id: optional("batch_id")?,
-        call_id: optional("call_id")?,
-        tool: optional("tool")?,
-        data: from_json(&get::<String>(row, "data")?, &what("data"))?,
-    })
 }

@@ -40,7 +40,7 @@ use rusqlite::Connection;
 use super::convert::sqlite_error;
 use super::writer::WriteThread;
 use crate::store::StoreError;
-use crate::store::values::AuditRow;
+use crate::store::columns::AuditRow;
 
 /// A segment past this many bytes is closed and a new one started (and the old one deleted
 /// once its rows are committed), which bounds what a restart after a crash replays.

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::*;
 use crate::dispatch::{AuditRecord, AuditSink};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{CallRow, Store};
+use crate::store::{AuditStore, CallRow, NodeStore, StoreLifecycle};
 use crate::tool::ErrorKind;
 
 fn record(batch: &str, call: &str) -> AuditRecord {

@@ -1,11 +1,15 @@
-//! [`SqliteStore`]: the embedded default [`Store`], on one SQLite file through sqlx.
+//! [`SqliteStore`]: the embedded default [`Store`](super::Store), on one SQLite file through
+//! sqlx.
 //!
 //! This file owns opening the database (connection settings, migrations, the writer thread
-//! and the read pool) and the `Store` impl, which delegates to one file per area: `audit`
-//! (audit rows), `results` (offloaded outputs in chunks), `sessions` (sessions and batches),
-//! `events`, `approvals`, `nodes` (daemons, adoption, interrupted calls); `writer` runs every write on one connection with group commit,
-//! `checkpoint` copies the write-ahead log back beside it, `convert` holds the shared
-//! conversions and error mapping.
+//! and the read pool) and closing it ([`StoreLifecycle`]); each area trait is implemented
+//! once, in the file of its area: `sessions`, `batches` (claims and the writes left behind
+//! answers), `audit` (audit rows through the journal, read back by cursor), `results` (the
+//! statements for offloaded outputs), `events`, `approvals`, `nodes` (daemons, adoption,
+//! interrupted calls). Rows read back are decoded by `store::rows`, shared with Postgres.
+//! `writer` runs every write on one connection with group commit, `journal` makes audit rows
+//! durable before they reach the table, `checkpoint` copies the write-ahead log back beside
+//! it, `convert` holds SQLite's column access and error mapping.
 //!
 //! Settings and why:
 //! - WAL journal: readers never block the writer or each other.
@@ -29,6 +33,7 @@
 
 mod approvals;
 mod audit;
+mod batches;
 mod checkpoint;
 mod convert;
 mod events;
@@ -38,25 +43,18 @@ mod results;
 mod sessions;
 mod writer;
 
-use std::ops::Range;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, Connection};
 
-use super::{
-    ApprovalRecord, BatchClaim, BatchRecord, BehindWrites, CallPage, EventFilter, NodeRecord,
-    SessionRecord, Store, StoreError,
-};
-use crate::event::Event;
-use crate::tool::ToolResult;
+use super::{StoreError, StoreLifecycle};
 use checkpoint::Checkpointer;
 use journal::AuditJournal;
 use writer::WriteThread;
@@ -180,140 +178,7 @@ fn open_error(path_or_url: &str, err: sqlx::Error) -> StoreError {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
-    async fn insert_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        self.insert_session_row(session).await
-    }
-
-    async fn save_session_state(&self, session_id: &str, state: &Value) -> Result<(), StoreError> {
-        self.save_session_state_row(session_id, state).await
-    }
-
-    async fn get_session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        self.get_session_row(session_id).await
-    }
-
-    async fn list_sessions(&self, include_closed: bool) -> Result<Vec<SessionRecord>, StoreError> {
-        self.list_session_rows(include_closed).await
-    }
-
-    async fn close_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        self.close_session_row(session_id).await
-    }
-
-    async fn list_calls(
-        &self,
-        session_id: &str,
-        after: Option<i64>,
-        limit: u32,
-    ) -> Result<CallPage, StoreError> {
-        self.list_call_rows(session_id, after, limit).await
-    }
-
-    async fn claim_batch(&self, batch: &BatchRecord) -> Result<BatchClaim, StoreError> {
-        self.claim_batch_row(batch).await
-    }
-
-    async fn write_behind(&self, writes: &BehindWrites) -> Vec<StoreError> {
-        self.write_behind_rows(writes).await
-    }
-
-    async fn complete_batch(
-        &self,
-        batch_id: &str,
-        results: &[ToolResult],
-    ) -> Result<(), StoreError> {
-        self.complete_batch_row(batch_id, results).await
-    }
-
-    async fn get_batch(
-        &self,
-        session_id: &str,
-        batch_id: &str,
-    ) -> Result<Option<BatchRecord>, StoreError> {
-        self.get_batch_row(session_id, batch_id).await
-    }
-
-    async fn append_events(&self, events: &[Arc<Event>]) -> Result<(), StoreError> {
-        self.append_event_rows(events).await
-    }
-
-    async fn append_events_numbered(
-        &self,
-        events: &[Arc<Event>],
-    ) -> Result<Range<u64>, StoreError> {
-        self.append_numbered_event_rows(events).await
-    }
-
-    async fn read_events(
-        &self,
-        filter: &EventFilter,
-        after_seq: u64,
-        limit: u32,
-    ) -> Result<Vec<Event>, StoreError> {
-        self.read_event_rows(filter, after_seq, limit).await
-    }
-
-    async fn last_event_seq(&self) -> Result<u64, StoreError> {
-        self.last_event_seq_row().await
-    }
-
-    async fn prune_events(&self, before: SystemTime) -> Result<u64, StoreError> {
-        self.prune_event_rows(before).await
-    }
-
-    async fn insert_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError> {
-        self.insert_approval_row(approval).await
-    }
-
-    async fn pending_approvals(&self, session_id: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
-        self.pending_approval_rows(session_id).await
-    }
-
-    async fn resolve_approval(
-        &self,
-        approval_id: &str,
-        decision: &str,
-        decided_by: &str,
-    ) -> Result<bool, StoreError> {
-        self.resolve_approval_row(approval_id, decision, decided_by)
-            .await
-    }
-
-    async fn heartbeat(&self, node: &NodeRecord) -> Result<(), StoreError> {
-        self.heartbeat_row(node).await
-    }
-
-    async fn get_node(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError> {
-        self.get_node_row(node_id).await
-    }
-
-    async fn list_nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
-        self.list_node_rows().await
-    }
-
-    async fn claim_silent_node(
-        &self,
-        node_id: &str,
-        silent_since: SystemTime,
-        by: &str,
-    ) -> Result<bool, StoreError> {
-        self.claim_silent_node_row(node_id, silent_since, by).await
-    }
-
-    async fn adopt_session(
-        &self,
-        session_id: &str,
-        from: &str,
-        to: &str,
-    ) -> Result<bool, StoreError> {
-        self.adopt_session_row(session_id, from, to).await
-    }
-
-    async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError> {
-        self.mark_interrupted_call_rows(session_id).await
-    }
-
+impl StoreLifecycle for SqliteStore {
     /// Idempotent: each step does nothing the second time.
     async fn close(&self) {
         // The writer thread commits everything queued before the close, so every write that

@@ -5,16 +5,18 @@
 
 use std::time::SystemTime;
 
+use async_trait::async_trait;
 use rusqlite::params;
-use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use super::convert::{database_error, get, millis, sqlite_error, time};
+use super::convert::{millis, sqlite_error};
 use super::journal::Taken;
-use crate::store::{NodeRecord, StoreError};
+use crate::store::reads;
+use crate::store::{NodeRecord, NodeStore, StoreError};
 
-impl SqliteStore {
-    pub(super) async fn heartbeat_row(&self, node: &NodeRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl NodeStore for SqliteStore {
+    async fn heartbeat(&self, node: &NodeRecord) -> Result<(), StoreError> {
         let (id, address) = (node.id.clone(), node.address.clone());
         let (started_at, heartbeat_at) = (millis(node.started_at), millis(node.heartbeat_at));
         self.writer
@@ -35,31 +37,15 @@ impl SqliteStore {
             .await
     }
 
-    pub(super) async fn get_node_row(
-        &self,
-        node_id: &str,
-    ) -> Result<Option<NodeRecord>, StoreError> {
-        sqlx::query("SELECT id, address, started_at, heartbeat_at FROM nodes WHERE id = ?1")
-            .bind(node_id)
-            .fetch_optional(&self.readers)
-            .await
-            .map_err(|err| database_error(&format!("reading node \"{node_id}\""), err))?
-            .as_ref()
-            .map(node)
-            .transpose()
+    async fn get_node(&self, node_id: &str) -> Result<Option<NodeRecord>, StoreError> {
+        reads::node(&self.readers, node_id).await
     }
 
-    pub(super) async fn list_node_rows(&self) -> Result<Vec<NodeRecord>, StoreError> {
-        sqlx::query("SELECT id, address, started_at, heartbeat_at FROM nodes ORDER BY id")
-            .fetch_all(&self.readers)
-            .await
-            .map_err(|err| database_error("listing nodes", err))?
-            .iter()
-            .map(node)
-            .collect()
+    async fn list_nodes(&self) -> Result<Vec<NodeRecord>, StoreError> {
+        reads::nodes(&self.readers).await
     }
 
-    pub(super) async fn claim_silent_node_row(
+    async fn claim_silent_node(
         &self,
         node_id: &str,
         silent_since: SystemTime,
@@ -80,7 +66,7 @@ impl SqliteStore {
             .await
     }
 
-    pub(super) async fn adopt_session_row(
+    async fn adopt_session(
         &self,
         session_id: &str,
         from: &str,
@@ -101,10 +87,7 @@ impl SqliteStore {
             .await
     }
 
-    pub(super) async fn mark_interrupted_call_rows(
-        &self,
-        session_id: &str,
-    ) -> Result<u64, StoreError> {
+    async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError> {
         let session_id = session_id.to_owned();
         // Its rows take cursors of SQLite's choosing: with the journal held (`journal`).
         let taken = Taken::default();
@@ -152,13 +135,4 @@ impl SqliteStore {
             .settle(outcome.as_ref().map(drop).map_err(Clone::clone), &taken);
         outcome
     }
-}
-
-fn node(row: &SqliteRow) -> Result<NodeRecord, StoreError> {
-    Ok(NodeRecord {
-        id: get(row, "id")?,
-        address: get(row, "address")?,
-        started_at: time(get(row, "started_at")?),
-        heartbeat_at: time(get(row, "heartbeat_at")?),
-    })
 }

@@ -1,8 +1,8 @@
-//! Conversions between the store's Rust types and column values that every SQL backend
-//! shares: times as integer milliseconds since the Unix epoch (negative before it), unsigned
-//! counts as signed 64-bit integers (refused when they do not fit), JSON as text, batch
-//! statuses, error kinds and offload columns; and the shared rules both backends apply
-//! (approval decisions, paging results by character).
+//! Column values: conversions between the store's Rust types and the values both dialects
+//! keep in their columns: times as integer milliseconds since the Unix epoch (negative before
+//! it), unsigned counts as signed 64-bit integers (refused when they do not fit), JSON as
+//! text, batch statuses, error kinds and offload columns; and the shared rules both backends
+//! apply (approval decisions, paging results by character).
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{BatchStatus, StoreError};
 use crate::dispatch::{AuditRecord, ResultPage, SinkError};
+use crate::registry::calls::BatchFormat;
 use crate::tool::{ErrorKind, OffloadedResult};
 
 /// Milliseconds since the epoch, truncated towards the past, saturating far outside the
@@ -109,10 +110,21 @@ pub fn parse_batch_status(text: &str, what: &str) -> Result<BatchStatus, StoreEr
     }
 }
 
+/// A batch format as stored (its name), back; any other name is corruption naming the batch,
+/// never a default: a batch replayed in the wrong shape would hand a client results it cannot
+/// read.
+pub fn parse_batch_format(text: &str, batch_id: &str) -> Result<BatchFormat, StoreError> {
+    text.parse().map_err(|_| {
+        StoreError::Corrupt(format!(
+            "stored batch \"{batch_id}\" has unknown format \"{text}\""
+        ))
+    })
+}
+
 /// An error kind as stored, back (`what` names the column).
-pub fn parse_error_kind(text: Option<String>, what: &str) -> Result<Option<ErrorKind>, StoreError> {
+pub fn parse_error_kind(text: Option<&str>, what: &str) -> Result<Option<ErrorKind>, StoreError> {
     text.map(|kind| {
-        ErrorKind::parse(&kind)
+        ErrorKind::parse(kind)
             .ok_or_else(|| StoreError::Corrupt(format!("{what}: unknown error kind \"{kind}\"")))
     })
     .transpose()
@@ -120,13 +132,13 @@ pub fn parse_error_kind(text: Option<String>, what: &str) -> Result<Option<Error
 
 /// An audit row's offload columns, back: both set, or no offloaded result.
 pub fn offloaded(
-    result_id: Option<String>,
+    result_id: Option<&str>,
     total_chars: Option<i64>,
     what: &str,
 ) -> Result<Option<OffloadedResult>, StoreError> {
     match (result_id, total_chars) {
         (Some(result_id), Some(total)) => Ok(Some(OffloadedResult {
-            result_id,
+            result_id: result_id.to_owned(),
             total_chars: from_i64(total, what)?,
         })),
         _ => Ok(None),
@@ -142,7 +154,7 @@ pub fn check_decision(decision: &str) -> Result<(), StoreError> {
     }
 }
 
-/// A page read from the store, as the sink traits answer: an unknown result is an error
+/// A page read from the store, as the dispatch ports answer: an unknown result is an error
 /// naming it.
 pub fn page_or_unknown(
     result_id: &str,
@@ -272,5 +284,24 @@ mod tests {
         }
         let err = parse_batch_status("paused", "column status").unwrap_err();
         assert!(err.to_string().contains("\"paused\""), "{err}");
+    }
+
+    #[test]
+    fn stored_batch_formats_round_trip_and_unknown_ones_are_corrupt_naming_the_batch() {
+        for format in [
+            BatchFormat::Toold,
+            BatchFormat::Anthropic,
+            BatchFormat::OpenAi,
+            BatchFormat::OpenAiChat,
+        ] {
+            assert_eq!(parse_batch_format(format.as_str(), "b-1").unwrap(), format);
+        }
+        let err = parse_batch_format("xml", "b-1").unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("stored batch \"b-1\" has unknown format \"xml\""),
+            "{err}"
+        );
     }
 }

@@ -1,6 +1,8 @@
-//! The two places a call's result goes besides the caller: the audit log and, when the output
-//! is too large for the model, the offload store. Both are traits the store implements; the
-//! in-memory versions here serve tests, benchmarks and embedding without a database.
+//! The ports the store implements for dispatch: the two places a call's result goes besides
+//! the caller, the audit log ([`AuditSink`]) and, when the output is too large for the model,
+//! the offload store ([`ResultStore`]). Dispatch writes through these traits and never names
+//! the store (`store/` implements them for SQLite and Postgres); the in-memory versions here
+//! serve tests, benchmarks and embedding without a database.
 //!
 //! Outputs too large for memory reach the store as a byte stream
 //! ([`ResultStore::offload_reader`]); [`TextChunker`] is how every store turns that stream
@@ -389,7 +391,7 @@ fn split_after_chars(text: &str, chars: usize) -> (usize, usize) {
 }
 
 #[cfg(test)]
-#[path = "sinks_tests.rs"]
+#[path = "ports_tests.rs"]
 mod chunker_tests;
 
 #[cfg(test)]
