@@ -11,80 +11,16 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::http::harness::{Frame, SseReader, Toold};
+use crate::support::postgres::{TestSchema, postgres_url};
 
 /// Heartbeats every 200 ms; silent for 2 s means stopped (the kill test waits for that).
 const FLEET_CONFIG: &str = "[server]\nheartbeat_interval_ms = 200\nnode_timeout_ms = 2000\n";
-
-fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLD_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("TOOLD_TEST_POSTGRES_URL is not set; CI must run the fleet tests")
-        }
-        _ => {
-            eprintln!("skipped: TOOLD_TEST_POSTGRES_URL is not set (fleet tests)");
-            None
-        }
-    }
-}
 
 /// Two daemons and their schema, dropped in that order (the schema after both are killed).
 struct Fleet {
     a: Toold,
     b: Toold,
-    _schema: Schema,
-}
-
-/// A test's schema, dropped at the end.
-struct Schema {
-    server: String,
-    name: String,
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
-        // `drop` runs inside the test's runtime: a thread with its own runtime does the I/O.
-        let dropped = std::thread::spawn(move || {
-            use sqlx::Connection;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let mut connection = sqlx::PgConnection::connect(&server).await?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP SCHEMA IF EXISTS {name} CASCADE"
-                )))
-                .execute(&mut connection)
-                .await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(_))) {
-            eprintln!("test schema {} not dropped: {dropped:?}", self.name);
-        }
-    }
-}
-
-/// A fresh schema on the server, and the URL whose connections use it.
-async fn schema_url(server: &str) -> (Schema, String) {
-    use sqlx::Connection;
-    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let mut connection = sqlx::PgConnection::connect(server)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach TOOLD_TEST_POSTGRES_URL \"{server}\": {err}"));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut connection)
-        .await
-        .expect("create the test schema");
-    let separator = if server.contains('?') { '&' } else { '?' };
-    let url = format!("{server}{separator}options=-csearch_path%3D{schema}");
-    let schema = Schema {
-        server: server.to_owned(),
-        name: schema,
-    };
-    (schema, url)
+    _schema: TestSchema,
 }
 
 /// A daemon over a directory of its own (its own node id) on the database `url`.
@@ -99,7 +35,8 @@ fn daemon(url: &str) -> Toold {
 }
 
 async fn fleet() -> Option<Fleet> {
-    let (schema, url) = schema_url(&postgres_url()?).await;
+    let schema = TestSchema::create(&postgres_url("fleet tests")?).await;
+    let url = schema.url();
     Some(Fleet {
         a: daemon(&url),
         b: daemon(&url),

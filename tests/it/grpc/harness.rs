@@ -1,12 +1,12 @@
-//! Starts the real daemon and connects a generated gRPC client to it.
+//! The real daemon (`support::daemon`) with a generated gRPC client connected to it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tonic::transport::Channel;
 use toold::api::grpc::proto::tool_service_client::ToolServiceClient;
 use toold::api::grpc::proto::{self, ToolCall};
+
+use crate::support::daemon::DaemonProcess;
 
 pub type Client = ToolServiceClient<Channel>;
 
@@ -14,7 +14,7 @@ pub type Client = ToolServiceClient<Channel>;
 pub const GUARD: Duration = Duration::from_secs(30);
 
 pub struct Toold {
-    child: Child,
+    _process: DaemonProcess,
     /// `http://127.0.0.1:PORT`
     pub base: String,
     pub dir: tempfile::TempDir,
@@ -27,30 +27,12 @@ impl Toold {
 
     pub fn start_with(extra: &[&str]) -> Toold {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("projects")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toold"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .arg("--allowed-root")
-            .arg(dir.path().join("projects"))
-            .args(extra)
-            .env_remove("TOOLD_CONFIG")
-            .env_remove("TOOLD_LISTEN")
-            .env_remove("TOOLD_AUTH_TOKENS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("toold starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("toold listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Toold { child, base, dir }
+        let process = DaemonProcess::start(dir.path(), extra);
+        Toold {
+            base: process.base.clone(),
+            _process: process,
+            dir,
+        }
     }
 
     pub async fn channel(&self) -> Channel {
@@ -73,13 +55,6 @@ impl Toold {
             .expect("session created")
             .into_inner();
         (session.id, session.working_directory.into())
-    }
-}
-
-impl Drop for Toold {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

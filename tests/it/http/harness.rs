@@ -1,8 +1,6 @@
-//! Starts the real daemon and speaks HTTP and SSE to it.
+//! The real daemon (`support::daemon`) spoken to over HTTP and SSE.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,8 +8,10 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::support::daemon::DaemonProcess;
+
 pub struct Toold {
-    child: Child,
+    process: DaemonProcess,
     pub base: String,
     pub client: reqwest::Client,
     pub dir: Arc<tempfile::TempDir>,
@@ -32,27 +32,14 @@ impl Toold {
 
     /// The daemon over `dir` (`data/` and an allowed root `projects/`), with extra flags.
     pub fn start_with(dir: Arc<tempfile::TempDir>, extra: &[&str]) -> Toold {
-        std::fs::create_dir_all(dir.path().join("projects")).unwrap();
-        let mut child = command(dir.path(), extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("toold starts");
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        let address = line
-            .trim()
-            .strip_prefix("toold listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+        let process = DaemonProcess::start(dir.path(), extra);
         let token = extra
             .windows(2)
             .find(|w| w[0] == "--auth-token")
             .map(|w| w[1].to_owned());
         Toold {
-            child,
-            base: address,
+            base: process.base.clone(),
+            process,
             client: reqwest::Client::new(),
             dir,
             token,
@@ -76,19 +63,17 @@ impl Toold {
 
     /// Sends SIGTERM without waiting for the exit.
     pub fn signal_terminate(&self) {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.process.signal_terminate();
     }
 
     /// Waits for the process to exit.
     pub fn wait(&mut self) -> std::process::ExitStatus {
-        self.child.wait().unwrap()
+        self.process.wait()
     }
 
     /// Stops this daemon with `kill -9` and waits for it.
     pub fn kill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+        self.process.kill();
     }
 
     /// Stops this daemon with `kill -9` and starts another over the same directory.
@@ -99,9 +84,8 @@ impl Toold {
 
     /// SIGTERM; returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap()
+        self.process.signal_terminate();
+        self.process.wait()
     }
 
     pub fn projects(&self) -> PathBuf {
@@ -198,26 +182,7 @@ impl Toold {
     }
 }
 
-impl Drop for Toold {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn command(dir: &Path, extra: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toold"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.join("data"))
-        .arg("--allowed-root")
-        .arg(dir.join("projects"))
-        .args(extra)
-        .env_remove("TOOLD_CONFIG")
-        .env_remove("TOOLD_LISTEN")
-        .env_remove("TOOLD_AUTH_TOKENS");
-    command
-}
+pub use crate::support::daemon::command;
 
 /// One SSE frame.
 #[derive(Debug, Clone, Default)]

@@ -7,6 +7,7 @@ use toold::permission::PermissionLevel;
 use toold::tool::{ContextUpdate, ErrorKind};
 
 use crate::shell::harness::*;
+use crate::support::child_process::{in_child_process, run_in_child_process};
 
 struct Case {
     command: &'static str,
@@ -519,13 +520,18 @@ async fn output_beyond_memory_is_spilled_and_stored_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_environment_is_not_handed_on() {
-    // SAFETY: the process environment is changed before this test spawns anything; std's own
-    // lock orders it with concurrent spawns of other tests.
-    unsafe { std::env::set_var("TOOLD_TEST_SECRET_TOKEN", "hunter2") };
-    // CDPATH would send a relative `cd` outside the directory the permission check resolved
-    // it in (here to /etc).
-    // SAFETY: as above.
-    unsafe { std::env::set_var("CDPATH", "/") };
+    // The daemon's environment holds a secret and a CDPATH (which would send a relative `cd`
+    // outside the directory the permission check resolved it in, here to /etc). They are set
+    // on a child process that runs this test again, never in this process, whose other tests
+    // spawn processes of their own meanwhile.
+    if !in_child_process() {
+        run_in_child_process(
+            "shell::behaviour::the_daemon_environment_is_not_handed_on",
+            &[("TOOLD_TEST_SECRET_TOKEN", "hunter2"), ("CDPATH", "/")],
+        );
+        return;
+    }
+    assert_eq!(std::env::var("CDPATH").as_deref(), Ok("/"));
     let shell = Shell::new();
     let result = shell
         .bash("echo \"[${TOOLD_TEST_SECRET_TOKEN:-unset}]\"; echo ${HOME:+home}")

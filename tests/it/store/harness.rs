@@ -20,6 +20,8 @@ use toold::permission::{DecidedBy, PermissionDecision, PermissionLevel};
 use toold::store::{ApprovalRecord, BatchRecord, BatchStatus, SessionRecord, Store};
 use toold::tool::{ErrorKind, OffloadedResult};
 
+use crate::support::postgres::TestSchema;
+
 pub const NODE: &str = "node-test";
 
 /// Which implementation a test runs against.
@@ -32,16 +34,7 @@ pub enum Backend {
 /// The Postgres server for tests: `TOOLD_TEST_POSTGRES_URL`. In CI (`CI=true`) a missing or
 /// unreachable server fails the test; elsewhere the Postgres tests are skipped with a note.
 pub fn postgres_url() -> Option<String> {
-    match std::env::var("TOOLD_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("TOOLD_TEST_POSTGRES_URL is not set; CI must run the Postgres store tests")
-        }
-        _ => {
-            eprintln!("skipped: TOOLD_TEST_POSTGRES_URL is not set (Postgres store tests)");
-            None
-        }
-    }
+    crate::support::postgres::postgres_url("Postgres store tests")
 }
 
 /// A fresh store, and the means to reopen its database.
@@ -49,8 +42,8 @@ pub struct Fixture {
     pub store: Arc<dyn Store>,
     _dir: TempDir,
     url: String,
-    /// The Postgres server and the test's schema, dropped with the fixture.
-    schema: Option<(String, String)>,
+    /// The test's Postgres schema, dropped with the fixture.
+    _schema: Option<TestSchema>,
 }
 
 impl Fixture {
@@ -63,8 +56,8 @@ impl Fixture {
             }
             Backend::Postgres => {
                 let server = postgres_url().expect("the generated test checked for a server");
-                let schema = create_schema(&server).await;
-                (schema_url(&server, &schema), Some((server, schema)))
+                let schema = TestSchema::create(&server).await;
+                (schema.url(), Some(schema))
             }
         };
         let store = open(&url).await;
@@ -72,7 +65,7 @@ impl Fixture {
             store,
             _dir: dir,
             url,
-            schema,
+            _schema: schema,
         }
     }
 
@@ -96,60 +89,8 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let Some((server, schema)) = self.schema.take() else {
-            return;
-        };
-        // Dropping the schema needs async I/O, and `drop` runs inside the test's runtime:
-        // a thread of its own with its own runtime does it.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                let mut connection = connect(&server).await;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP SCHEMA IF EXISTS {schema} CASCADE"
-                )))
-                .execute(&mut connection)
-                .await
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Ok(_))) {
-            eprintln!("test schema not dropped: {dropped:?}");
-        }
-    }
-}
-
 async fn open(url: &str) -> Arc<dyn Store> {
     toold::store::open(url, NODE).await.expect("open store")
-}
-
-async fn connect(server: &str) -> sqlx::PgConnection {
-    use sqlx::Connection;
-    sqlx::PgConnection::connect(server)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach TOOLD_TEST_POSTGRES_URL \"{server}\": {err}"))
-}
-
-/// A fresh schema `t_<uuid>` on `server`.
-pub async fn create_schema(server: &str) -> String {
-    let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
-    let mut connection = connect(server).await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut connection)
-        .await
-        .expect("create the test schema");
-    schema
-}
-
-/// `server` with every connection's `search_path` set to `schema`.
-pub fn schema_url(server: &str, schema: &str) -> String {
-    let separator = if server.contains('?') { '&' } else { '?' };
-    format!("{server}{separator}options=-csearch_path%3D{schema}")
 }
 
 /// `time` truncated to whole milliseconds, as the store keeps it.

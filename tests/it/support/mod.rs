@@ -1,5 +1,10 @@
-//! What several test areas share, written once: the real daemon spawned on port 0, the
-//! Postgres test server and its throwaway schemas, and test tools.
+//! What several test areas share, written once: the real daemon spawned on port 0
+//! (`daemon`), the Postgres test server and its throwaway schemas (`postgres`), a child
+//! process for a test that needs its own environment (`child_process`), and test tools.
+
+pub mod child_process;
+pub mod daemon;
+pub mod postgres;
 
 mod deferred_echo;
 
