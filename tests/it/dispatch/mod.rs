@@ -1,5 +1,5 @@
 //! Dispatcher behaviour through the library's public API: scheduling, the pipeline's phases,
-//! and provider formats against golden files. One test binary keeps link time down.
+//! and provider formats against golden files.
 
 mod formats;
 mod harness;

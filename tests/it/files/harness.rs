@@ -16,10 +16,12 @@ use toold::session::{SessionConfig, SessionState};
 use toold::tool::{ErrorKind, ToolCall, ToolResult};
 use toold::tools::{SkillSettings, ToolDeps, WebFetchSettings, builtin_registry};
 
+use crate::support::workspace::TempWorkspace;
+
 /// A workspace (`<tmp>/ws`) beside a directory outside it (`<tmp>/outside`), a session on the
 /// workspace and a dispatcher.
 pub struct Env {
-    _dir: tempfile::TempDir,
+    _temp: TempWorkspace,
     pub workspace: PathBuf,
     pub outside: PathBuf,
     pub session: Arc<SessionState>,
@@ -48,12 +50,8 @@ impl Env {
     }
 
     pub fn build(mode: PermissionLevel, hooks: Vec<Arc<dyn ToolHook>>) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().canonicalize().unwrap();
-        let workspace = base.join("ws");
-        let outside = base.join("outside");
-        std::fs::create_dir_all(&workspace).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
+        let temp = TempWorkspace::new();
+        let (workspace, outside) = (temp.root.clone(), temp.outside.clone());
         let deps = DispatchDeps {
             permission: Arc::new(ModePolicy),
             hooks: HookChain::new(hooks),
@@ -67,7 +65,7 @@ impl Env {
             SessionConfig::new("sess_files", &workspace).permission_mode(mode),
         ));
         Env {
-            _dir: dir,
+            _temp: temp,
             workspace,
             outside,
             session,

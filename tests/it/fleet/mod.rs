@@ -3,6 +3,10 @@
 //! full from B; a batch for A's session sent to B is refused naming A; killing A mid-batch
 //! leaves its calls marked interrupted, seen from B, which adopts the session. Outside CI
 //! without the variable each test skips with a note; in CI a missing server fails.
+//!
+//! A module of the one test binary, not a process of its own: the daemons are child processes
+//! on ports and directories of their own, and the schema is the test's own, so nothing here
+//! is shared with the tests running beside it.
 
 use std::sync::Arc;
 use std::time::Duration;

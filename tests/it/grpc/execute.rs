@@ -119,10 +119,11 @@ async fn calls_start_as_they_arrive_and_results_come_back_in_order() {
         .await
         .unwrap();
     requests.send(end()).await.unwrap();
-    while let Some(response) = tokio::time::timeout(crate::grpc::harness::GUARD, responses.message())
-        .await
-        .expect("the stream ends within the guard time")
-        .expect("the stream does not fail")
+    while let Some(response) =
+        tokio::time::timeout(crate::grpc::harness::GUARD, responses.message())
+            .await
+            .expect("the stream ends within the guard time")
+            .expect("the stream does not fail")
     {
         log.push(seen(response));
     }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tempfile::TempDir;
 use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher, InMemoryResultStore};
 use toold::event::EventBus;
 use toold::hooks::{HookChain, ToolHook};
@@ -17,9 +16,11 @@ use toold::session::{SessionConfig, SessionState};
 use toold::tool::{ToolCall, ToolResult};
 use toold::tools::{SkillSettings, ToolDeps, WebFetchSettings, builtin_registry};
 
+use crate::support::workspace::TempWorkspace;
+
 /// A session whose workspace is `<tmp>/ws`; `<tmp>/outside` is a sibling outside it.
 pub struct Workspace {
-    _dir: TempDir,
+    _temp: TempWorkspace,
     /// The workspace, canonical.
     pub root: PathBuf,
     /// A directory next to the workspace, outside it.
@@ -36,12 +37,8 @@ impl Workspace {
     }
 
     pub fn with_hooks(mode: PermissionLevel, hooks: Vec<Arc<dyn ToolHook>>) -> Workspace {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let base = dir.path().canonicalize().expect("canonical temp dir");
-        let root = base.join("ws");
-        let outside = base.join("outside");
-        std::fs::create_dir(&root).unwrap();
-        std::fs::create_dir(&outside).unwrap();
+        let temp = TempWorkspace::new();
+        let (root, outside) = (temp.root.clone(), temp.outside.clone());
         let results = InMemoryResultStore::default();
         let deps = ToolDeps {
             results: Arc::new(results.clone()),
@@ -62,7 +59,7 @@ impl Workspace {
             SessionConfig::new("sess_search", &root).permission_mode(mode),
         ));
         Workspace {
-            _dir: dir,
+            _temp: temp,
             root,
             outside,
             registry,

@@ -1,6 +1,6 @@
 //! The shell tools (`bash`, `bash_output`, `kill_shell`) with real processes, through a
 //! dispatcher so that validation, permission, context updates, offload and sibling abort are
-//! the real ones. One test binary keeps link time down.
+//! the real ones.
 
 mod background;
 mod behaviour;

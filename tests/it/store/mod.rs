@@ -1,9 +1,8 @@
-//! The store conformance suite: every `Store` method, written once against `Arc<dyn Store>`
-//! as functions taking a [`harness::Backend`], and instantiated by `conformance!` for each
-//! backend (`on_sqlite::…`, `on_postgres::…`). Each test gets a fresh, empty store (Postgres:
-//! a schema of its own). `sqlite` holds the tests about opening a SQLite file; `fleet` the
-//! Postgres-only ones about several daemons on one database. One test binary keeps link time
-//! down.
+//! The store conformance suite: every `Store` method, written once against `Arc<dyn Store>` as
+//! functions taking a [`harness::Backend`], and instantiated by `conformance!` for each backend
+//! (`on_sqlite::…`, `on_postgres::…`). Each test gets a fresh, empty store (Postgres: a schema
+//! of its own). `sqlite` holds the tests about opening a SQLite file; `fleet` the Postgres-only
+//! ones about several daemons on one database.
 
 mod approvals;
 mod batches;

@@ -178,7 +178,11 @@ pub async fn queued_calls_without_an_audit_row_are_marked_interrupted_once(backe
             Some(toold::tool::ErrorKind::Cancelled)
         );
         assert_eq!(row.record.batch_id, "b1");
-        assert_eq!(row.node, crate::store::harness::NODE, "the session's owner ran it");
+        assert_eq!(
+            row.node,
+            crate::store::harness::NODE,
+            "the session's owner ran it"
+        );
     }
     assert_eq!((c1.record.call_id.as_str(), c1.record.index), ("c1", 1));
     assert_eq!(c1.record.input, json!({"path": "a.txt"}));

@@ -7,7 +7,9 @@ use serde_json::json;
 use toold::event::EventType;
 use toold::store::{BatchClaim, EventFilter};
 
-use crate::store::harness::{Fixture, approval, audit_record, batch, event, mixed_text, now, session};
+use crate::store::harness::{
+    Fixture, approval, audit_record, batch, event, mixed_text, now, session,
+};
 
 pub async fn reopening_the_database_keeps_everything(backend: Backend) {
     let mut fixture = Fixture::new(backend).await;
