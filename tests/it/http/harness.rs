@@ -1,0 +1,231 @@
+//! The real daemon (`support::daemon`) spoken to over HTTP and SSE.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::support::daemon::DaemonProcess;
+
+pub struct Toold {
+    process: DaemonProcess,
+    pub base: String,
+    pub client: reqwest::Client,
+    pub dir: Arc<tempfile::TempDir>,
+    pub token: Option<String>,
+}
+
+/// A response: status, headers and the body as JSON (`Null` when it is not JSON).
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Toold {
+    pub fn start() -> Toold {
+        Toold::start_with(Arc::new(tempfile::tempdir().unwrap()), &[])
+    }
+
+    /// The daemon over `dir` (`data/` and an allowed root `projects/`), with extra flags.
+    pub fn start_with(dir: Arc<tempfile::TempDir>, extra: &[&str]) -> Toold {
+        let process = DaemonProcess::start(dir.path(), extra);
+        let token = extra
+            .windows(2)
+            .find(|w| w[0] == "--auth-token")
+            .map(|w| w[1].to_owned());
+        Toold {
+            base: process.base.clone(),
+            process,
+            client: reqwest::Client::new(),
+            dir,
+            token,
+        }
+    }
+
+    /// The daemon with a settings file holding `toml`, passed with `--config`.
+    pub fn start_with_config(toml: &str) -> Toold {
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        let file = dir.path().join("toold.toml");
+        std::fs::write(&file, toml).unwrap();
+        let file = file.to_str().unwrap().to_owned();
+        Toold::start_with(dir, &["--config", &file])
+    }
+
+    /// The working directory of a session.
+    pub async fn workspace(&self, session: &str) -> PathBuf {
+        let reply = self.get(&format!("/v1/sessions/{session}")).await;
+        PathBuf::from(reply.body["working_directory"].as_str().unwrap())
+    }
+
+    /// Sends SIGTERM without waiting for the exit.
+    pub fn signal_terminate(&self) {
+        self.process.signal_terminate();
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.process.wait()
+    }
+
+    /// Stops this daemon with `kill -9` and waits for it.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Stops this daemon with `kill -9` and starts another over the same directory.
+    pub fn kill_and_restart(mut self) -> Toold {
+        self.kill();
+        Toold::start_with(self.dir.clone(), &[])
+    }
+
+    /// SIGTERM; returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        self.process.signal_terminate();
+        self.process.wait()
+    }
+
+    pub fn projects(&self) -> PathBuf {
+        self.dir.path().join("projects").canonicalize().unwrap()
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let builder = self.client.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    pub async fn send(&self, builder: reqwest::RequestBuilder) -> Reply {
+        let response = builder.send().await.expect("request sent");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.unwrap();
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    /// The raw text of a GET (for non-JSON bodies).
+    pub async fn get_text(&self, path: &str) -> (StatusCode, String) {
+        let response = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .expect("request sent");
+        (response.status(), response.text().await.unwrap())
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send(self.request(reqwest::Method::DELETE, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.post_bytes(path, serde_json::to_vec(body).unwrap())
+            .await
+    }
+
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Reply {
+        let builder = self
+            .request(reqwest::Method::POST, path)
+            .header("content-type", "application/json")
+            .body(body);
+        self.send(builder).await
+    }
+
+    /// A new session in a fresh workspace; its id.
+    pub async fn session(&self) -> String {
+        let reply = self.post("/v1/sessions", &serde_json::json!({})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply.body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Opens an SSE stream (POST when `body` is given) with optional `Last-Event-ID`.
+    pub async fn sse(
+        &self,
+        path: &str,
+        body: Option<&Value>,
+        last_event_id: Option<u64>,
+    ) -> SseReader {
+        let mut builder = match body {
+            Some(body) => self
+                .request(reqwest::Method::POST, path)
+                .body(serde_json::to_vec(body).unwrap()),
+            None => self.request(reqwest::Method::GET, path),
+        }
+        .header("accept", "text/event-stream");
+        if let Some(id) = last_event_id {
+            builder = builder.header("last-event-id", id.to_string());
+        }
+        let response = builder.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers().clone();
+        SseReader {
+            headers,
+            stream: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|b| b.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+}
+
+pub use crate::support::daemon::command;
+
+/// One SSE frame.
+#[derive(Debug, Clone, Default)]
+pub struct Frame {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: Value,
+}
+
+pub struct SseReader {
+    pub headers: reqwest::header::HeaderMap,
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl SseReader {
+    /// The next frame with data (keep-alive comments skipped); `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                let mut frame = Frame::default();
+                let mut data = String::new();
+                for line in raw.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        frame.id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        frame.event = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                frame.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Some(frame);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.stream.next())
+                .await
+                .expect("an SSE frame within 30 s")?;
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Batches in every shape, bad envelopes, idempotent retries, streaming, interrupts, the
+//! audit log and offloaded results.
+
+use serde_json::{Value, json};
+use toold::registry::calls::BatchRequest;
+use toold::service::{BatchItem, ErrorCode, StreamDetail, StreamRequest};
+
+use crate::service::harness::*;
+
+#[tokio::test]
+async fn each_shape_is_answered_in_its_own_shape_in_order() {
+    let daemon = Daemon::start().await;
+    let session = daemon.session(json!({})).await;
+    write(&session.working_directory.join("a.txt"), "alpha\n");
+    let read = json!({"file_path": "a.txt"});
+
+    let toold = daemon
+        .batch(
+            &session.id,
+            calls(json!([
+            {"id": "1", "name": "read_file", "input": read},
+            {"id": "2", "name": "Read", "input": read},
+            {"id": "3", "name": "nope", "input": {}}])),
+        )
+        .await;
+    let ids: Vec<&str> = toold["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["1", "2", "3"]);
+    assert!(toold["batch_id"].as_str().unwrap().starts_with("batch_"));
+    assert_eq!(toold["results"][2]["error_kind"], "unknown_tool");
+
+    let anthropic = daemon
+        .batch(
+            &session.id,
+            json!({"format": "anthropic", "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": read}]}),
+        )
+        .await;
+    assert_eq!(anthropic["role"], "user");
+    assert_eq!(anthropic["content"][0]["tool_use_id"], "toolu_1");
+    assert!(
+        anthropic["content"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("alpha")
+    );
+
+    let openai = daemon
+        .batch(&session.id, json!({"format": "openai", "output": [
+            {"type": "function_call", "call_id": "call_1", "name": "read_file",
+             "arguments": "{\"file_path\":\"a.txt\"}"},
+            {"type": "function_call", "call_id": "call_2", "name": "read_file", "arguments": "{bad"}]}))
+        .await;
+    assert_eq!(openai["input"][0]["type"], "function_call_output");
+    assert!(
+        openai["input"][1]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("InputValidationError: ")
+    );
+
+    let chat = daemon
+        .batch(
+            &session.id,
+            json!({"format": "openai_chat", "message": {"role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"file_path\":\"a.txt\"}"}}]}}),
+        )
+        .await;
+    assert_eq!(chat["messages"][0]["role"], "tool");
+    assert_eq!(chat["messages"][0]["tool_call_id"], "c1");
+}
+
+#[tokio::test]
+async fn broken_envelopes_and_unknown_sessions_are_refused_whole() {
+    let daemon = Daemon::start().await;
+    let session = daemon.session(json!({})).await;
+    let cases: [(Value, ErrorCode); 4] = [
+        (json!({"calls": "x"}), ErrorCode::InvalidRequest),
+        (json!({"format": "gemini"}), ErrorCode::InvalidRequest),
+        (json!([1]), ErrorCode::InvalidRequest),
+        (
+            json!({"calls": [{"id": "a", "name": "sleep"}, {"id": "a", "name": "sleep"}]}),
+            ErrorCode::Conflict,
+        ),
+    ];
+    for (body, code) in cases {
+        let err = daemon
+            .service
+            .execute_body(&session.id, &body)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, code, "{body}: {}", err.message);
+    }
+    let err = daemon
+        .service
+        .execute_body("sess_nope", &calls(json!([])))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert_eq!(
+        daemon
+            .service
+            .list_calls(&session.id, None, 10)
+            .await
+            .unwrap()
+            .rows
+            .len(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn an_idempotent_retry_runs_nothing_again() {
+    let daemon = Daemon::start().await;
+    let session = daemon
+        .session(json!({"permission_mode": "danger_full_access"}))
+        .await;
+    let body = json!({"idempotency_key": "k1", "calls": [
+        {"id": "w", "name": "bash", "input": {"command": "echo run >> log.txt"}}]});
+    let first = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .unwrap();
+    assert!(!first.replayed);
+    let second = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .unwrap();
+    assert!(second.replayed);
+    assert_eq!(second.batch_id, first.batch_id);
+    assert_eq!(second.body, first.body);
+    let log = std::fs::read_to_string(session.working_directory.join("log.txt")).unwrap();
+    assert_eq!(log, "run\n", "the command ran once");
+
+    let different = json!({"idempotency_key": "k1", "calls": [
+        {"id": "w", "name": "bash", "input": {"command": "echo other >> log.txt"}}]});
+    let err = daemon
+        .service
+        .execute_body(&session.id, &different)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(err.message.contains("k1"), "{}", err.message);
+
+    let stored = daemon
+        .service
+        .get_batch(&session.id, &first.batch_id)
+        .await
+        .map(|view| serde_json::to_value(view).unwrap())
+        .unwrap();
+    assert_eq!(stored["status"], "completed");
+    assert_eq!(stored["results"][0]["id"], "w");
+    let missing = daemon
+        .service
+        .get_batch(&session.id, "batch_nope")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code, ErrorCode::NotFound);
+}
+
+#[tokio::test]
+async fn a_streamed_batch_passes_results_on_in_order() {
+    let daemon = Daemon::start().await;
+    let session = daemon.session(json!({})).await;
+    let body = calls(json!([
+        {"id": "a", "name": "sleep", "input": {"duration_ms": 30}},
+        {"id": "b", "name": "todo_write", "input": {"todos": []}}]));
+    let request = StreamRequest::known(
+        BatchRequest::from_json(&body).unwrap(),
+        StreamDetail::Progress,
+    );
+    let mut stream = daemon
+        .service
+        .execute_stream(&session.id, request)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    while let Some(item) = stream.items.recv().await {
+        if let BatchItem::Result(result) = item {
+            ids.push(result.id);
+        }
+    }
+    assert_eq!(ids, ["a", "b"]);
+    // Recorded once the stream is done.
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        status = daemon
+            .service
+            .get_batch(&session.id, &stream.batch_id)
+            .await
+            .map(|view| serde_json::to_value(view).unwrap())
+            .unwrap()["status"]
+            .clone();
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, "completed");
+}
+
+#[tokio::test]
+async fn an_interrupt_cancels_a_running_sleep() {
+    let daemon = Daemon::start().await;
+    let session = daemon.session(json!({})).await;
+    let mut events = daemon.service.events().subscribe();
+    let service = daemon.service.clone();
+    let id = session.id.clone();
+    let running = tokio::spawn(async move {
+        service
+            .execute_body(
+                &id,
+                &calls(json!([{"id": "s", "name": "sleep", "input": {"duration_ms": 60000}}])),
+            )
+            .await
+    });
+    loop {
+        if events.recv().await.unwrap().event_type == toold::event::EventType::ToolPre {
+            break;
+        }
+    }
+    daemon.service.interrupt(&session.id).unwrap();
+    let body = running.await.unwrap().unwrap().json();
+    assert_eq!(body["results"][0]["error_kind"], "cancelled", "{body}");
+    assert_eq!(
+        daemon.service.interrupt("sess_nope").unwrap_err().code,
+        ErrorCode::NotFound
+    );
+}
+
+#[tokio::test]
+async fn offloaded_output_and_the_audit_log_read_back() {
+    let daemon = Daemon::start().await;
+    let session = daemon
+        .session(json!({"permission_mode": "danger_full_access"}))
+        .await;
+    let body = daemon
+        .batch(
+            &session.id,
+            calls(json!([
+            {"id": "big", "name": "bash", "input": {"command": "seq 1 20000"}}])),
+        )
+        .await;
+    let offloaded = &body["results"][0]["offloaded"];
+    let result_id = offloaded["result_id"].as_str().expect("offloaded");
+    let total = offloaded["total_chars"].as_u64().unwrap();
+    let mut whole = String::new();
+    let mut offset = 0;
+    while offset < total {
+        let page = daemon
+            .service
+            .read_result(result_id, offset, 10_000)
+            .await
+            .unwrap();
+        offset += page.content.chars().count() as u64;
+        whole.push_str(&page.content);
+    }
+    let expected: String = (1..=20000).map(|n| format!("{n}\n")).collect();
+    assert!(
+        whole.starts_with(&expected),
+        "the stored output is the whole output"
+    );
+    let unknown = daemon
+        .service
+        .read_result("res_nope", 0, 10)
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code, ErrorCode::NotFound);
+
+    for i in 0..5 {
+        daemon
+            .batch(
+                &session.id,
+                calls(
+                    json!([{"id": format!("t{i}"), "name": "todo_write", "input": {"todos": []}}]),
+                ),
+            )
+            .await;
+    }
+    let first = daemon
+        .service
+        .list_calls(&session.id, None, 4)
+        .await
+        .unwrap();
+    assert_eq!(first.rows.len(), 4);
+    let rest = daemon
+        .service
+        .list_calls(&session.id, first.next_cursor, 4)
+        .await
+        .unwrap();
+    assert_eq!(rest.rows.len(), 2);
+    assert!(rest.next_cursor.is_none());
+    let ids: Vec<&str> = first
+        .rows
+        .iter()
+        .chain(&rest.rows)
+        .map(|r| r.record.call_id.as_str())
+        .collect();
+    assert_eq!(ids, ["big", "t0", "t1", "t2", "t3", "t4"]);
+}

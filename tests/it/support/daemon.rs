@@ -1,0 +1,76 @@
+//! The real `toold` binary, spawned on port 0 over a test's own directory (`data/`, and
+//! `projects/` as the allowed root), with none of the caller's `TOOLD_*` settings; the HTTP
+//! and gRPC areas (and the fleet tests) wrap it in their own clients.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+
+/// A running daemon, killed (`kill -9`) when dropped.
+pub struct DaemonProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, from the line the daemon prints once it listens.
+    pub base: String,
+}
+
+/// `toold serve` on port 0 over `dir` (`dir/data`, allowed root `dir/projects`), with
+/// `extra` flags; nothing spawned yet.
+pub fn command(dir: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toold"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("data"))
+        .arg("--allowed-root")
+        .arg(dir.join("projects"))
+        .args(extra)
+        .env_remove("TOOLD_CONFIG")
+        .env_remove("TOOLD_LISTEN")
+        .env_remove("TOOLD_AUTH_TOKENS");
+    command
+}
+
+impl DaemonProcess {
+    /// Starts the daemon over `dir` (creating `dir/projects`) and waits until it listens.
+    pub fn start(dir: &Path, extra: &[&str]) -> DaemonProcess {
+        std::fs::create_dir_all(dir.join("projects")).unwrap();
+        let mut child = command(dir, extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("toold starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("toold listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        DaemonProcess { child, base }
+    }
+
+    /// Sends SIGTERM without waiting for the exit.
+    pub fn signal_terminate(&self) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait(&mut self) -> ExitStatus {
+        self.child.wait().unwrap()
+    }
+
+    /// Stops the daemon with `kill -9` and waits for it.
+    pub fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,9 +1,0 @@
-//! The search tools (`glob_search`, `grep_search`) through the library's public API: output
-//! compared with the real `rg` binary, behaviour and bad input, and path escapes through a
-//! real dispatcher. One test binary keeps link time down.
-
-mod behaviour;
-mod fixture;
-mod harness;
-mod path_escape;
-mod rg_compat;

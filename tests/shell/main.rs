@@ -1,9 +1,0 @@
-//! The shell tools (`bash`, `bash_output`, `kill_shell`) with real processes, through a
-//! dispatcher so that validation, permission, context updates, offload and sibling abort are
-//! the real ones. One test binary keeps link time down.
-
-mod background;
-mod behaviour;
-mod harness;
-mod processes;
-mod sandbox;
