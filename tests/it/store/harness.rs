@@ -66,7 +66,7 @@ impl Fixture {
             store,
             _dir: dir,
             url,
-            schema: schema,
+            schema,
         }
     }
 
