@@ -1,5 +1,5 @@
 //! Unit tests of the notebook splicing on small, unusual notebooks (the nbformat-style golden
-//! files are exercised through the tool in `tests/files/notebook.rs`).
+//! files are exercised through the tool in `tests/it/files/notebook.rs`).
 
 use std::path::Path;
 
