@@ -285,9 +285,11 @@ async fn read_only_mode_reads_inside_only_and_offers_no_writers() {
         )
         .await;
     failed(&editor_write, ErrorKind::PermissionDenied);
+    // Not offered (the mode keeps them out of the pool), and a call says why (issue 16).
     for tool in ["write_file", "edit_file", "notebook_edit"] {
         let result = env.call(tool, json!({})).await;
-        failed(&result, ErrorKind::UnknownTool);
+        failed(&result, ErrorKind::PermissionDenied);
+        assert!(result.output.contains("read_only"), "{}", result.output);
     }
     assert!(!env.path("new.txt").exists());
 }
