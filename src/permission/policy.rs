@@ -288,13 +288,13 @@ fn remembered_text(request: &PermissionRequest<'_>) -> Option<String> {
         return Some(format!("{BASH}({})", normalise(command)));
     }
     if tool == WEB_FETCH {
-        let host = crate::tools::web_fetch_host(request.input)?;
+        let host = super::matcher::web_fetch_host(request.input)?;
         return Some(format!("{WEB_FETCH}(domain:{})", host.to_ascii_lowercase()));
     }
     if let Some((_, field)) = PATH_TOOLS.iter().find(|(name, _)| *name == tool) {
         let raw = request.input.get(*field)?.as_str()?;
         let workspace = request.session.working_directory();
-        let resolved = crate::tools::paths::resolve(raw, field, workspace, workspace).ok()?;
+        let resolved = crate::tool::paths::resolve(raw, field, workspace, workspace).ok()?;
         let path = resolved.path.to_str()?;
         return Some(format!("{tool}(/{})", globset::escape(path)));
     }

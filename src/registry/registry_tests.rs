@@ -20,7 +20,7 @@ impl Tool for Named {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn is_enabled(&self, _session: &SessionState) -> bool {
+    fn is_enabled(&self, _session: &dyn crate::tool::SessionView) -> bool {
         self.enabled
     }
     async fn execute(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

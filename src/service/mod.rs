@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchResponse, BatchStream};
 pub use error::{ErrorCode, ServiceError};
@@ -39,11 +40,6 @@ use crate::session::SessionState;
 use crate::store::{CallPage, Store};
 use crate::tools::BackgroundShells;
 use tokio_util::sync::CancellationToken;
-
-/// The names and aliases of `registry`'s tools, for resolving the tools rules name.
-pub fn tool_names(registry: &ToolRegistry) -> ToolNames {
-    ToolNames::new(registry.tools().map(|tool| tool.name()), registry.aliases())
-}
 
 /// What the service needs to know about where it runs.
 #[derive(Clone, Debug)]

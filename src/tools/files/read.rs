@@ -102,7 +102,7 @@ impl Tool for ReadFile {
     }
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        check_path(input, "file_path", &ctx.session)?;
+        check_path(input, "file_path", ctx)?;
         optional_count(input, "offset")?;
         optional_count(input, "limit")?;
         Ok(())

@@ -105,7 +105,7 @@ impl Tool for ReadResultTool {
                 )));
             }
             Some(n) => n,
-            None => runtime_setting_u64(&ctx.session, PAGE_SETTING)
+            None => runtime_setting_u64(&*ctx.session, PAGE_SETTING)
                 .unwrap_or(MAX_PAGE_CHARS)
                 .min(MAX_PAGE_CHARS),
         };

@@ -262,7 +262,7 @@ impl Tool for ToolSearchTool {
                 ));
             }
             Some(n) => n.min(MAX_MAX_RESULTS),
-            None => runtime_setting_u64(&ctx.session, MAX_RESULTS_SETTING)
+            None => runtime_setting_u64(&*ctx.session, MAX_RESULTS_SETTING)
                 .unwrap_or(DEFAULT_MAX_RESULTS),
         };
         Ok(search(
