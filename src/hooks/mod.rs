@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::permission::PermissionLevel;
+use crate::tool::PermissionLevel;
 
 /// The hook event names of the common convention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -16,7 +16,6 @@ mod fleet;
 mod persister;
 mod relay;
 mod retention;
-mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,7 +28,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use persister::EventPersister;
-pub use settings::{ServerFlags, ServerSettings};
+// The `[server]` settings are config's (settings flow config → components, never back).
+pub use crate::config::{ServerFlags, ServerSettings};
 
 use crate::api::{DaemonStatus, HttpSettings};
 use crate::config::Settings;

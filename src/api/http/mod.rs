@@ -49,7 +49,7 @@ pub struct HttpSettings {
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        let server = crate::server::ServerSettings::default();
+        let server = crate::config::ServerSettings::default();
         HttpSettings {
             auth_tokens: server.auth_tokens,
             body_limit_bytes: server.body_limit_bytes,

@@ -1,7 +1,8 @@
 //! `[server]` settings: where the daemon listens, keeps its data and who may call it.
 //!
-//! Only the shape and the defaults live here; `config.rs` fills them from the file, the
-//! environment and the flags, and `server` turns them into a running daemon.
+//! Only the shape and the defaults live here; [`super`] fills them from the file, the
+//! environment and the flags, and `server` turns them into a running daemon. They live in
+//! `config`, not `server`, so settings flow one way: the server imports config, never back.
 
 use std::path::PathBuf;
 use std::time::Duration;
