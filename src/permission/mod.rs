@@ -14,7 +14,7 @@ mod settings;
 #[cfg(test)]
 pub(crate) mod test_session;
 
-pub use approvals::{Approvals, Approver, Resolution};
+pub use approvals::{ApprovalLedger, ApprovalWait, Approvals, Approver, NewApproval, Resolution};
 pub use policy::RulePolicy;
 pub use rules::{
     RememberedRule, Rule, RuleContext, RuleError, RuleKind, RuleSet, RuleSource, SessionRules,

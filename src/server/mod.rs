@@ -36,9 +36,9 @@ use crate::config::Settings;
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
-use crate::permission::{Approvals, RuleContext, RulePolicy, RuleSet, RuleSource};
+use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{ServiceSettings, ToolService, tool_names};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreApprovals as Approvals, StoreError};
 use crate::tools::{
     BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
 };

@@ -34,10 +34,10 @@ pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilt
 use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
 use crate::event::EventBus;
-use crate::permission::{Approvals, PermissionSettings, ToolNames};
+use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
-use crate::store::{CallPage, Store};
+use crate::store::{CallPage, Store, StoreApprovals as Approvals};
 use crate::tools::BackgroundShells;
 use tokio_util::sync::CancellationToken;
 

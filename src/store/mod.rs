@@ -24,10 +24,12 @@ use crate::event::{Event, EventType};
 use crate::permission::PermissionLevel;
 use crate::tool::ToolResult;
 
+mod approval_ledger;
 pub mod postgres;
 pub mod sqlite;
 mod values;
 
+pub use approval_ledger::StoreApprovals;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
