@@ -26,11 +26,11 @@ use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
 use super::sinks::HeldAudit;
 use crate::event::{EventData, EventDraft, EventType};
-use crate::permission::PermissionLevel;
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
 use crate::session::SessionState;
 use crate::tool::{
-    ErrorKind, PathChecks, ProgressSink, ProgressUpdate, ToolCall, ToolContext, ToolResult,
+    ErrorKind, PathChecks, PermissionLevel, ProgressSink, ProgressUpdate, ToolCall, ToolContext,
+    ToolResult,
 };
 
 /// What a running batch reports: progress as soon as it happens, results in request order.

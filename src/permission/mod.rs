@@ -1,10 +1,15 @@
-//! Permission modes and the decision a call needs before it runs.
+//! Permission decisions: what a call needs before it runs, and who decided.
 //!
-//! This module owns the ordered modes (`read_only` < `workspace_write` < `danger_full_access`),
-//! the [`PermissionPolicy`] trait the dispatcher asks, and [`ModePolicy`], which compares the
-//! session's mode with what the call requires. The rule grammar is in [`rules`], matching a
-//! rule against a call in [`matcher`], waiting for a person in [`approvals`], and the policy
-//! the daemon runs (deny → remembered → hook ask → ask → allow → mode) in [`policy`].
+//! This module owns the [`PermissionPolicy`] trait the dispatcher asks, and [`ModePolicy`],
+//! which compares the session's mode with what the call requires (the ordered modes,
+//! [`PermissionLevel`], are the tool contract's and re-exported here). The rule grammar is in
+//! [`rules`], matching a rule against a call in [`matcher`], waiting for a person in
+//! [`approvals`], and the policy the daemon runs (deny → remembered → hook ask → ask → allow
+//! → mode) in [`policy`].
+//!
+//! It sits below the session and the store and names neither: a policy sees the session
+//! through [`PermissionSession`] and keeps approvals through [`ApprovalLedger`], both traits
+//! defined here and implemented above (`tests/architecture.rs` holds the layering).
 
 pub mod approvals;
 pub mod matcher;
@@ -157,21 +162,6 @@ impl PermissionPolicy for ModePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn modes_are_ordered_and_parse() {
-        assert!(PermissionLevel::ReadOnly < PermissionLevel::WorkspaceWrite);
-        assert!(PermissionLevel::WorkspaceWrite < PermissionLevel::DangerFullAccess);
-        for level in [
-            PermissionLevel::ReadOnly,
-            PermissionLevel::WorkspaceWrite,
-            PermissionLevel::DangerFullAccess,
-        ] {
-            assert_eq!(level.as_str().parse::<PermissionLevel>(), Ok(level));
-        }
-        let err = "root".parse::<PermissionLevel>().unwrap_err();
-        assert!(err.to_string().contains("\"root\""));
-    }
 
     #[tokio::test]
     async fn mode_policy_compares_required_with_mode() {

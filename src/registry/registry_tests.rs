@@ -6,9 +6,8 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use super::*;
-use crate::permission::PermissionLevel;
 use crate::session::{SessionConfig, SessionState};
-use crate::tool::{ToolContext, ToolError, ToolOutput};
+use crate::tool::{PermissionLevel, ToolContext, ToolError, ToolOutput};
 
 struct Named {
     spec: ToolSpec,

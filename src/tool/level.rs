@@ -52,3 +52,23 @@ impl FromStr for PermissionLevel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_ordered_and_parse() {
+        assert!(PermissionLevel::ReadOnly < PermissionLevel::WorkspaceWrite);
+        assert!(PermissionLevel::WorkspaceWrite < PermissionLevel::DangerFullAccess);
+        for level in [
+            PermissionLevel::ReadOnly,
+            PermissionLevel::WorkspaceWrite,
+            PermissionLevel::DangerFullAccess,
+        ] {
+            assert_eq!(level.as_str().parse::<PermissionLevel>(), Ok(level));
+        }
+        let err = "root".parse::<PermissionLevel>().unwrap_err();
+        assert!(err.to_string().contains("\"root\""));
+    }
+}

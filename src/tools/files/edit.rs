@@ -14,11 +14,10 @@ use super::replace::{Wording, replace};
 use super::state::{self, blocking};
 use super::text::as_text;
 use super::{build, check_path, path_permission, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, SessionView, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 
 const WORDING: Wording = Wording {

@@ -37,9 +37,8 @@ pub use read::ReadFile;
 pub use text_editor::TextEditor;
 pub use write::WriteFile;
 
-use crate::permission::PermissionLevel;
 use crate::registry::{RegistryError, ToolRegistry};
-use crate::tool::{ToolContext, ToolError, ToolSpec, ToolSpecBuilder};
+use crate::tool::{PermissionLevel, ToolContext, ToolError, ToolSpec, ToolSpecBuilder};
 use crate::tools::paths;
 
 /// Registers the five file tools.

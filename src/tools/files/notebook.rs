@@ -16,11 +16,10 @@ use super::notebook_json::{ScanError, elements, indentation_at, members, value_a
 use super::state::{self, blocking};
 use super::text::as_text;
 use super::{build, check_path, path_permission, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, SessionView, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 
 const DESCRIPTION: &str = "Edits one cell of a Jupyter notebook (.ipynb). `edit_mode` is \

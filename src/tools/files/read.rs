@@ -21,10 +21,10 @@ use super::access::{self, Location};
 use super::state::{blocking, file_state};
 use super::text::{MAX_LINE_CHARS, NumberError, Numbered, Window, number_bytes, number_lines};
 use super::{build, check_path, optional_count, path_permission};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
 
 /// Lines read when the call gives no `limit`.

@@ -4,8 +4,9 @@
 //!
 //! Staleness is judged by content (an xxh3-128 hash of the whole file), never by mtime alone:
 //! a `touch` does not make a file stale, and a change within the same mtime tick does. The
-//! cache itself lives in [`SessionState`]; tools only read it and return
-//! [`ContextUpdate::FileState`] for the session to apply.
+//! cache itself lives in the session; tools only read it (through
+//! [`crate::tool::SessionView::file_state`]) and return [`ContextUpdate::FileState`] for the
+//! dispatcher to apply when the call completes.
 
 use std::fs::Metadata;
 use std::io::Read;

@@ -18,11 +18,10 @@ use super::text::{LineEnding, as_text, line_count, snippet};
 use super::text_editor_view::{ViewRange, view};
 use super::write::{exists, write};
 use super::{build, check_path, optional_count, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, SessionView, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 use crate::tools::paths;
 

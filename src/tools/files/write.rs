@@ -14,11 +14,10 @@ use super::diff::short_diff;
 use super::state::{self, blocking};
 use super::text::line_count;
 use super::{build, check_path, path_permission, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, SessionView, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 use crate::tools::paths;
 

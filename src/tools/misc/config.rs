@@ -9,10 +9,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::string_field;
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, ContextUpdate, InterruptBehavior, SessionView, Tool, ToolContext,
-    ToolError, ToolOutput, ToolSpec,
+    BuildError, ConcurrencyClass, ContextUpdate, InterruptBehavior, PermissionLevel, SessionView,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 /// A setting `config` knows: an integer within bounds.

@@ -14,10 +14,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::string_field;
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, SessionView, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 const SKILL_FILE: &str = "SKILL.md";

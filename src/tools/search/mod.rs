@@ -26,10 +26,10 @@ pub use glob::GlobSearch;
 pub use grep::GrepSearch;
 use root::{SearchRoot, search_root};
 
-use crate::permission::PermissionLevel;
 use crate::registry::{RegistryError, ToolRegistry};
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, ToolContext, ToolError, ToolSpec, ToolSpecBuilder,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, ToolContext, ToolError, ToolSpec,
+    ToolSpecBuilder,
 };
 use crate::tools::paths;
 

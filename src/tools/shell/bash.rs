@@ -21,11 +21,10 @@ use super::boundary;
 use super::output::TakenOutput;
 use super::process::{Ended, SharedOutput, ShellProcess};
 use super::spill::SpillWriter;
-use crate::permission::PermissionLevel;
 use crate::shell_syntax::{Analysis, analyze};
 use crate::tool::{
-    ConcurrencyClass, ContextUpdate, InterruptBehavior, PreviewStyle, SessionView, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, ContextUpdate, InterruptBehavior, PermissionLevel, PreviewStyle, SessionView,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 120_000;

@@ -24,10 +24,9 @@ pub use address::{AddressPolicy, BlockedAddress};
 use content::ContentKind;
 
 use super::{cut_chars, optional_whole_number, string_field};
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 use crate::tools::WebFetchSettings;
 
