@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use toold::dispatch::InMemoryResultStore;
 use toold::event::EventBus;
 use toold::permission::{
-    Approvals, PermissionLevel, PermissionPolicy, PermissionRequest, RuleContext, RulePolicy,
-    RuleSet, RuleSource, SessionRules,
+    PermissionLevel, PermissionPolicy, PermissionRequest, RuleContext, RulePolicy, RuleSet,
+    RuleSource, SessionRules,
 };
 use toold::session::{SessionConfig, SessionState};
-use toold::store::{SqliteStore, Store};
+use toold::store::{SqliteStore, Store, StoreApprovals as Approvals};
 use toold::tools::{BackgroundShells, ToolDeps, builtin_registry};
 
 fn strings(texts: &[&str]) -> Vec<String> {

@@ -90,7 +90,7 @@ async fn validate_authorise_execute(
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     tool.validate_input(input, ctx).await?;
-    let required = tool.spec().required_permission(input, &ctx.session);
+    let required = tool.spec().required_permission(input, ctx);
     let mut ctx = ctx.clone();
     ctx.authorized = required;
     tool.execute(input.clone(), &ctx).await

@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::Settings;
-use crate::server::ServerFlags;
+use crate::config::{ServerFlags, Settings};
 
 #[derive(Debug, Parser)]
 #[command(

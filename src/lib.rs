@@ -13,6 +13,8 @@
 //! - [`tools`]: the built-in tools and the path rules they share.
 //! - [`permission`], [`hooks`]: the decisions the pipeline asks for.
 //! - [`session`]: state calls read and leave behind.
+//! - [`shell_syntax`]: what a bash line does, read from its syntax tree (for `bash`'s flags and
+//!   the permission rules).
 //! - [`event`]: lifecycle events, fanned out without ever blocking dispatch.
 //! - [`config`]: settings, from file to environment to flags.
 //!
@@ -36,6 +38,7 @@ pub mod registry;
 pub mod server;
 pub mod service;
 pub mod session;
+pub mod shell_syntax;
 pub mod store;
 pub mod telemetry;
 pub mod tool;

@@ -26,10 +26,12 @@ use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
 use super::ports::HeldAudit;
 use crate::event::{EventData, EventDraft, EventType};
-use crate::permission::PermissionLevel;
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
 use crate::session::SessionState;
-use crate::tool::{ErrorKind, ProgressSink, ProgressUpdate, ToolCall, ToolContext, ToolResult};
+use crate::tool::{
+    ErrorKind, PathChecks, PermissionLevel, ProgressSink, ProgressUpdate, ToolCall, ToolContext,
+    ToolResult,
+};
 
 /// What a running batch reports: progress as soon as it happens, results in request order.
 #[derive(Clone, Debug, PartialEq)]
@@ -337,7 +339,7 @@ impl BatchRun<'_> {
         let tool = self.pool.resolve(&call.name);
         let safe = match (&tool, call.input.as_json()) {
             (Ok(tool), Some(input)) => {
-                tool.is_valid_input(input) && tool.spec().is_concurrency_safe(input, &self.session)
+                tool.is_valid_input(input) && tool.spec().is_concurrency_safe(input, &*self.session)
             }
             _ => false,
         };
@@ -455,7 +457,9 @@ impl BatchRun<'_> {
                 session: self.session.clone(),
                 tools: self.pool.clone(),
                 authorized: PermissionLevel::ReadOnly,
+                path_checks: PathChecks::default(),
             },
+            session: self.session.clone(),
             call,
             tool,
             refusal,

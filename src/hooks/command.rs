@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::runner::HookReply;
+use super::reply::{HookReply, MAX_HOOK_OUTPUT_BYTES};
 
 /// The daemon's environment variables a command hook sees; nothing else is passed.
 pub const KEPT_VARIABLES: [&str; 9] = [
@@ -26,8 +26,6 @@ pub const KEPT_VARIABLES: [&str; 9] = [
 ];
 /// `PATH` when the daemon has none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-/// stdout and stderr are each read up to this; more is a hook failure.
-pub const MAX_HOOK_OUTPUT_BYTES: usize = 1024 * 1024;
 
 /// The environment command hooks get, from the daemon's as `lookup` reads it.
 pub fn clean_environment(lookup: impl Fn(&str) -> Option<String>) -> Vec<(OsString, OsString)> {

@@ -3,17 +3,20 @@
 //! Hooks run in configuration order; each sees the input as updated by the previous one; a
 //! deny stops the chain. This module knows the hook protocol's data (the JSON a command hook
 //! reads on stdin); [`config`] is the `[hooks]` settings, [`runner`] turns each configured
-//! hook into a [`ToolHook`] and reads its answer, [`command`] and [`url_hook`] run it.
+//! hook into a [`ToolHook`] and reads its answer, [`command`] and [`url_hook`] run it, and
+//! [`reply`] is what a run leaves for the runner to read (and the output cap).
 //! Deliberately absent: what an `ask` means (the permission policy decides) and hooks set by
 //! a session (only the server's settings configure hooks).
 
 pub mod command;
 pub mod config;
+mod reply;
 mod runner;
 mod url_hook;
 
-pub use command::{KEPT_VARIABLES, MAX_HOOK_OUTPUT_BYTES, clean_environment};
+pub use command::{KEPT_VARIABLES, clean_environment};
 pub use config::{HookConfig, HookConfigError, HookSettings, OnFailure};
+pub use reply::MAX_HOOK_OUTPUT_BYTES;
 pub use runner::ConfiguredHook;
 
 use std::path::PathBuf;
@@ -23,7 +26,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::permission::PermissionLevel;
+use crate::tool::PermissionLevel;
 
 /// The hook event names of the common convention.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -23,22 +23,12 @@ use serde_json::Value;
 
 use super::command::CommandHook;
 use super::config::{HookConfig, HookConfigError, HookSettings, OnFailure};
+use super::reply::HookReply;
 use super::url_hook::HttpHook;
 use super::{
     HookChain, HookEvent, HookEventName, PostToolUseOutcome, PreToolUseOutcome, PreToolVerdict,
     ToolHook,
 };
-
-/// How a hook run ended, before interpretation.
-#[derive(Debug)]
-pub(crate) enum HookReply {
-    /// Exit 0 or HTTP 2xx, with stdout or the body.
-    Answered(Vec<u8>),
-    /// Exit 2, with the reason (stderr).
-    Blocked(String),
-    /// Anything else, with what went wrong.
-    Failed(String),
-}
 
 enum Transport {
     Command(CommandHook),

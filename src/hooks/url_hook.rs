@@ -9,8 +9,7 @@
 
 use std::time::Duration;
 
-use super::command::MAX_HOOK_OUTPUT_BYTES;
-use super::runner::HookReply;
+use super::reply::{HookReply, MAX_HOOK_OUTPUT_BYTES};
 
 pub(crate) struct HttpHook {
     url: String,

@@ -7,17 +7,69 @@
 //! `resolve_approval` that changes its row, so of two resolutions, or a resolution racing the
 //! timeout, exactly one wins and the loser learns it lost. Deciding *when* to ask and what an
 //! answer means for the call is the policy's ([`super::policy`]).
+//!
+//! The store is reached through [`ApprovalLedger`], a port this module defines and the store
+//! implements (`store::StoreApprovals` is `Approvals` over the store), so permission sits
+//! below the store and names none of it; the policy reaches approvals through
+//! [`ApprovalWait`], so it does not care which ledger keeps them.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use async_trait::async_trait;
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::event::{EventBus, EventDraft, EventType};
-use crate::store::{ApprovalRecord, Store, StoreError};
+
+/// A pending approval as the ledger records it.
+#[derive(Clone, Copy, Debug)]
+pub struct NewApproval<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub call_id: &'a str,
+    pub tool: &'a str,
+    pub input: &'a Value,
+    pub reason: &'a str,
+    pub created_at: SystemTime,
+}
+
+/// Where approvals are recorded and settled: the arbiter of races (of two settlements of one
+/// approval exactly one returns `true`). The store implements it.
+#[async_trait]
+pub trait ApprovalLedger: Send + Sync + 'static {
+    type Error: fmt::Display + Send + Sync + 'static;
+
+    /// Records a pending approval.
+    async fn insert_approval(&self, approval: NewApproval<'_>) -> Result<(), Self::Error>;
+
+    /// The ids of a session's unresolved approvals, oldest first.
+    async fn pending_approval_ids(&self, session_id: &str) -> Result<Vec<String>, Self::Error>;
+
+    /// Settles a pending approval; `false` if it was unknown or already settled.
+    async fn resolve_approval(
+        &self,
+        approval_id: &str,
+        decision: &str,
+        decided_by: &str,
+    ) -> Result<bool, Self::Error>;
+}
+
+/// What the policy needs of approvals: record an ask, announce it, wait for its end
+/// ([`Approvals::wait`]). Object-safe, so the policy holds any ledger's approvals.
+#[async_trait]
+pub trait ApprovalWait: Send + Sync + 'static {
+    /// [`Approvals::wait`], with the cancellation future boxed.
+    async fn wait_for(
+        &self,
+        ask: &ApprovalAsk<'_>,
+        timeout: Duration,
+        cancelled: BoxFuture<'_, ()>,
+    ) -> (String, WaitOutcome);
+}
 
 /// Who resolved an approval: the door and, when the daemon checks tokens, which token.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,30 +139,30 @@ pub struct ApprovalAsk<'a> {
     pub reason: &'a str,
 }
 
-/// Why a resolution was refused.
+/// Why a resolution was refused; `E` is the ledger's error.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+pub enum ResolveError<E> {
     #[error("approval \"{0}\" was already resolved")]
     AlreadyResolved(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    #[error("{0}")]
+    Store(E),
 }
 
 /// Pending approvals and the calls waiting on them. One per daemon, shared by the policy
 /// (which waits) and the service (which resolves).
-pub struct Approvals {
-    store: Arc<dyn Store>,
+pub struct Approvals<L: ApprovalLedger> {
+    store: L,
     events: EventBus,
     waiting: Mutex<HashMap<String, oneshot::Sender<Resolution>>>,
 }
 
 /// Removes a waiter however its wait ends (including the call's future being dropped).
-struct Waiting<'a> {
-    approvals: &'a Approvals,
+struct Waiting<'a, L: ApprovalLedger> {
+    approvals: &'a Approvals<L>,
     id: String,
 }
 
-impl Drop for Waiting<'_> {
+impl<L: ApprovalLedger> Drop for Waiting<'_, L> {
     fn drop(&mut self) {
         self.approvals.waiters().remove(&self.id);
     }
@@ -120,10 +172,10 @@ impl Drop for Waiting<'_> {
 /// for the winner's answer, which follows the store's commit at once.
 const WINNER_GRACE: Duration = Duration::from_secs(10);
 
-impl Approvals {
-    pub fn new(store: Arc<dyn Store>, events: EventBus) -> Approvals {
+impl<L: ApprovalLedger> Approvals<L> {
+    pub fn new(store: impl Into<L>, events: EventBus) -> Approvals<L> {
         Approvals {
-            store,
+            store: store.into(),
             events,
             waiting: Mutex::new(HashMap::new()),
         }
@@ -149,19 +201,16 @@ impl Approvals {
             approvals: self,
             id: id.clone(),
         };
-        let record = ApprovalRecord {
-            id: id.clone(),
-            session_id: ask.session_id.to_owned(),
-            call_id: ask.call_id.to_owned(),
-            tool: ask.tool.to_owned(),
-            input: ask.input.clone(),
-            reason: ask.reason.to_owned(),
+        let record = NewApproval {
+            id: &id,
+            session_id: ask.session_id,
+            call_id: ask.call_id,
+            tool: ask.tool,
+            input: ask.input,
+            reason: ask.reason,
             created_at: SystemTime::now(),
-            decision: None,
-            decided_by: None,
-            decided_at: None,
         };
-        if let Err(err) = self.store.insert_approval(&record).await {
+        if let Err(err) = self.store.insert_approval(record).await {
             return (
                 id,
                 WaitOutcome::Failed(format!("the approval could not be recorded: {err}")),
@@ -210,12 +259,17 @@ impl Approvals {
     /// Settles approval `id` with `resolution` and hands it to the waiting call. Of two
     /// concurrent resolutions exactly one succeeds; the other gets `AlreadyResolved`.
     /// Returns whether a call was waiting (it is not after a restart).
-    pub async fn resolve(&self, id: &str, resolution: Resolution) -> Result<bool, ResolveError> {
+    pub async fn resolve(
+        &self,
+        id: &str,
+        resolution: Resolution,
+    ) -> Result<bool, ResolveError<L::Error>> {
         let decision = if resolution.allow { "allow" } else { "deny" };
         let settled = self
             .store
             .resolve_approval(id, decision, &resolution.approver.to_string())
-            .await?;
+            .await
+            .map_err(ResolveError::Store)?;
         if !settled {
             return Err(ResolveError::AlreadyResolved(id.to_owned()));
         }
@@ -224,20 +278,32 @@ impl Approvals {
     }
 
     /// Denies the session's pending approvals that no call waits for (left by a restart).
-    pub async fn settle_orphans(&self, session_id: &str) -> Result<usize, StoreError> {
+    pub async fn settle_orphans(&self, session_id: &str) -> Result<usize, L::Error> {
         let mut settled = 0;
-        for approval in self.store.pending_approvals(session_id).await? {
-            if self.waiters().contains_key(&approval.id) {
+        for approval_id in self.store.pending_approval_ids(session_id).await? {
+            if self.waiters().contains_key(&approval_id) {
                 continue;
             }
             if self
                 .store
-                .resolve_approval(&approval.id, "deny", "restart")
+                .resolve_approval(&approval_id, "deny", "restart")
                 .await?
             {
                 settled += 1;
             }
         }
         Ok(settled)
+    }
+}
+
+#[async_trait]
+impl<L: ApprovalLedger> ApprovalWait for Approvals<L> {
+    async fn wait_for(
+        &self,
+        ask: &ApprovalAsk<'_>,
+        timeout: Duration,
+        cancelled: BoxFuture<'_, ()>,
+    ) -> (String, WaitOutcome) {
+        self.wait(ask, timeout, cancelled).await
     }
 }

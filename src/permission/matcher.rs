@@ -14,18 +14,20 @@ use std::cell::OnceCell;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
+use url::Url;
 
+use super::PermissionSession;
 use super::rules::{
     BASH, CommandPattern, DomainPattern, PATH_TOOLS, PathPattern, Rule, Specifier, WEB_FETCH,
 };
-use crate::session::SessionState;
-use crate::tools::{CommandLine, SimpleCommand, paths, simple_commands, web_fetch_host};
+use crate::shell_syntax::{CommandLine, SimpleCommand, simple_commands};
+use crate::tool::paths;
 
 /// A call as the rules see it; each family's facts are worked out once, on first use.
 pub struct CallFacts<'a> {
     tool: &'a str,
     input: &'a Value,
-    session: &'a SessionState,
+    session: &'a dyn PermissionSession,
     line: OnceCell<Option<CommandLine>>,
     paths: OnceCell<Option<CallPaths>>,
     host: OnceCell<Option<String>>,
@@ -41,7 +43,11 @@ struct CallPaths {
 }
 
 impl<'a> CallFacts<'a> {
-    pub fn new(tool: &'a str, input: &'a Value, session: &'a SessionState) -> CallFacts<'a> {
+    pub fn new(
+        tool: &'a str,
+        input: &'a Value,
+        session: &'a dyn PermissionSession,
+    ) -> CallFacts<'a> {
         CallFacts {
             tool,
             input,
@@ -107,6 +113,15 @@ impl<'a> CallFacts<'a> {
             })
             .as_deref()
     }
+}
+
+/// The host a `web_fetch` input targets (`web_fetch(domain:x.org)` rules match it), or
+/// `None` when the input has no parseable http(s) URL. It lives with the rules that read it.
+pub fn web_fetch_host(input: &Value) -> Option<String> {
+    let url = Url::parse(input.get("url")?.as_str()?).ok()?;
+    matches!(url.scheme(), "http" | "https")
+        .then(|| url.host_str().map(str::to_owned))
+        .flatten()
 }
 
 /// `path` with `.` and `..` applied textually (a `..` at the root stays at the root).

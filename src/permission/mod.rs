@@ -1,76 +1,59 @@
-//! Permission modes and the decision a call needs before it runs.
+//! Permission decisions: what a call needs before it runs, and who decided.
 //!
-//! This module owns the ordered modes (`read_only` < `workspace_write` < `danger_full_access`),
-//! the [`PermissionPolicy`] trait the dispatcher asks, and [`ModePolicy`], which compares the
-//! session's mode with what the call requires. The rule grammar is in [`rules`], matching a
-//! rule against a call in [`matcher`], waiting for a person in [`approvals`], and the policy
-//! the daemon runs (deny → remembered → hook ask → ask → allow → mode) in [`policy`].
+//! This module owns the [`PermissionPolicy`] trait the dispatcher asks, and [`ModePolicy`],
+//! which compares the session's mode with what the call requires (the ordered modes,
+//! [`PermissionLevel`], are the tool contract's and re-exported here). The rule grammar is in
+//! [`rules`], matching a rule against a call in [`matcher`], waiting for a person in
+//! [`approvals`], and the policy the daemon runs (deny → remembered → hook ask → ask → allow
+//! → mode) in [`policy`].
+//!
+//! It sits below the session and the store and names neither: a policy sees the session
+//! through [`PermissionSession`] and keeps approvals through [`ApprovalLedger`], both traits
+//! defined here and implemented above (`tests/architecture.rs` holds the layering).
 
 pub mod approvals;
 pub mod matcher;
 pub mod policy;
 pub mod rules;
 mod settings;
+#[cfg(test)]
+pub(crate) mod test_session;
 
-pub use approvals::{Approvals, Approver, Resolution};
+pub use approvals::{ApprovalLedger, ApprovalWait, Approvals, Approver, NewApproval, Resolution};
 pub use policy::RulePolicy;
 pub use rules::{
     RememberedRule, Rule, RuleContext, RuleError, RuleKind, RuleSet, RuleSource, SessionRules,
     ToolNames,
 };
 pub use settings::PermissionSettings;
+// The levels are the tool contract's (a spec declares what a call needs); re-exported here
+// because every permission decision speaks them.
+pub use crate::tool::{PermissionLevel, UnknownPermissionMode};
 
-use std::fmt;
-use std::str::FromStr;
+use std::path::Path;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use crate::session::SessionState;
-
-/// A permission mode, and what a call requires. Ordered: a mode grants every level below it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PermissionLevel {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-impl PermissionLevel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionLevel::ReadOnly => "read_only",
-            PermissionLevel::WorkspaceWrite => "workspace_write",
-            PermissionLevel::DangerFullAccess => "danger_full_access",
-        }
-    }
-}
-
-impl fmt::Display for PermissionLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown permission mode \"{0}\"; expected read_only, workspace_write or danger_full_access"
-)]
-pub struct UnknownPermissionMode(pub String);
-
-impl FromStr for PermissionLevel {
-    type Err = UnknownPermissionMode;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "read_only" => Ok(PermissionLevel::ReadOnly),
-            "workspace_write" => Ok(PermissionLevel::WorkspaceWrite),
-            "danger_full_access" => Ok(PermissionLevel::DangerFullAccess),
-            other => Err(UnknownPermissionMode(other.to_owned())),
-        }
-    }
+/// What a permission check may know of, and do to, the session it judges a call for: its
+/// workspace, its rules, the answers it remembers (and remembering one more), and the tokens
+/// that end a wait for a person. `session::SessionState` implements it, so permission sits
+/// below the session (which carries the rules) without naming it, and what a policy may
+/// change in a session is exactly this list.
+pub trait PermissionSession: std::fmt::Debug + Send + Sync {
+    fn working_directory(&self) -> &Path;
+    /// The server's and the session's permission rules.
+    fn permission_rules(&self) -> &SessionRules;
+    /// Rules remembered from approvals, oldest first.
+    fn remembered_rules(&self) -> Vec<RememberedRule>;
+    /// Remembers an approval's answer for the rest of the session (a repeat is kept once).
+    fn remember_rule(&self, rule: RememberedRule);
+    /// Fires when the session closes.
+    fn close_token(&self) -> CancellationToken;
+    /// Fires at the session's next interrupt.
+    fn interrupt_token(&self) -> CancellationToken;
 }
 
 /// Who made a permission decision; recorded in the audit row.
@@ -123,7 +106,7 @@ impl PermissionDecision {
 pub struct PermissionRequest<'a> {
     pub session_id: &'a str,
     /// The session: its workspace, rules and remembered answers.
-    pub session: &'a SessionState,
+    pub session: &'a dyn PermissionSession,
     pub batch_id: &'a str,
     pub call_id: &'a str,
     pub tool: &'a str,
@@ -180,25 +163,14 @@ impl PermissionPolicy for ModePolicy {
 mod tests {
     use super::*;
 
-    #[test]
-    fn modes_are_ordered_and_parse() {
-        assert!(PermissionLevel::ReadOnly < PermissionLevel::WorkspaceWrite);
-        assert!(PermissionLevel::WorkspaceWrite < PermissionLevel::DangerFullAccess);
-        for level in [
-            PermissionLevel::ReadOnly,
-            PermissionLevel::WorkspaceWrite,
-            PermissionLevel::DangerFullAccess,
-        ] {
-            assert_eq!(level.as_str().parse::<PermissionLevel>(), Ok(level));
-        }
-        let err = "root".parse::<PermissionLevel>().unwrap_err();
-        assert!(err.to_string().contains("\"root\""));
-    }
-
     #[tokio::test]
     async fn mode_policy_compares_required_with_mode() {
         let input = serde_json::json!({});
-        let session = SessionState::new(crate::session::SessionConfig::new("s", "/ws"));
+        let session = test_session::TestSession::new(
+            "/ws",
+            PermissionLevel::WorkspaceWrite,
+            SessionRules::default(),
+        );
         let mut request = PermissionRequest {
             session_id: "s",
             session: &session,

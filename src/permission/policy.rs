@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::approvals::{ApprovalAsk, Approvals, Resolution, WaitOutcome};
+use super::approvals::{ApprovalAsk, ApprovalWait, Resolution, WaitOutcome};
 use super::matcher::{CallFacts, allowing, matches_broadly};
 use super::rules::{
     BASH, PATH_TOOLS, RememberedRule, Rule, RuleContext, RuleKind, RuleSource, ToolNames, WEB_FETCH,
@@ -29,7 +29,7 @@ enum Verdict {
 
 /// Rules, remembered answers, approvals and the mode.
 pub struct RulePolicy {
-    approvals: Arc<Approvals>,
+    approvals: Arc<dyn ApprovalWait>,
     tools: Arc<ToolNames>,
     home: Option<PathBuf>,
     timeout: Duration,
@@ -38,7 +38,7 @@ pub struct RulePolicy {
 impl RulePolicy {
     /// `tools` resolves remembered rules' tool names; `home` is what `~/` means in them.
     pub fn new(
-        approvals: Arc<Approvals>,
+        approvals: Arc<dyn ApprovalWait>,
         tools: Arc<ToolNames>,
         home: Option<PathBuf>,
         timeout: Duration,
@@ -176,13 +176,13 @@ impl RulePolicy {
         };
         let close = request.session.close_token();
         let interrupt = request.session.interrupt_token();
-        let cancelled = async {
+        let cancelled = Box::pin(async move {
             tokio::select! {
                 () = close.cancelled() => {}
                 () = interrupt.cancelled() => {}
             }
-        };
-        let (id, outcome) = self.approvals.wait(&ask, self.timeout, cancelled).await;
+        });
+        let (id, outcome) = self.approvals.wait_for(&ask, self.timeout, cancelled).await;
         match outcome {
             WaitOutcome::Resolved(resolution) => {
                 if resolution.remember {
@@ -288,13 +288,13 @@ fn remembered_text(request: &PermissionRequest<'_>) -> Option<String> {
         return Some(format!("{BASH}({})", normalise(command)));
     }
     if tool == WEB_FETCH {
-        let host = crate::tools::web_fetch_host(request.input)?;
+        let host = super::matcher::web_fetch_host(request.input)?;
         return Some(format!("{WEB_FETCH}(domain:{})", host.to_ascii_lowercase()));
     }
     if let Some((_, field)) = PATH_TOOLS.iter().find(|(name, _)| *name == tool) {
         let raw = request.input.get(*field)?.as_str()?;
         let workspace = request.session.working_directory();
-        let resolved = crate::tools::paths::resolve(raw, field, workspace, workspace).ok()?;
+        let resolved = crate::tool::paths::resolve(raw, field, workspace, workspace).ok()?;
         let path = resolved.path.to_str()?;
         return Some(format!("{tool}(/{})", globset::escape(path)));
     }

@@ -5,13 +5,12 @@
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::permission::{PermissionLevel, RuleSet, SessionRules};
-use crate::session::{SessionConfig, SessionState};
+use crate::permission::test_session::{TestSession, builtin_tool_names};
+use crate::permission::{PermissionLevel, PermissionSession, RuleSet, SessionRules};
 
 pub(super) use PermissionLevel::{DangerFullAccess as Full, ReadOnly as Ro, WorkspaceWrite as Ww};
 
@@ -64,18 +63,11 @@ pub(super) fn world() -> World {
     std::fs::write(home.join(".ssh/id_rsa"), "x").unwrap();
     symlink(workspace.join("secrets"), workspace.join("link_to_secrets")).unwrap();
     symlink("/etc", workspace.join("public/etc_link")).unwrap();
-    let registry = crate::tools::builtin_registry(&crate::tools::ToolDeps {
-        results: Arc::new(crate::dispatch::InMemoryResultStore::default()),
-        web_fetch: Default::default(),
-        skills: Default::default(),
-        shells: Arc::default(),
-    })
-    .unwrap();
     World {
         _dir: dir,
         workspace,
         home,
-        tools: crate::service::tool_names(&registry),
+        tools: builtin_tool_names(),
     }
 }
 
@@ -93,7 +85,7 @@ impl World {
     }
 
     /// A session with the server's rules above and `session` rules (`kind:rule`).
-    pub(super) fn session(&self, session: &[&str]) -> SessionState {
+    pub(super) fn session(&self, session: &[&str]) -> TestSession {
         let pick = |kind: &str| -> Vec<String> {
             session
                 .iter()
@@ -120,11 +112,8 @@ impl World {
             )
             .unwrap(),
         };
-        let mut config = SessionConfig::new("s", &self.workspace)
-            .permission_mode(Ww)
-            .interactive(true);
-        config.rules = Arc::new(rules);
-        SessionState::new(config)
+        // Interactive: the policy is asked with `interactive: true` below.
+        TestSession::new(&self.workspace, Ww, rules)
     }
 }
 
@@ -179,7 +168,7 @@ pub(super) fn with(session: &'static [&'static str], case: Case) -> Case {
     Case { session, ..case }
 }
 
-pub(super) fn judged(world: &World, case: &Case, session: &SessionState) -> String {
+pub(super) fn judged(world: &World, case: &Case, session: &TestSession) -> String {
     let request = PermissionRequest {
         session_id: "s",
         session,

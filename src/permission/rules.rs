@@ -19,7 +19,7 @@ use std::path::Path;
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
-use crate::registry::{closest, is_valid_tool_name};
+use crate::tool::{closest, is_valid_tool_name};
 
 /// What a matching rule decides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

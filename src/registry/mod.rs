@@ -8,13 +8,13 @@
 
 pub mod calls;
 pub mod definitions;
-mod names;
 mod pool;
 mod results_json;
 pub mod schema;
 
 pub use definitions::{ToolFormat, UnknownFormat, definition, definitions};
-pub use names::{closest, is_valid_tool_name};
+// Name rules are the contract's; the registry applies them when tools register.
+pub use crate::tool::{closest, is_valid_tool_name};
 pub use pool::{PoolCache, PoolExclusion, PoolOptions, ToolPool, UnknownTool};
 
 use std::collections::BTreeMap;
@@ -23,7 +23,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::permission::ToolNames;
 use crate::tool::{BuildError, Tool, ToolSpec};
+
+/// The names and aliases of `registry`'s tools, for resolving the tools rules name.
+pub fn tool_names(registry: &ToolRegistry) -> ToolNames {
+    ToolNames::new(registry.tools().map(|tool| tool.name()), registry.aliases())
+}
 
 /// Where a tool comes from; decides alias resolution and de-duplication.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

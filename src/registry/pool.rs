@@ -13,9 +13,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{RegisteredTool, ToolRegistry, closest};
-use crate::permission::PermissionLevel;
 use crate::session::SessionState;
-use crate::tool::{DeferredTool, ToolCatalog};
+use crate::tool::{DeferredTool, PermissionLevel, ToolCatalog};
 
 /// The one tool that is never deferred: it is how deferred tools get loaded.
 pub const TOOL_SEARCH: &str = "tool_search";

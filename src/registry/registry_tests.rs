@@ -6,9 +6,8 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use super::*;
-use crate::permission::PermissionLevel;
 use crate::session::{SessionConfig, SessionState};
-use crate::tool::{ToolContext, ToolError, ToolOutput};
+use crate::tool::{PermissionLevel, ToolContext, ToolError, ToolOutput};
 
 struct Named {
     spec: ToolSpec,
@@ -20,7 +19,7 @@ impl Tool for Named {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    fn is_enabled(&self, _session: &SessionState) -> bool {
+    fn is_enabled(&self, _session: &dyn crate::tool::SessionView) -> bool {
         self.enabled
     }
     async fn execute(&self, _input: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

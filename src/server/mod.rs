@@ -16,7 +16,6 @@ mod fleet;
 mod persister;
 mod relay;
 mod retention;
-mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,16 +28,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use persister::EventPersister;
-pub use settings::{ServerFlags, ServerSettings};
+// The `[server]` settings are config's (settings flow config → components, never back).
+pub use crate::config::{ServerFlags, ServerSettings};
 
-use crate::api::DaemonStatus;
+use crate::api::{ApiSettings, DaemonStatus};
 use crate::config::Settings;
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
-use crate::permission::{Approvals, RuleContext, RulePolicy, RuleSet, RuleSource};
+use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{ServiceSettings, ToolService, tool_names};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreApprovals as Approvals, StoreError};
 use crate::tools::{
     BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
 };
@@ -197,7 +197,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            server.api_settings(),
+            api_settings(&server),
             status.clone(),
             draining.clone(),
         ));
@@ -453,4 +453,16 @@ fn write_node_id(path: &Path) -> std::io::Result<String> {
     let id = format!("node-{}", uuid::Uuid::now_v7().simple());
     std::fs::write(path, format!("{id}\n"))?;
     Ok(id)
+}
+
+/// What the doors and their listener need of the `[server]` settings.
+fn api_settings(server: &ServerSettings) -> ApiSettings {
+    ApiSettings {
+        auth_tokens: server.auth_tokens.clone(),
+        body_limit_bytes: server.body_limit_bytes,
+        request_timeout: server.request_timeout,
+        max_concurrent_requests: server.max_concurrent_requests,
+        event_buffer: server.event_buffer,
+        repoll_self_wake: server.repoll_self_wake,
+    }
 }

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use error::{ErrorCode, ServiceError};
@@ -34,17 +35,12 @@ pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamReques
 use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
 use crate::event::EventBus;
-use crate::permission::{Approvals, PermissionSettings, ToolNames};
+use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
-use crate::store::{CallPage, Store};
+use crate::store::{CallPage, Store, StoreApprovals as Approvals};
 use crate::tools::BackgroundShells;
 use tokio_util::sync::CancellationToken;
-
-/// The names and aliases of `registry`'s tools, for resolving the tools rules name.
-pub fn tool_names(registry: &ToolRegistry) -> ToolNames {
-    ToolNames::new(registry.tools().map(|tool| tool.name()), registry.aliases())
-}
 
 /// What the service needs to know about where it runs.
 #[derive(Clone, Debug)]

@@ -3,8 +3,18 @@
 //! The dispatcher reads it (mode, interactivity, interrupt token) and applies the
 //! [`ContextUpdate`]s calls return. Persisting it is the store's business; this module keeps
 //! it in memory behind short-lived locks that are never held across an await.
+//!
+//! Decisions:
+//! - **Others see it through narrow views.** Tools get [`SessionView`] (the contract's
+//!   read-only facts) and permission policies [`PermissionSession`] (rules, remembered
+//!   answers, the tokens that end a wait); both are traits implemented here, so the contract
+//!   and permission sit below the session and name nothing of it. The mutators (`apply`,
+//!   `remember_rule`, `interrupt`, `close`) are inherent methods for those holding the
+//!   concrete state: the dispatcher, the service, and (through `PermissionSession`) a policy.
+//! - **No per-call scratch state.** What one call's validation found about its paths is kept
+//!   on that call's context (`tool::PathChecks`), not here, so it cannot leak between calls.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -12,12 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::permission::{PermissionLevel, RememberedRule, SessionRules};
-use crate::tool::{ContextUpdate, FileStateEntry};
-
-/// Path checks kept for the permission checks that follow them (see
-/// [`SessionState::keep_path_check`]); a batch's parallel calls need a few at once.
-const MAX_PATH_CHECKS: usize = 32;
+use crate::permission::{PermissionSession, RememberedRule, SessionRules};
+use crate::tool::{ContextUpdate, FileStateEntry, PermissionLevel, SessionView};
 
 /// Fixed facts of a session, given when it is created.
 #[derive(Clone, Debug)]
@@ -103,9 +109,6 @@ pub struct SessionState {
     closed: CancellationToken,
     /// The working directory with its symlinks resolved, worked out on first use.
     real_working_directory: OnceLock<PathBuf>,
-    /// Paths that calls' validation resolved (as written, inside the workspace or not), newest
-    /// last, each waiting for its call's permission check. Not part of what is persisted.
-    path_checks: Mutex<VecDeque<(String, bool)>>,
 }
 
 impl SessionState {
@@ -117,7 +120,6 @@ impl SessionState {
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
             real_working_directory: OnceLock::new(),
-            path_checks: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -188,28 +190,6 @@ impl SessionState {
 
     pub fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
-    }
-
-    /// Keeps what a call's validation found about the path `raw` (whether it lies inside the
-    /// workspace) for the permission check that follows it, so that the path is resolved once
-    /// before the call runs. `tools::paths` keeps and takes these.
-    pub fn keep_path_check(&self, raw: &str, inside_workspace: bool) {
-        let mut checks = self.path_checks.lock().unwrap_or_else(|p| p.into_inner());
-        if checks.len() == MAX_PATH_CHECKS {
-            // A check whose permission check never came (the call was refused or cancelled
-            // in between) is the oldest, and goes first.
-            checks.pop_front();
-        }
-        checks.push_back((raw.to_owned(), inside_workspace));
-    }
-
-    /// Takes the newest check [`SessionState::keep_path_check`] kept for `raw`.
-    pub fn take_path_check(&self, raw: &str) -> Option<bool> {
-        let mut checks = self.path_checks.lock().unwrap_or_else(|p| p.into_inner());
-        let at = checks.iter().rposition(|(kept, _)| kept == raw)?;
-        checks
-            .remove(at)
-            .map(|(_, inside_workspace)| inside_workspace)
     }
 
     /// What this session knows of a file (after its own reads and writes).
@@ -348,6 +328,71 @@ impl SessionState {
     }
 }
 
+/// The tools' view: the read-only facts, delegated to the inherent methods above.
+impl SessionView for SessionState {
+    fn id(&self) -> &str {
+        SessionState::id(self)
+    }
+    fn shared_id(&self) -> Arc<str> {
+        SessionState::shared_id(self)
+    }
+    fn working_directory(&self) -> &Path {
+        SessionState::working_directory(self)
+    }
+    fn real_working_directory(&self) -> &Path {
+        SessionState::real_working_directory(self)
+    }
+    fn permission_mode(&self) -> PermissionLevel {
+        SessionState::permission_mode(self)
+    }
+    fn interactive(&self) -> bool {
+        SessionState::interactive(self)
+    }
+    fn shell_cwd(&self) -> PathBuf {
+        SessionState::shell_cwd(self)
+    }
+    fn file_state(&self, path: &Path) -> Option<FileStateEntry> {
+        SessionState::file_state(self, path)
+    }
+    fn todos(&self) -> Value {
+        SessionState::todos(self)
+    }
+    fn loaded_tools(&self) -> BTreeSet<String> {
+        SessionState::loaded_tools(self)
+    }
+    fn runtime_setting(&self, key: &str) -> Option<Value> {
+        SessionState::runtime_setting(self, key)
+    }
+    fn network_requested(&self) -> bool {
+        SessionState::network_requested(self)
+    }
+    fn output_schema(&self) -> Option<&Value> {
+        SessionState::output_schema(self)
+    }
+}
+
+/// A policy's view: the rules, the remembered answers and the tokens that end a wait.
+impl PermissionSession for SessionState {
+    fn working_directory(&self) -> &Path {
+        SessionState::working_directory(self)
+    }
+    fn permission_rules(&self) -> &SessionRules {
+        SessionState::permission_rules(self)
+    }
+    fn remembered_rules(&self) -> Vec<RememberedRule> {
+        SessionState::remembered_rules(self)
+    }
+    fn remember_rule(&self, rule: RememberedRule) {
+        SessionState::remember_rule(self, rule);
+    }
+    fn close_token(&self) -> CancellationToken {
+        SessionState::close_token(self)
+    }
+    fn interrupt_token(&self) -> CancellationToken {
+        SessionState::interrupt_token(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,22 +460,6 @@ mod tests {
         );
         session.apply(&[load(&["t", "u"])]);
         assert!(session.loaded_tools_version() > after_t);
-    }
-
-    #[test]
-    fn path_checks_are_taken_newest_first_and_once() {
-        let session = session();
-        session.keep_path_check("a", false);
-        session.keep_path_check("a", true);
-        assert_eq!(session.take_path_check("a"), Some(true));
-        assert_eq!(session.take_path_check("a"), Some(false));
-        assert_eq!(session.take_path_check("a"), None);
-        // Checks nobody takes are dropped oldest first.
-        for n in 0..=MAX_PATH_CHECKS {
-            session.keep_path_check(&n.to_string(), true);
-        }
-        assert_eq!(session.take_path_check("0"), None);
-        assert_eq!(session.take_path_check("1"), Some(true));
     }
 
     #[test]

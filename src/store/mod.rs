@@ -34,6 +34,7 @@ use crate::permission::PermissionLevel;
 use crate::registry::calls::BatchFormat;
 use crate::tool::ToolResult;
 
+mod approval_ledger;
 mod columns;
 pub mod postgres;
 mod reads;
@@ -41,6 +42,7 @@ mod results;
 mod rows;
 pub mod sqlite;
 
+pub use approval_ledger::StoreApprovals;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 

@@ -1,16 +1,154 @@
-//! `ToolContext`: everything a tool may know about the call it is running, immutable per call.
+//! `ToolContext`: everything a tool may know about the call it is running, immutable per call
+//! but for its path-check memo.
 //!
 //! It carries the cancellation token the dispatcher fires on timeout, interrupt or sibling
 //! abort, and the progress sink whose updates reach subscribers immediately.
+//!
+//! Decisions:
+//! - **A view, not the session.** A tool sees its session through [`SessionView`], a trait of
+//!   read-only facts (workspace, mode, shell directory, file-state cache, settings…) that
+//!   `session::SessionState` implements, the way it sees the pool through [`ToolCatalog`]. The
+//!   contract so depends on nothing concrete (the session and permission sit above it), and
+//!   what changes a session (`apply`, `remember_rule`, `interrupt`, `close`) is out of a
+//!   tool's reach: a tool asks for changes by returning [`super::ContextUpdate`]s, which the
+//!   dispatcher applies when the call completes.
+//! - **The path-check memo is per call.** A call's validation resolves its path
+//!   (`tools::paths::check_input`) and its permission check, a moment later in the same
+//!   pipeline, needs the same answer; [`PathChecks`] on the call's context carries it from one
+//!   to the other, so the path is canonicalised once. Kept on the context rather than the
+//!   session, an answer can never reach another call or outlive its own.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::permission::PermissionLevel;
-use crate::session::SessionState;
+use super::{FileStateEntry, PermissionLevel};
+
+/// What a tool may read of its session. Read-only: changes travel as
+/// [`super::ContextUpdate`]s in the call's output.
+pub trait SessionView: std::fmt::Debug + Send + Sync + 'static {
+    fn id(&self) -> &str;
+
+    /// The id, shared without copying.
+    fn shared_id(&self) -> Arc<str>;
+
+    /// The session's workspace; relative paths resolve against it.
+    fn working_directory(&self) -> &Path;
+
+    /// The working directory with its symlinks resolved (as written if it cannot be): path
+    /// checks compare against it and walk only what lies below it.
+    fn real_working_directory(&self) -> &Path;
+
+    /// The session's permission mode.
+    fn permission_mode(&self) -> PermissionLevel;
+
+    /// Whether a user can answer questions in this session.
+    fn interactive(&self) -> bool;
+
+    /// The shell's working directory, the workspace until a `cd` moves it.
+    fn shell_cwd(&self) -> PathBuf;
+
+    /// What this session knows of a file (after its own reads and writes).
+    fn file_state(&self, path: &Path) -> Option<FileStateEntry>;
+
+    /// The session's task list.
+    fn todos(&self) -> Value;
+
+    /// Deferred tools this session has loaded.
+    fn loaded_tools(&self) -> BTreeSet<String>;
+
+    /// A runtime setting, if the session has set it (the `config` tool).
+    fn runtime_setting(&self, key: &str) -> Option<Value>;
+
+    /// Whether the session asked for network access for its sandboxed shells.
+    fn network_requested(&self) -> bool;
+
+    /// The schema `structured_output` validates against, when the session supplies one.
+    fn output_schema(&self) -> Option<&Value>;
+}
+
+/// A shared session is a view of it (so `&Arc<SessionState>` passes where a view is asked).
+impl<T: SessionView + ?Sized> SessionView for Arc<T> {
+    fn id(&self) -> &str {
+        (**self).id()
+    }
+    fn shared_id(&self) -> Arc<str> {
+        (**self).shared_id()
+    }
+    fn working_directory(&self) -> &Path {
+        (**self).working_directory()
+    }
+    fn real_working_directory(&self) -> &Path {
+        (**self).real_working_directory()
+    }
+    fn permission_mode(&self) -> PermissionLevel {
+        (**self).permission_mode()
+    }
+    fn interactive(&self) -> bool {
+        (**self).interactive()
+    }
+    fn shell_cwd(&self) -> PathBuf {
+        (**self).shell_cwd()
+    }
+    fn file_state(&self, path: &Path) -> Option<FileStateEntry> {
+        (**self).file_state(path)
+    }
+    fn todos(&self) -> Value {
+        (**self).todos()
+    }
+    fn loaded_tools(&self) -> BTreeSet<String> {
+        (**self).loaded_tools()
+    }
+    fn runtime_setting(&self, key: &str) -> Option<Value> {
+        (**self).runtime_setting(key)
+    }
+    fn network_requested(&self) -> bool {
+        (**self).network_requested()
+    }
+    fn output_schema(&self) -> Option<&Value> {
+        (**self).output_schema()
+    }
+}
+
+/// Paths a call's validation resolved (as written, inside the workspace or not), newest last,
+/// each waiting for the same call's permission check. See the module header for why it lives
+/// on the call's context.
+#[derive(Debug, Default)]
+pub struct PathChecks {
+    checks: Mutex<Vec<(String, bool)>>,
+}
+
+impl PathChecks {
+    /// Keeps what validation found about the path `raw`: whether it lies inside the workspace.
+    pub fn keep(&self, raw: &str, inside_workspace: bool) {
+        self.lock().push((raw.to_owned(), inside_workspace));
+    }
+
+    /// Takes the newest answer [`PathChecks::keep`] kept for `raw`.
+    pub fn take(&self, raw: &str) -> Option<bool> {
+        let mut checks = self.lock();
+        let at = checks.iter().rposition(|(kept, _)| kept == raw)?;
+        Some(checks.remove(at).1)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, bool)>> {
+        // Only whole entries are pushed or removed under this lock; a panic cannot leave one
+        // half-written.
+        self.checks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Clone for PathChecks {
+    /// A copy of the answers kept so far (a cloned context is the same call).
+    fn clone(&self) -> PathChecks {
+        PathChecks {
+            checks: Mutex::new(self.lock().clone()),
+        }
+    }
+}
 
 /// A deferred tool as `tool_search` sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,7 +241,7 @@ pub struct ToolContext {
     pub progress: ProgressSink,
     /// Read access to session state (file-state cache, shell cwd). Tools change it only by
     /// returning [`crate::tool::ContextUpdate`]s.
-    pub session: Arc<SessionState>,
+    pub session: Arc<dyn SessionView>,
     /// The batch's frozen tool pool, seen through what tools may ask of it (`tool_search`
     /// searches its deferred tools).
     pub tools: Arc<dyn ToolCatalog>,
@@ -111,12 +249,14 @@ pub struct ToolContext {
     /// lowest level until then). A tool that re-resolves a path at execution refuses one that
     /// now needs more than this.
     pub authorized: PermissionLevel,
+    /// What this call's validation found about its paths, for its permission check.
+    pub path_checks: PathChecks,
 }
 
 impl ToolContext {
     /// A context for running a tool outside a dispatcher (tests, benchmarks, embedding): a
     /// fresh call id, progress discarded, no deferred tools, authorised at the session's mode.
-    pub fn detached(session: Arc<SessionState>) -> ToolContext {
+    pub fn detached(session: Arc<dyn SessionView>) -> ToolContext {
         ToolContext {
             session_id: session.shared_id(),
             call_id: Arc::from(format!("call_{}", uuid::Uuid::now_v7().simple())),
@@ -126,7 +266,23 @@ impl ToolContext {
             progress: ProgressSink::discard(),
             tools: Arc::new(EmptyCatalog),
             authorized: session.permission_mode(),
+            path_checks: PathChecks::default(),
             session,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_checks_are_taken_newest_first_and_once() {
+        let checks = PathChecks::default();
+        checks.keep("a", false);
+        checks.keep("a", true);
+        assert_eq!(checks.take("a"), Some(true));
+        assert_eq!(checks.take("a"), Some(false));
+        assert_eq!(checks.take("a"), None);
     }
 }

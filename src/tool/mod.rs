@@ -3,19 +3,27 @@
 //! A tool is data ([`ToolSpec`]: name, schema, fail-closed flags) plus behaviour (the [`Tool`]
 //! trait: semantic validation and execution). The dispatcher reads the spec to decide how a call
 //! is scheduled and authorised; it never asks a tool to judge its own safety outside the spec.
-//! This module knows nothing of transports, storage or sessions' persistence.
+//! This module imports nothing else of the crate (`tests/architecture.rs` checks it): it sees
+//! a session through [`SessionView`] and the pool through [`ToolCatalog`], and owns the
+//! vocabulary both sides speak ([`PermissionLevel`], tool-name rules, path resolution).
 
 mod call;
 mod context;
 mod error;
+mod level;
+mod names;
 mod output;
+pub mod paths;
 mod spec;
 
 pub use call::{CallInput, OffloadedResult, Recorded, ToolCall, ToolResult};
 pub use context::{
-    DeferredTool, EmptyCatalog, ProgressSink, ProgressUpdate, ToolCatalog, ToolContext,
+    DeferredTool, EmptyCatalog, PathChecks, ProgressSink, ProgressUpdate, SessionView, ToolCatalog,
+    ToolContext,
 };
 pub use error::{ErrorKind, ToolError};
+pub use level::{PermissionLevel, UnknownPermissionMode};
+pub use names::{closest, is_valid_tool_name};
 pub use output::{ContextUpdate, FileStateEntry, SpilledOutput, ToolOutput};
 pub use spec::{
     BuildError, ConcurrencyClass, FlagFn, InputFlag, InputPermission, InterruptBehavior,
@@ -24,8 +32,6 @@ pub use spec::{
 
 use async_trait::async_trait;
 use serde_json::Value;
-
-use crate::session::SessionState;
 
 /// A tool the dispatcher can run.
 ///
@@ -39,7 +45,7 @@ pub trait Tool: Send + Sync + 'static {
 
     /// Whether the tool is offered in this session at all (e.g. a tool that needs a feature
     /// the session lacks). Defaults to enabled.
-    fn is_enabled(&self, _session: &SessionState) -> bool {
+    fn is_enabled(&self, _session: &dyn SessionView) -> bool {
         true
     }
 

@@ -14,16 +14,17 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::permission::PermissionLevel;
-use crate::session::SessionState;
+use super::{PermissionLevel, SessionView, ToolContext};
 
 /// Classifies an input in a session (whose workspace decides, say, whether a path is inside);
 /// `Err` means "cannot tell" and yields the safe answer.
-pub type FlagFn = Arc<dyn Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync>;
+pub type FlagFn = Arc<dyn Fn(&Value, &dyn SessionView) -> Result<bool, String> + Send + Sync>;
 
-/// Computes the permission an input needs in a session; `Err` yields `danger_full_access`.
+/// Computes the permission an input needs in its call (the session through `ctx.session`, and
+/// what the call's validation already found about its paths in `ctx.path_checks`); `Err`
+/// yields `danger_full_access`.
 pub type PermissionFn =
-    Arc<dyn Fn(&Value, &SessionState) -> Result<PermissionLevel, String> + Send + Sync>;
+    Arc<dyn Fn(&Value, &ToolContext) -> Result<PermissionLevel, String> + Send + Sync>;
 
 /// A boolean flag that may depend on the call's input.
 #[derive(Clone)]
@@ -35,7 +36,7 @@ pub enum InputFlag {
 
 impl InputFlag {
     /// Evaluates the flag; an error or a panic yields `safe`.
-    pub fn evaluate(&self, input: &Value, session: &SessionState, safe: bool) -> bool {
+    pub fn evaluate(&self, input: &Value, session: &dyn SessionView, safe: bool) -> bool {
         match self {
             InputFlag::Fixed(value) => *value,
             InputFlag::Dynamic(f) => match catch_unwind(AssertUnwindSafe(|| f(input, session))) {
@@ -76,11 +77,11 @@ pub enum InputPermission {
 
 impl InputPermission {
     /// Evaluates the permission; an error or a panic yields `danger_full_access`.
-    pub fn evaluate(&self, input: &Value, session: &SessionState) -> PermissionLevel {
+    pub fn evaluate(&self, input: &Value, ctx: &ToolContext) -> PermissionLevel {
         match self {
             InputPermission::Fixed(level) => *level,
             InputPermission::Dynamic { floor, level } => {
-                match catch_unwind(AssertUnwindSafe(|| level(input, session))) {
+                match catch_unwind(AssertUnwindSafe(|| level(input, ctx))) {
                     // A classifier may not claim less than the declared floor.
                     Ok(Ok(needed)) => needed.max(*floor),
                     Ok(Err(_)) | Err(_) => PermissionLevel::DangerFullAccess,
@@ -172,23 +173,23 @@ impl ToolSpec {
     }
 
     /// `is_read_only(input)`; an error or panic counts as `false`.
-    pub fn is_read_only(&self, input: &Value, session: &SessionState) -> bool {
+    pub fn is_read_only(&self, input: &Value, session: &dyn SessionView) -> bool {
         self.read_only.evaluate(input, session, false)
     }
 
     /// `is_concurrency_safe(input)`; an error or panic counts as `false`.
-    pub fn is_concurrency_safe(&self, input: &Value, session: &SessionState) -> bool {
+    pub fn is_concurrency_safe(&self, input: &Value, session: &dyn SessionView) -> bool {
         self.concurrency_safe.evaluate(input, session, false)
     }
 
     /// `is_destructive(input)`; an error or panic counts as `true`.
-    pub fn is_destructive(&self, input: &Value, session: &SessionState) -> bool {
+    pub fn is_destructive(&self, input: &Value, session: &dyn SessionView) -> bool {
         self.destructive.evaluate(input, session, true)
     }
 
     /// `required_permission(input)`; an error or panic counts as `danger_full_access`.
-    pub fn required_permission(&self, input: &Value, session: &SessionState) -> PermissionLevel {
-        self.required_permission.evaluate(input, session)
+    pub fn required_permission(&self, input: &Value, ctx: &ToolContext) -> PermissionLevel {
+        self.required_permission.evaluate(input, ctx)
     }
 }
 
@@ -279,7 +280,7 @@ impl ToolSpecBuilder {
 
     pub fn read_only_if(
         mut self,
-        f: impl Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &dyn SessionView) -> Result<bool, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.read_only = InputFlag::Dynamic(Arc::new(f));
         self
@@ -292,7 +293,7 @@ impl ToolSpecBuilder {
 
     pub fn concurrency_safe_if(
         mut self,
-        f: impl Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &dyn SessionView) -> Result<bool, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.concurrency_safe = InputFlag::Dynamic(Arc::new(f));
         self
@@ -305,7 +306,7 @@ impl ToolSpecBuilder {
 
     pub fn destructive_if(
         mut self,
-        f: impl Fn(&Value, &SessionState) -> Result<bool, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &dyn SessionView) -> Result<bool, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.destructive = InputFlag::Dynamic(Arc::new(f));
         self
@@ -320,7 +321,7 @@ impl ToolSpecBuilder {
     pub fn permission_for(
         mut self,
         floor: PermissionLevel,
-        f: impl Fn(&Value, &SessionState) -> Result<PermissionLevel, String> + Send + Sync + 'static,
+        f: impl Fn(&Value, &ToolContext) -> Result<PermissionLevel, String> + Send + Sync + 'static,
     ) -> Self {
         self.spec.required_permission = InputPermission::Dynamic {
             floor,

@@ -2,11 +2,66 @@
 
 use serde_json::json;
 
-use super::*;
-use crate::session::SessionConfig;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
-fn session() -> SessionState {
-    SessionState::new(SessionConfig::new("s", "/ws").permission_mode(PermissionLevel::ReadOnly))
+use super::*;
+use crate::tool::{FileStateEntry, SessionView};
+
+/// A read-only session in `/ws` with nothing left behind by calls. The contract's tests stand
+/// alone: the real session sits above the contract.
+#[derive(Debug)]
+struct FixedSession;
+
+impl SessionView for FixedSession {
+    fn id(&self) -> &str {
+        "s"
+    }
+    fn shared_id(&self) -> Arc<str> {
+        Arc::from("s")
+    }
+    fn working_directory(&self) -> &Path {
+        Path::new("/ws")
+    }
+    fn real_working_directory(&self) -> &Path {
+        Path::new("/ws")
+    }
+    fn permission_mode(&self) -> PermissionLevel {
+        PermissionLevel::ReadOnly
+    }
+    fn interactive(&self) -> bool {
+        false
+    }
+    fn shell_cwd(&self) -> PathBuf {
+        PathBuf::from("/ws")
+    }
+    fn file_state(&self, _path: &Path) -> Option<FileStateEntry> {
+        None
+    }
+    fn todos(&self) -> Value {
+        Value::Null
+    }
+    fn loaded_tools(&self) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+    fn runtime_setting(&self, _key: &str) -> Option<Value> {
+        None
+    }
+    fn network_requested(&self) -> bool {
+        false
+    }
+    fn output_schema(&self) -> Option<&Value> {
+        None
+    }
+}
+
+fn session() -> FixedSession {
+    FixedSession
+}
+
+/// A detached call context in [`session`].
+fn ctx() -> crate::tool::ToolContext {
+    crate::tool::ToolContext::detached(Arc::new(FixedSession))
 }
 
 fn minimal() -> ToolSpec {
@@ -34,7 +89,7 @@ fn every_omitted_flag_takes_its_fail_closed_value() {
         "destructive must default to true"
     );
     assert_eq!(
-        spec.required_permission(&input, &session()),
+        spec.required_permission(&input, &ctx()),
         PermissionLevel::DangerFullAccess
     );
     assert_eq!(spec.concurrency_class, ConcurrencyClass::Unsafe);
@@ -88,8 +143,8 @@ fn dynamic_flags_are_functions_of_input() {
         .read_only_if(|input, _| Ok(input["mode"] == "read"))
         .concurrency_safe_if(|input, _| Ok(input["mode"] == "read"))
         .destructive_if(|input, _| Ok(input["mode"] == "delete"))
-        .permission_for(PermissionLevel::ReadOnly, |input, session| {
-            assert_eq!(session.working_directory(), std::path::Path::new("/ws"));
+        .permission_for(PermissionLevel::ReadOnly, |input, ctx| {
+            assert_eq!(ctx.session.working_directory(), std::path::Path::new("/ws"));
             Ok(if input["mode"] == "read" {
                 PermissionLevel::ReadOnly
             } else {
@@ -107,11 +162,11 @@ fn dynamic_flags_are_functions_of_input() {
     );
     assert!(spec.is_destructive(&delete, &session()));
     assert_eq!(
-        spec.required_permission(&read, &session()),
+        spec.required_permission(&read, &ctx()),
         PermissionLevel::ReadOnly
     );
     assert_eq!(
-        spec.required_permission(&delete, &session()),
+        spec.required_permission(&delete, &ctx()),
         PermissionLevel::WorkspaceWrite
     );
 }
@@ -142,7 +197,7 @@ fn a_classifier_error_or_panic_yields_the_safe_answer() {
         assert!(!spec.is_concurrency_safe(&input, &session()));
         assert!(spec.is_destructive(&input, &session()));
         assert_eq!(
-            spec.required_permission(&input, &session()),
+            spec.required_permission(&input, &ctx()),
             PermissionLevel::DangerFullAccess
         );
     }
@@ -159,7 +214,7 @@ fn a_dynamic_permission_never_goes_below_its_floor() {
         .build()
         .unwrap();
     assert_eq!(
-        spec.required_permission(&json!({}), &session()),
+        spec.required_permission(&json!({}), &ctx()),
         PermissionLevel::WorkspaceWrite
     );
 }

@@ -24,7 +24,7 @@ use crate::registry::{RegistryError, ToolRegistry};
 pub use files::{EditFile, NotebookEdit, ReadFile, TextEditor, WriteFile};
 pub use misc::{
     AddressPolicy, BlockedAddress, RUNTIME_SETTINGS, RuntimeSettingSpec, WebFetchTool,
-    runtime_setting_u64, web_fetch_host,
+    runtime_setting_u64,
 };
 pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};
@@ -132,5 +132,22 @@ mod tests {
                 spec.name
             );
         }
+    }
+
+    /// Permission's tests compile rules against a fixed copy of these names (permission sits
+    /// below the tools); it must not drift from the registry.
+    #[test]
+    fn permissions_test_fixture_names_the_registered_tools() {
+        let registry = builtin_registry(&ToolDeps {
+            results: Arc::new(InMemoryResultStore::default()),
+            web_fetch: WebFetchSettings::default(),
+            skills: SkillSettings::default(),
+            shells: Arc::default(),
+        })
+        .expect("the built-in registry builds");
+        let names: Vec<&str> = registry.tools().map(|tool| tool.name()).collect();
+        assert_eq!(names, crate::permission::test_session::BUILTIN_NAMES);
+        let aliases: Vec<(&str, &str)> = registry.aliases().collect();
+        assert_eq!(aliases, crate::permission::test_session::BUILTIN_ALIASES);
     }
 }

@@ -1,9 +1,6 @@
 //! Paths for every tool that takes one: validation, resolution against the session, and the
-//! workspace boundary.
+//! workspace boundary, on top of the contract's resolver ([`crate::tool::paths`]).
 //!
-//! A relative path resolves against the session's working directory. Resolution follows
-//! symlinks the way the kernel does (a `..` after a symlink leaves the link's target, not the
-//! link's directory) and tolerates a missing tail, so a file about to be created resolves too.
 //! A path that leaves the workspace, by `..`, an absolute path or a symlink, is never silently
 //! allowed or rewritten: it needs `danger_full_access`. Because the filesystem can change
 //! between authorisation and execution, tools resolve again when they run
@@ -11,115 +8,22 @@
 //! moved outside what was authorised.
 //!
 //! Before a call runs, its path is resolved once: by its validation ([`check_input`]), whose
-//! answer the permission check that follows ([`path_permission`]) takes from the session. That
-//! answer may be a moment old; it is only ever a pre-check, since the run resolves again.
-
-use std::collections::VecDeque;
-use std::ffi::OsString;
-use std::io;
-use std::path::{Component, Path, PathBuf};
+//! answer the permission check that follows ([`path_permission`]) takes from the call's
+//! context ([`ToolContext::path_checks`]). That answer may be a moment old; it is only ever a
+//! pre-check, since the run resolves again.
 
 use serde_json::Value;
 
-use crate::permission::PermissionLevel;
-use crate::session::SessionState;
-use crate::tool::{ToolContext, ToolError};
-
-/// Symlinks followed before a path is declared a loop (Linux's own limit).
-const MAX_SYMLINKS: usize = 40;
-
-/// A path resolved for a session.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedPath {
-    /// Absolute, with `.`/`..` applied and symlinks in the existing part resolved.
-    pub path: PathBuf,
-    /// Whether `path` lies inside the session's workspace.
-    pub inside_workspace: bool,
-}
-
-/// Why a path is refused before anything touches it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PathError {
-    #[error("{field} is empty; give a file path")]
-    Empty { field: String },
-    #[error("{field} contains a NUL byte")]
-    Nul { field: String },
-    #[error("{field} must be a string")]
-    NotString { field: String },
-    #[error("{field} resolves to a path that is not valid UTF-8: {lossy}")]
-    NotUtf8 { field: String, lossy: String },
-    #[error("{field} \"{path}\" has a symlink loop")]
-    SymlinkLoop { field: String, path: String },
-}
-
-impl From<PathError> for ToolError {
-    fn from(err: PathError) -> ToolError {
-        ToolError::Validation(err.to_string())
-    }
-}
-
-/// The string at `input[field]`, checked for emptiness and NUL bytes.
-pub fn input_path<'a>(input: &'a Value, field: &str) -> Result<&'a str, PathError> {
-    let raw = input
-        .get(field)
-        .and_then(Value::as_str)
-        .ok_or_else(|| PathError::NotString {
-            field: field.to_owned(),
-        })?;
-    if raw.is_empty() {
-        return Err(PathError::Empty {
-            field: field.to_owned(),
-        });
-    }
-    if raw.contains('\0') {
-        return Err(PathError::Nul {
-            field: field.to_owned(),
-        });
-    }
-    Ok(raw)
-}
-
-/// Resolves `raw` against `base` and judges it against `workspace`, which must be a real path
-/// (symlinks resolved: [`SessionState::real_working_directory`]); below it only the rest of
-/// the path is walked.
-pub fn resolve(
-    raw: &str,
-    field: &str,
-    base: &Path,
-    workspace: &Path,
-) -> Result<ResolvedPath, PathError> {
-    if raw.is_empty() {
-        return Err(PathError::Empty {
-            field: field.to_owned(),
-        });
-    }
-    if raw.contains('\0') {
-        return Err(PathError::Nul {
-            field: field.to_owned(),
-        });
-    }
-    let joined = base.join(raw);
-    let path = resolve_lenient_from(workspace, &joined).map_err(|_| PathError::SymlinkLoop {
-        field: field.to_owned(),
-        path: raw.to_owned(),
-    })?;
-    if path.to_str().is_none() {
-        return Err(PathError::NotUtf8 {
-            field: field.to_owned(),
-            lossy: path.to_string_lossy().into_owned(),
-        });
-    }
-    Ok(ResolvedPath {
-        inside_workspace: path.starts_with(workspace),
-        path,
-    })
-}
+pub use crate::tool::paths::{
+    PathError, ResolvedPath, input_path, resolve, resolve_lenient, resolve_lenient_from,
+};
+use crate::tool::{PermissionLevel, SessionView, ToolContext, ToolError};
 
 /// Resolves `input[field]` for a session (relative to its working directory).
 pub fn resolve_input(
     input: &Value,
     field: &str,
-    session: &SessionState,
+    session: &dyn SessionView,
 ) -> Result<ResolvedPath, PathError> {
     let raw = input_path(input, field)?;
     resolve(
@@ -131,15 +35,16 @@ pub fn resolve_input(
 }
 
 /// Resolves `input[field]` for a call's validation and keeps whether it lies in the workspace
-/// for the call's permission check ([`path_permission`]), which follows validation in the
-/// pipeline.
+/// on the call's context for its permission check ([`path_permission`]), which follows
+/// validation in the pipeline.
 pub fn check_input(
     input: &Value,
     field: &str,
-    session: &SessionState,
+    ctx: &ToolContext,
 ) -> Result<ResolvedPath, PathError> {
-    let resolved = resolve_input(input, field, session)?;
-    session.keep_path_check(input_path(input, field)?, resolved.inside_workspace);
+    let resolved = resolve_input(input, field, &*ctx.session)?;
+    ctx.path_checks
+        .keep(input_path(input, field)?, resolved.inside_workspace);
     Ok(resolved)
 }
 
@@ -152,14 +57,14 @@ pub fn check_input(
 pub fn path_permission(
     input: &Value,
     field: &str,
-    session: &SessionState,
+    ctx: &ToolContext,
     inside: PermissionLevel,
 ) -> Result<PermissionLevel, String> {
     let raw = input_path(input, field).map_err(|err| err.to_string())?;
-    let inside_workspace = match session.take_path_check(raw) {
+    let inside_workspace = match ctx.path_checks.take(raw) {
         Some(inside_workspace) => inside_workspace,
         None => {
-            resolve_input(input, field, session)
+            resolve_input(input, field, &*ctx.session)
                 .map_err(|err| err.to_string())?
                 .inside_workspace
         }
@@ -179,7 +84,7 @@ pub fn resolve_for_execution(
     field: &str,
     ctx: &ToolContext,
 ) -> Result<ResolvedPath, ToolError> {
-    let resolved = resolve_input(input, field, &ctx.session)?;
+    let resolved = resolve_input(input, field, &*ctx.session)?;
     if !resolved.inside_workspace && ctx.authorized < PermissionLevel::DangerFullAccess {
         return Err(ToolError::Validation(format!(
             "{field} \"{}\" now resolves outside the workspace (to {}); it changed after the call was authorised",
@@ -190,143 +95,13 @@ pub fn resolve_for_execution(
     Ok(resolved)
 }
 
-/// `path` made absolute-and-real like `realpath -m`: symlinks in the part that exists are
-/// followed, `.` and `..` applied in order, a missing tail kept as written. Fails only on a
-/// symlink loop.
-pub fn resolve_lenient(path: &Path) -> io::Result<PathBuf> {
-    walk(PathBuf::from("/"), components(path))
-}
-
-/// [`resolve_lenient`], trusting `real` (a path without symlinks, such as a session's real
-/// working directory): when `path` starts with it, only the rest is walked, which saves a
-/// `stat` per component of the workspace on every path a call names.
-pub fn resolve_lenient_from(real: &Path, path: &Path) -> io::Result<PathBuf> {
-    match path.strip_prefix(real) {
-        Ok(rest) if real.is_absolute() => walk(real.to_path_buf(), components(rest)),
-        _ => resolve_lenient(path),
-    }
-}
-
-/// Applies `pending` to `resolved` (a real path), following symlinks as they are met.
-fn walk(mut resolved: PathBuf, mut pending: VecDeque<OsString>) -> io::Result<PathBuf> {
-    let mut links_followed = 0;
-    while let Some(part) = pending.pop_front() {
-        if part == ".." {
-            resolved.pop();
-            continue;
-        }
-        let candidate = resolved.join(&part);
-        match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                links_followed += 1;
-                if links_followed > MAX_SYMLINKS {
-                    return Err(io::Error::other("too many levels of symbolic links"));
-                }
-                let target = std::fs::read_link(&candidate)?;
-                if target.is_absolute() {
-                    resolved = PathBuf::from("/");
-                }
-                for component in components(&target).into_iter().rev() {
-                    pending.push_front(component);
-                }
-            }
-            // Missing, not a directory, or unreadable: nothing below can be a symlink we could
-            // follow, so the rest is applied as written.
-            _ => resolved = candidate,
-        }
-    }
-    Ok(resolved)
-}
-
-/// The normal and `..` components of `path` (roots and `.` dropped).
-fn components(path: &Path) -> VecDeque<OsString> {
-    path.components()
-        .filter_map(|component| match component {
-            Component::Normal(part) => Some(part.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
+    use std::sync::Arc;
 
     use super::*;
-
-    #[test]
-    fn relative_and_dotted_paths_resolve_inside() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().canonicalize().unwrap();
-        std::fs::create_dir(ws.join("src")).unwrap();
-        for (raw, expected) in [
-            ("a.txt", ws.join("a.txt")),
-            ("./src/../b.txt", ws.join("b.txt")),
-            ("src/new/deeper/c.txt", ws.join("src/new/deeper/c.txt")),
-            ("missing/../d.txt", ws.join("d.txt")),
-        ] {
-            let resolved = resolve(raw, "file_path", &ws, &ws).unwrap();
-            assert_eq!(resolved.path, expected, "{raw}");
-            assert!(resolved.inside_workspace, "{raw}");
-        }
-    }
-
-    #[test]
-    fn escapes_are_detected() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        symlink("/etc", ws.join("etc_link")).unwrap();
-        symlink(&ws, ws.join("self_link")).unwrap();
-        std::fs::create_dir(ws.join("sub")).unwrap();
-        symlink(dir.path(), ws.join("sub/up")).unwrap();
-        for raw in [
-            "../outside.txt",
-            "/etc/passwd",
-            "etc_link/hosts",
-            "sub/up/x",
-            "self_link/../../x",
-        ] {
-            let resolved = resolve(raw, "file_path", &ws, &ws).unwrap();
-            assert!(
-                !resolved.inside_workspace,
-                "{raw} -> {}",
-                resolved.path.display()
-            );
-        }
-        let inside = resolve("self_link/a", "file_path", &ws, &ws).unwrap();
-        assert!(inside.inside_workspace);
-        // `..` after a symlink leaves the link's target, as the kernel does.
-        let after_link = resolve("etc_link/../tmp", "file_path", &ws, &ws).unwrap();
-        assert_eq!(after_link.path, PathBuf::from("/tmp"));
-    }
-
-    #[test]
-    fn loops_and_bad_strings_are_clear_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().to_path_buf();
-        symlink(ws.join("b"), ws.join("a")).unwrap();
-        symlink(ws.join("a"), ws.join("b")).unwrap();
-        let err = resolve("a/file", "file_path", &ws, &ws).unwrap_err();
-        assert!(matches!(err, PathError::SymlinkLoop { .. }), "{err}");
-        assert!(err.to_string().contains("symlink loop"));
-        assert_eq!(
-            resolve("", "file_path", &ws, &ws).unwrap_err(),
-            PathError::Empty {
-                field: "file_path".into()
-            }
-        );
-        assert!(matches!(
-            resolve("a\0b", "file_path", &ws, &ws),
-            Err(PathError::Nul { .. })
-        ));
-        let input = serde_json::json!({"file_path": 7});
-        assert!(matches!(
-            input_path(&input, "file_path"),
-            Err(PathError::NotString { .. })
-        ));
-    }
+    use crate::session::{SessionConfig, SessionState};
 
     #[test]
     fn the_permission_check_takes_what_validation_found() {
@@ -334,12 +109,11 @@ mod tests {
         let ws = dir.path().canonicalize().unwrap();
         std::fs::create_dir(ws.join("sub")).unwrap();
         symlink(ws.join("sub"), ws.join("link")).unwrap();
-        let session = SessionState::new(crate::session::SessionConfig::new("s", &ws));
+        let ctx = ToolContext::detached(Arc::new(SessionState::new(SessionConfig::new("s", &ws))));
         let input = serde_json::json!({"file_path": "link/x"});
-        let permission =
-            || path_permission(&input, "file_path", &session, PermissionLevel::ReadOnly);
+        let permission = || path_permission(&input, "file_path", &ctx, PermissionLevel::ReadOnly);
         assert!(
-            check_input(&input, "file_path", &session)
+            check_input(&input, "file_path", &ctx)
                 .unwrap()
                 .inside_workspace
         );
@@ -350,21 +124,10 @@ mod tests {
         assert_eq!(permission(), Ok(PermissionLevel::ReadOnly));
         assert_eq!(permission(), Ok(PermissionLevel::DangerFullAccess));
         assert!(
-            !check_input(&input, "file_path", &session)
+            !check_input(&input, "file_path", &ctx)
                 .unwrap()
                 .inside_workspace
         );
         assert_eq!(permission(), Ok(PermissionLevel::DangerFullAccess));
-    }
-
-    #[test]
-    fn a_non_utf8_symlink_target_is_refused() {
-        use std::os::unix::ffi::OsStrExt;
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().to_path_buf();
-        let target = ws.join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
-        symlink(&target, ws.join("link")).unwrap();
-        let err = resolve("link", "file_path", &ws, &ws).unwrap_err();
-        assert!(matches!(err, PathError::NotUtf8 { .. }), "{err}");
     }
 }

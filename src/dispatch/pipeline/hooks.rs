@@ -118,7 +118,11 @@ impl Hooks {
                 &message,
             ));
         }
-        if request.admitted_safe && !tool.spec().is_concurrency_safe(input, &request.ctx.session) {
+        if request.admitted_safe
+            && !tool
+                .spec()
+                .is_concurrency_safe(input, &*request.ctx.session)
+        {
             let message = "a hook's updated input is not safe to run in parallel, and the call was admitted to a parallel group";
             return Err(CallOutcome::refused(
                 request,
@@ -139,18 +143,18 @@ impl Hooks {
     ) -> PermissionDecision {
         let required = tool
             .spec()
-            .required_permission(request.input(), &request.ctx.session);
+            .required_permission(request.input(), &request.ctx);
         let decision = self
             .policy
             .decide(&PermissionRequest {
                 session_id: &request.ctx.session_id,
-                session: &request.ctx.session,
+                session: &*request.session,
                 batch_id: &request.batch_id,
                 call_id: &request.call.id,
                 tool: tool.name(),
                 input: request.input(),
                 required,
-                mode: request.ctx.session.permission_mode(),
+                mode: request.session.permission_mode(),
                 interactive: request.ctx.interactive,
                 hook_asked: asked_by,
             })

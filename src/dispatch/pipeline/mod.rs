@@ -33,6 +33,7 @@ use super::{DispatchDeps, DispatchSettings};
 use crate::dispatch::ports::HeldAudit;
 use crate::permission::PermissionDecision;
 use crate::registry::{RegisteredTool, UnknownTool};
+use crate::session::SessionState;
 use crate::tool::{
     CallInput, ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult,
 };
@@ -61,6 +62,9 @@ pub struct CallRequest {
     /// Whether the executor admitted the call to a parallel group.
     pub admitted_safe: bool,
     pub ctx: ToolContext,
+    /// The session itself, for the phases that act on it (the permission check may remember
+    /// an answer in it); the tool sees only `ctx.session`, a read-only view.
+    pub session: Arc<SessionState>,
     pub signals: CallSignals,
     /// Set when the batch writes its calls' audit rows itself, all at once (see `HeldAudit`).
     pub held_audit: Option<HeldAudit>,

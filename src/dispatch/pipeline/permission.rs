@@ -66,13 +66,13 @@ impl Phase for Permission {
             );
             return CallOutcome::refused(&request, ErrorKind::RequiresInteraction, &message);
         }
-        let session = &request.ctx.session;
-        let required = spec.required_permission(request.input(), session);
+        let session = &request.session;
+        let required = spec.required_permission(request.input(), &request.ctx);
         let decision = self
             .policy
             .decide(&PermissionRequest {
                 session_id: &request.ctx.session_id,
-                session: &request.ctx.session,
+                session: &**session,
                 batch_id: &request.batch_id,
                 call_id: &request.call.id,
                 tool: &spec.name,

@@ -30,8 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-use crate::permission::PermissionLevel;
-use crate::tool::{ToolContext, ToolError};
+use crate::tool::{PermissionLevel, ToolContext, ToolError};
 use crate::tools::paths;
 
 /// Set once `openat2` answered ENOSYS; later opens go straight to the component walk.

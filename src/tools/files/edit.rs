@@ -14,11 +14,10 @@ use super::replace::{Wording, replace};
 use super::state::{self, blocking};
 use super::text::as_text;
 use super::{build, check_path, path_permission, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
-use crate::session::SessionState;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 
 const WORDING: Wording = Wording {
@@ -94,7 +93,7 @@ impl Tool for EditFile {
     }
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        check_path(input, "file_path", &ctx.session)?;
+        check_path(input, "file_path", ctx)?;
         if string_field(input, "old_string") == string_field(input, "new_string") {
             return Err(ToolError::Validation(
                 "old_string and new_string are the same; there is nothing to change".into(),
@@ -114,7 +113,7 @@ impl Tool for EditFile {
                 .unwrap_or(false),
         };
         let session = ctx.session.clone();
-        blocking(move || edit(&location, &request, &session)).await
+        blocking(move || edit(&location, &request, &*session)).await
     }
 }
 
@@ -127,7 +126,7 @@ struct EditRequest {
 fn edit(
     location: &Location,
     request: &EditRequest,
-    session: &SessionState,
+    session: &dyn SessionView,
 ) -> Result<ToolOutput, ToolError> {
     let path = &location.path;
     let Some(previous) = state::load(location, state::MAX_FILE_BYTES)? else {

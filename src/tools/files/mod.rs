@@ -37,10 +37,8 @@ pub use read::ReadFile;
 pub use text_editor::TextEditor;
 pub use write::WriteFile;
 
-use crate::permission::PermissionLevel;
 use crate::registry::{RegistryError, ToolRegistry};
-use crate::session::SessionState;
-use crate::tool::{ToolError, ToolSpec, ToolSpecBuilder};
+use crate::tool::{PermissionLevel, ToolContext, ToolError, ToolSpec, ToolSpecBuilder};
 use crate::tools::paths;
 
 /// Registers the five file tools.
@@ -63,15 +61,15 @@ fn build(builder: ToolSpecBuilder) -> Result<ToolSpec, RegistryError> {
 fn path_permission(
     field: &'static str,
     inside: PermissionLevel,
-) -> impl Fn(&Value, &SessionState) -> Result<PermissionLevel, String> + Send + Sync + 'static {
-    move |input, session| paths::path_permission(input, field, session, inside)
+) -> impl Fn(&Value, &ToolContext) -> Result<PermissionLevel, String> + Send + Sync + 'static {
+    move |input, ctx| paths::path_permission(input, field, ctx, inside)
 }
 
 /// Refuses, before permission is asked, a path that is empty, holds a NUL byte, loops or is not
 /// UTF-8: such a path is bad input, not a question of access. The resolution is kept for the
-/// permission check ([`paths::check_input`]).
-fn check_path(input: &Value, field: &str, session: &SessionState) -> Result<(), ToolError> {
-    paths::check_input(input, field, session)?;
+/// permission check, on the call's context ([`paths::check_input`]).
+fn check_path(input: &Value, field: &str, ctx: &ToolContext) -> Result<(), ToolError> {
+    paths::check_input(input, field, ctx)?;
     Ok(())
 }
 

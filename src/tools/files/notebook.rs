@@ -16,11 +16,10 @@ use super::notebook_json::{ScanError, elements, indentation_at, members, value_a
 use super::state::{self, blocking};
 use super::text::as_text;
 use super::{build, check_path, path_permission, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
-use crate::session::SessionState;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 
 const DESCRIPTION: &str = "Edits one cell of a Jupyter notebook (.ipynb). `edit_mode` is \
@@ -103,7 +102,7 @@ impl Tool for NotebookEdit {
     }
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        check_path(input, "notebook_path", &ctx.session)?;
+        check_path(input, "notebook_path", ctx)?;
         let path = string_field(input, "notebook_path");
         if !path.ends_with(".ipynb") {
             return Err(ToolError::Validation(format!(
@@ -127,14 +126,14 @@ impl Tool for NotebookEdit {
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let location = Location::resolve(&input, "notebook_path", ctx)?;
         let session = ctx.session.clone();
-        blocking(move || edit_notebook(&location, &input, &session)).await
+        blocking(move || edit_notebook(&location, &input, &*session)).await
     }
 }
 
 fn edit_notebook(
     location: &Location,
     input: &Value,
-    session: &SessionState,
+    session: &dyn SessionView,
 ) -> Result<ToolOutput, ToolError> {
     let path = &location.path;
     let previous = state::load(location, state::MAX_FILE_BYTES)?

@@ -21,10 +21,10 @@ use super::access::{self, Location};
 use super::state::{blocking, file_state};
 use super::text::{MAX_LINE_CHARS, NumberError, Numbered, Window, number_bytes, number_lines};
 use super::{build, check_path, optional_count, path_permission};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
 
 /// Lines read when the call gives no `limit`.
@@ -102,7 +102,7 @@ impl Tool for ReadFile {
     }
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        check_path(input, "file_path", &ctx.session)?;
+        check_path(input, "file_path", ctx)?;
         optional_count(input, "offset")?;
         optional_count(input, "limit")?;
         Ok(())

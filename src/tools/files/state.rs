@@ -4,8 +4,9 @@
 //!
 //! Staleness is judged by content (an xxh3-128 hash of the whole file), never by mtime alone:
 //! a `touch` does not make a file stale, and a change within the same mtime tick does. The
-//! cache itself lives in [`SessionState`]; tools only read it and return
-//! [`ContextUpdate::FileState`] for the session to apply.
+//! cache itself lives in the session; tools only read it (through
+//! [`crate::tool::SessionView::file_state`]) and return [`ContextUpdate::FileState`] for the
+//! dispatcher to apply when the call completes.
 
 use std::fs::Metadata;
 use std::io::Read;
@@ -15,8 +16,7 @@ use std::time::SystemTime;
 use xxhash_rust::xxh3::xxh3_128;
 
 use super::access::{self, Keep, Location};
-use crate::session::SessionState;
-use crate::tool::{ContextUpdate, FileStateEntry, ToolError};
+use crate::tool::{ContextUpdate, FileStateEntry, SessionView, ToolError};
 
 /// The largest file the tools load whole to change it (larger ones are the shell's job).
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -99,7 +99,7 @@ pub fn load(location: &Location, max_bytes: u64) -> Result<Option<OnDisk>, ToolE
 /// Refuses to change a file this session has not read, or that changed since it last read
 /// (or wrote) it. `how_to_read` names the call that reads it (`read_file`, `view`).
 pub fn require_fresh(
-    session: &SessionState,
+    session: &dyn SessionView,
     path: &Path,
     on_disk: &OnDisk,
     how_to_read: &str,

@@ -18,11 +18,10 @@ use super::text::{LineEnding, as_text, line_count, snippet};
 use super::text_editor_view::{ViewRange, view};
 use super::write::{exists, write};
 use super::{build, check_path, optional_count, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
-use crate::session::SessionState;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 use crate::tools::paths;
 
@@ -148,7 +147,7 @@ impl Tool for TextEditor {
     }
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        check_path(input, "path", &ctx.session)?;
+        check_path(input, "path", ctx)?;
         let missing = |field: &str, command: &str| {
             ToolError::Validation(format!("{field} is required for the {command} command"))
         };
@@ -198,13 +197,13 @@ impl Tool for TextEditor {
             }
             "create" => {
                 let text = string_field(&input, "file_text").to_owned();
-                blocking(move || write(&location, &text, &session, HOW_TO_READ)).await
+                blocking(move || write(&location, &text, &*session, HOW_TO_READ)).await
             }
             "str_replace" => {
                 let old = string_field(&input, "old_str").to_owned();
                 let new = string_field(&input, "new_str").to_owned();
                 blocking(move || {
-                    change(&location, &session, |before| {
+                    change(&location, &*session, |before| {
                         let done = replace(before, &old, &new, false, WORDING, &location.path)?;
                         Ok((done.text, done.first_line, done.last_line))
                     })
@@ -215,7 +214,7 @@ impl Tool for TextEditor {
                 let after = optional_count(&input, "insert_line")?.unwrap_or(0);
                 let text = insert_text(&input)?.to_owned();
                 blocking(move || {
-                    change(&location, &session, |before| {
+                    change(&location, &*session, |before| {
                         insert_lines(before, after, &text, &location.path)
                     })
                 })
@@ -282,7 +281,7 @@ fn insert_text(input: &Value) -> Result<&str, ToolError> {
 /// text and the lines it changed), writes it, and shows the changed lines.
 fn change(
     location: &Location,
-    session: &SessionState,
+    session: &dyn SessionView,
     edit: impl FnOnce(&str) -> Result<(String, usize, usize), ToolError>,
 ) -> Result<ToolOutput, ToolError> {
     let path = &location.path;

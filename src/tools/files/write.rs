@@ -14,11 +14,10 @@ use super::diff::short_diff;
 use super::state::{self, blocking};
 use super::text::line_count;
 use super::{build, check_path, path_permission, string_field};
-use crate::permission::PermissionLevel;
 use crate::registry::RegistryError;
-use crate::session::SessionState;
 use crate::tool::{
-    ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 use crate::tools::paths;
 
@@ -77,7 +76,7 @@ impl WriteFile {
 }
 
 /// Whether `input[field]` names something that exists (an overwrite); errors fail closed.
-pub fn exists(input: &Value, field: &str, session: &SessionState) -> Result<bool, String> {
+pub fn exists(input: &Value, field: &str, session: &dyn SessionView) -> Result<bool, String> {
     let resolved = paths::resolve_input(input, field, session).map_err(|err| err.to_string())?;
     Ok(std::fs::symlink_metadata(&resolved.path).is_ok())
 }
@@ -89,14 +88,14 @@ impl Tool for WriteFile {
     }
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
-        check_path(input, "file_path", &ctx.session)
+        check_path(input, "file_path", ctx)
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let location = Location::resolve(&input, "file_path", ctx)?;
         let content = string_field(&input, "content").to_owned();
         let session = ctx.session.clone();
-        blocking(move || write(&location, &content, &session, "read_file")).await
+        blocking(move || write(&location, &content, &*session, "read_file")).await
     }
 }
 
@@ -105,7 +104,7 @@ impl Tool for WriteFile {
 pub fn write(
     location: &Location,
     content: &str,
-    session: &SessionState,
+    session: &dyn SessionView,
     how_to_read: &str,
 ) -> Result<ToolOutput, ToolError> {
     let path = &location.path;

@@ -9,11 +9,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::string_field;
-use crate::permission::PermissionLevel;
-use crate::session::SessionState;
 use crate::tool::{
-    BuildError, ConcurrencyClass, ContextUpdate, InterruptBehavior, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    BuildError, ConcurrencyClass, ContextUpdate, InterruptBehavior, PermissionLevel, SessionView,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 /// A setting `config` knows: an integer within bounds.
@@ -64,7 +62,7 @@ fn setting(key: &str) -> Option<&'static RuntimeSettingSpec> {
 
 /// The value of a known integer setting in `session`: what the session set, else the
 /// default. `None` for a key not in [`RUNTIME_SETTINGS`].
-pub fn runtime_setting_u64(session: &SessionState, key: &str) -> Option<u64> {
+pub fn runtime_setting_u64(session: &dyn SessionView, key: &str) -> Option<u64> {
     let spec = setting(key)?;
     Some(
         session
@@ -191,7 +189,7 @@ impl Tool for ConfigTool {
         let spec = named_setting(&input)?;
         let is_set = ctx.session.runtime_setting(spec.key).is_some();
         // Only a key in the table is asked for, so the value is always present.
-        let current = runtime_setting_u64(&ctx.session, spec.key).unwrap_or(spec.default);
+        let current = runtime_setting_u64(&*ctx.session, spec.key).unwrap_or(spec.default);
         let (output, value) = match input.get("value") {
             None | Some(Value::Null) => {
                 let origin = if is_set {

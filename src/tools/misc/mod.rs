@@ -24,7 +24,7 @@ use crate::tool::Tool;
 use crate::tools::input::{optional_whole_number, string_field};
 
 pub use config::{RUNTIME_SETTINGS, RuntimeSettingSpec, runtime_setting_u64};
-pub use web_fetch::{AddressPolicy, BlockedAddress, WebFetchTool, web_fetch_host};
+pub use web_fetch::{AddressPolicy, BlockedAddress, WebFetchTool};
 
 /// Registers every tool of this family.
 pub fn register(registry: &mut ToolRegistry, deps: &ToolDeps) -> Result<(), RegistryError> {

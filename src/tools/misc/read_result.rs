@@ -11,10 +11,9 @@ use serde_json::{Value, json};
 
 use super::{optional_whole_number, runtime_setting_u64, string_field};
 use crate::dispatch::ResultStore;
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 
 const PAGE_SETTING: &str = "read_result_page_chars";
@@ -105,7 +104,7 @@ impl Tool for ReadResultTool {
                 )));
             }
             Some(n) => n,
-            None => runtime_setting_u64(&ctx.session, PAGE_SETTING)
+            None => runtime_setting_u64(&*ctx.session, PAGE_SETTING)
                 .unwrap_or(MAX_PAGE_CHARS)
                 .min(MAX_PAGE_CHARS),
         };

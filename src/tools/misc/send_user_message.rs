@@ -10,10 +10,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::string_field;
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 
 const MAX_MESSAGE_CHARS: usize = 10_000;

@@ -14,11 +14,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::string_field;
-use crate::permission::PermissionLevel;
-use crate::session::SessionState;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, SessionView, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 const SKILL_FILE: &str = "SKILL.md";
@@ -273,7 +271,7 @@ impl Tool for SkillTool {
         &self.spec
     }
 
-    fn is_enabled(&self, _session: &SessionState) -> bool {
+    fn is_enabled(&self, _session: &dyn SessionView) -> bool {
         self.found_at_registration
     }
 

@@ -8,10 +8,9 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 
 /// Problems quoted in a mismatch message (the rest are counted).

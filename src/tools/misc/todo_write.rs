@@ -7,10 +7,9 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, ContextUpdate, InterruptBehavior, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    BuildError, ConcurrencyClass, ContextUpdate, InterruptBehavior, PermissionLevel, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 const MAX_TODOS: usize = 200;

@@ -9,10 +9,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{optional_whole_number, runtime_setting_u64, string_field};
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, ContextUpdate, DeferredTool, InterruptBehavior, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec,
+    BuildError, ConcurrencyClass, ContextUpdate, DeferredTool, InterruptBehavior, PermissionLevel,
+    Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 const MAX_RESULTS_SETTING: &str = "tool_search_max_results";
@@ -262,7 +261,7 @@ impl Tool for ToolSearchTool {
                 ));
             }
             Some(n) => n.min(MAX_MAX_RESULTS),
-            None => runtime_setting_u64(&ctx.session, MAX_RESULTS_SETTING)
+            None => runtime_setting_u64(&*ctx.session, MAX_RESULTS_SETTING)
                 .unwrap_or(DEFAULT_MAX_RESULTS),
         };
         Ok(search(

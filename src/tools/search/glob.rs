@@ -90,7 +90,7 @@ impl Tool for GlobSearch {
 
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         GlobQuery::parse(input)?;
-        check_path_syntax(input, &ctx.session)
+        check_path_syntax(input, ctx)
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

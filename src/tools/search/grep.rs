@@ -99,7 +99,7 @@ impl Tool for GrepSearch {
     async fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
         let request = GrepRequest::parse(input)?;
         request.plan(ctx.session.working_directory())?;
-        check_path_syntax(input, &ctx.session)
+        check_path_syntax(input, ctx)
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

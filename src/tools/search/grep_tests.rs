@@ -3,8 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::permission::PermissionLevel;
-use crate::tool::InterruptBehavior;
+use crate::tool::{InterruptBehavior, PermissionLevel};
 
 fn parse(input: Value) -> Result<GrepRequest, ToolError> {
     GrepRequest::parse(&input)

@@ -26,10 +26,11 @@ pub use glob::GlobSearch;
 pub use grep::GrepSearch;
 use root::{SearchRoot, search_root};
 
-use crate::permission::PermissionLevel;
 use crate::registry::{RegistryError, ToolRegistry};
-use crate::session::SessionState;
-use crate::tool::{ConcurrencyClass, InterruptBehavior, ToolError, ToolSpec, ToolSpecBuilder};
+use crate::tool::{
+    ConcurrencyClass, InterruptBehavior, PermissionLevel, ToolContext, ToolError, ToolSpec,
+    ToolSpecBuilder,
+};
 use crate::tools::paths;
 
 /// The input field both tools take for the directory (or, for grep, the file) to search.
@@ -69,9 +70,9 @@ fn has_path(input: &Value) -> bool {
 
 /// The permission a search needs: `read_only` in the workspace, `danger_full_access` for a
 /// `path` that leaves it (by `..`, an absolute path or a symlink).
-fn root_permission(input: &Value, session: &SessionState) -> Result<PermissionLevel, String> {
+fn root_permission(input: &Value, ctx: &ToolContext) -> Result<PermissionLevel, String> {
     if has_path(input) {
-        paths::path_permission(input, PATH_FIELD, session, PermissionLevel::ReadOnly)
+        paths::path_permission(input, PATH_FIELD, ctx, PermissionLevel::ReadOnly)
     } else {
         Ok(PermissionLevel::ReadOnly)
     }
@@ -79,9 +80,9 @@ fn root_permission(input: &Value, session: &SessionState) -> Result<PermissionLe
 
 /// Refuses a `path` that cannot be resolved at all (empty, NUL, a symlink loop, not UTF-8),
 /// before the permission phase, so the model learns what is wrong with it.
-fn check_path_syntax(input: &Value, session: &SessionState) -> Result<(), ToolError> {
+fn check_path_syntax(input: &Value, ctx: &ToolContext) -> Result<(), ToolError> {
     if has_path(input) {
-        paths::check_input(input, PATH_FIELD, session)?;
+        paths::check_input(input, PATH_FIELD, ctx)?;
     }
     Ok(())
 }

@@ -26,8 +26,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use super::{PATH_FIELD, has_path};
-use crate::permission::PermissionLevel;
-use crate::tool::{ToolContext, ToolError};
+use crate::tool::{PermissionLevel, ToolContext, ToolError};
 use crate::tools::files::access::{self, Location};
 use crate::tools::paths;
 

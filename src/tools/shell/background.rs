@@ -23,8 +23,7 @@ use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
 use super::process::{SharedOutput, ShellProcess};
 use super::sandbox::{Confinement, ShellSandbox};
 use super::spill::SpillSettings;
-use crate::session::SessionState;
-use crate::tool::ToolError;
+use crate::tool::{SessionView, ToolError};
 
 /// Tasks a session may hold at once (running or finished and unread).
 pub const MAX_TASKS_PER_SESSION: usize = 32;
@@ -179,7 +178,7 @@ impl BackgroundShells {
     /// task id and the shell's pid.
     pub(crate) fn start(
         self: &Arc<Self>,
-        session: &Arc<SessionState>,
+        session: &Arc<dyn SessionView>,
         command: &str,
         cwd: &Path,
         confinement: &Confinement,
@@ -318,7 +317,7 @@ async fn supervise(
     process: ShellProcess,
     status: watch::Sender<TaskStatus>,
     kill: CancellationToken,
-    session: Weak<SessionState>,
+    session: Weak<dyn SessionView>,
     shells: Weak<BackgroundShells>,
     session_id: String,
 ) {

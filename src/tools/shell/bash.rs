@@ -3,7 +3,7 @@
 //! Owns input checking, the timeout, the permission a command needs, turning the process's
 //! end into the result text and metadata, and the `cd` that persists
 //! ([`ContextUpdate::ShellCwd`]). Running the process is [`super::process`], judging the
-//! command is [`super::classify`], the workspace boundary is [`super::boundary`], background
+//! command is [`crate::shell_syntax`], the workspace boundary is [`super::boundary`], background
 //! tasks are [`super::background`]. The result's text is the output as written (stdout and
 //! stderr interleaved), then one line for anything but a clean exit: `exit code: N`,
 //! `killed by signal N`, or the timeout or cancellation; the same facts are in the metadata.
@@ -18,15 +18,13 @@ use serde_json::{Value, json};
 
 use super::background::BackgroundShells;
 use super::boundary;
-use super::classify::{Analysis, analyze};
 use super::output::TakenOutput;
 use super::process::{Ended, SharedOutput, ShellProcess};
 use super::spill::SpillWriter;
-use crate::permission::PermissionLevel;
-use crate::session::SessionState;
+use crate::shell_syntax::{Analysis, analyze};
 use crate::tool::{
-    ConcurrencyClass, ContextUpdate, ErrorKind, InterruptBehavior, PreviewStyle, Tool, ToolContext,
-    ToolError, ToolOutput, ToolSpec,
+    ConcurrencyClass, ContextUpdate, ErrorKind, InterruptBehavior, PermissionLevel, PreviewStyle,
+    SessionView, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -147,7 +145,7 @@ fn analyze_input(input: &Value) -> Result<Analysis, String> {
 /// the shell to the workspace; otherwise `danger_full_access`.
 fn required_permission(
     input: &Value,
-    session: &SessionState,
+    session: &dyn SessionView,
     confines: bool,
 ) -> Result<PermissionLevel, String> {
     let analysis = analyze_input(input)?;
@@ -207,8 +205,8 @@ impl BashTool {
             // reaches outside the workspace, needs full access. With one, a command inside the
             // workspace needs only workspace_write (the sandbox enforces the boundary the
             // static check can only estimate).
-            .permission_for(PermissionLevel::ReadOnly, move |input, session| {
-                required_permission(input, session, confines)
+            .permission_for(PermissionLevel::ReadOnly, move |input, ctx| {
+                required_permission(input, &*ctx.session, confines)
             })
             .concurrency_class(ConcurrencyClass::Unsafe)
             .interrupt_behavior(InterruptBehavior::Cancel)
@@ -245,7 +243,7 @@ impl Tool for BashTool {
         if raw.get("timeout").is_none_or(Value::is_null) {
             // The session's default, as set with the `config` tool.
             input.timeout_ms =
-                crate::tools::runtime_setting_u64(&ctx.session, "bash_default_timeout_ms")
+                crate::tools::runtime_setting_u64(&*ctx.session, "bash_default_timeout_ms")
                     .unwrap_or(DEFAULT_TIMEOUT_MS);
         }
         let (cwd, note) = starting_directory(ctx).await;
@@ -307,7 +305,7 @@ impl Tool for BashTool {
             cwd,
         };
         Ok(finished
-            .into_output(&ctx.session)
+            .into_output(&*ctx.session)
             .await
             .with_metadata("sandbox", sandbox))
     }
@@ -321,7 +319,7 @@ fn check_boundary_again(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<
         return Ok(());
     }
     analyze(command)
-        .and_then(|analysis| boundary::check(&analysis.paths, &ctx.session, cwd))
+        .and_then(|analysis| boundary::check(&analysis.paths, &*ctx.session, cwd))
         .map_err(|why| {
             ToolError::Validation(format!(
                 "{why}; the call was authorised only for the workspace (did the filesystem change after the check?)"
@@ -370,7 +368,7 @@ struct Finished {
 }
 
 impl Finished {
-    async fn into_output(mut self, session: &SessionState) -> ToolOutput {
+    async fn into_output(mut self, session: &dyn SessionView) -> ToolOutput {
         let code = self.ended.status.and_then(|s| s.code());
         let signal = self.ended.status.and_then(|s| s.signal());
         let last_line = match (self.stopped, code, signal) {

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::session::SessionState;
 
 #[test]
 fn bad_inputs_are_refused_with_clear_messages() {
@@ -71,20 +72,22 @@ fn good_inputs_get_defaults() {
 fn flags_follow_the_classifier_and_fail_closed() {
     let tool = BashTool::new(Arc::new(BackgroundShells::default())).unwrap();
     let spec = tool.spec();
-    let session = SessionState::new(crate::session::SessionConfig::new("s", "/tmp"));
+    let session = Arc::new(SessionState::new(crate::session::SessionConfig::new(
+        "s", "/tmp",
+    )));
     let read = json!({"command": "git status"});
     assert!(spec.is_read_only(&read, &session));
     assert!(spec.is_concurrency_safe(&read, &session));
     assert!(!spec.is_destructive(&read, &session));
     assert_eq!(
-        spec.required_permission(&read, &session),
+        spec.required_permission(&read, &call_in(&session)),
         PermissionLevel::ReadOnly
     );
     let write = json!({"command": "rm -rf build"});
     assert!(!spec.is_read_only(&write, &session));
     assert!(spec.is_destructive(&write, &session));
     assert_eq!(
-        spec.required_permission(&write, &session),
+        spec.required_permission(&write, &call_in(&session)),
         PermissionLevel::DangerFullAccess
     );
     // No command at all: the classifier errs, the flags take their safe side.
@@ -93,9 +96,14 @@ fn flags_follow_the_classifier_and_fail_closed() {
     assert!(!spec.is_concurrency_safe(&missing, &session));
     assert!(spec.is_destructive(&missing, &session));
     assert_eq!(
-        spec.required_permission(&missing, &session),
+        spec.required_permission(&missing, &call_in(&session)),
         PermissionLevel::DangerFullAccess
     );
+}
+
+/// A call's context in `session` (the permission an input needs is judged per call).
+fn call_in(session: &Arc<SessionState>) -> crate::tool::ToolContext {
+    crate::tool::ToolContext::detached(session.clone())
 }
 
 /// `read_only` unless the command needs full access.
@@ -162,7 +170,7 @@ fn read_only_commands_reaching_outside_the_workspace_need_full_access() {
     let mut failures = Vec::new();
     for (command, expected) in cases {
         let input = json!({ "command": command });
-        let got = tool.spec().required_permission(&input, &session);
+        let got = tool.spec().required_permission(&input, &call_in(&session));
         if got != *expected {
             failures.push(format!("{command:?}: expected {expected:?}, got {got:?}"));
         }
@@ -175,22 +183,30 @@ fn a_shell_directory_outside_the_workspace_needs_full_access_for_everything() {
     let (_dir, session) = workspace();
     let tool = BashTool::new(Arc::new(BackgroundShells::default())).unwrap();
     let pwd = json!({"command": "pwd"});
-    assert_eq!(tool.spec().required_permission(&pwd, &session), R);
+    assert_eq!(tool.spec().required_permission(&pwd, &call_in(&session)), R);
     session.apply(&[crate::tool::ContextUpdate::ShellCwd {
         path: PathBuf::from("/"),
     }]);
-    assert_eq!(tool.spec().required_permission(&pwd, &session), F);
+    assert_eq!(tool.spec().required_permission(&pwd, &call_in(&session)), F);
     let relative = json!({"command": "cat inside.txt"});
-    assert_eq!(tool.spec().required_permission(&relative, &session), F);
+    assert_eq!(
+        tool.spec()
+            .required_permission(&relative, &call_in(&session)),
+        F
+    );
     // Back inside: read-only again.
     let sub = session.working_directory().join("sub");
     session.apply(&[crate::tool::ContextUpdate::ShellCwd { path: sub }]);
-    assert_eq!(tool.spec().required_permission(&pwd, &session), R);
+    assert_eq!(tool.spec().required_permission(&pwd, &call_in(&session)), R);
     // `..` is judged from where the shell is: from `sub` it is the workspace.
     let up = json!({"command": "ls .."});
-    assert_eq!(tool.spec().required_permission(&up, &session), R);
+    assert_eq!(tool.spec().required_permission(&up, &call_in(&session)), R);
     let up_twice = json!({"command": "ls ../.."});
-    assert_eq!(tool.spec().required_permission(&up_twice, &session), F);
+    assert_eq!(
+        tool.spec()
+            .required_permission(&up_twice, &call_in(&session)),
+        F
+    );
 }
 
 #[test]

@@ -7,18 +7,18 @@
 //! the workspace (a `cd` out that persisted) puts every command outside.
 //!
 //! It does not confine anything: what a command computes at run time is not seen (see
-//! [`super::classify`]), and the filesystem may change between the check and the run. It
+//! [`crate::shell_syntax`]), and the filesystem may change between the check and the run. It
 //! sets the permission a call needs, as `read_file`'s path check does; the sandbox confines.
 
 use std::path::{Path, PathBuf};
 
-use super::classify::PathWord;
-use crate::session::SessionState;
+use crate::shell_syntax::PathWord;
+use crate::tool::SessionView;
 use crate::tools::paths;
 
 /// Where a call of `session` starts: the shell's directory, or the workspace when that
 /// directory is gone (what `bash` does, with a note).
-pub(crate) fn starting_directory(session: &SessionState) -> PathBuf {
+pub(crate) fn starting_directory(session: &dyn SessionView) -> PathBuf {
     let stored = session.shell_cwd();
     if stored.is_dir() {
         stored
@@ -29,7 +29,11 @@ pub(crate) fn starting_directory(session: &SessionState) -> PathBuf {
 
 /// `Ok` when `cwd` and every reported path lie inside the session's workspace; otherwise the
 /// first that does not, for a message.
-pub(crate) fn check(paths: &[PathWord], session: &SessionState, cwd: &Path) -> Result<(), String> {
+pub(crate) fn check(
+    paths: &[PathWord],
+    session: &dyn SessionView,
+    cwd: &Path,
+) -> Result<(), String> {
     let workspace = session.real_working_directory();
     let Some(cwd_text) = cwd.to_str() else {
         return Err(format!(

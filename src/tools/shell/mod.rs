@@ -1,11 +1,12 @@
 //! The shell tools: `bash` (alias `Bash`), `bash_output` (`BashOutput`) and `kill_shell`
-//! (`KillShell`), and the command classifier they share.
+//! (`KillShell`).
 //!
 //! Layout: [`bash`] checks input and words results; [`process`] runs `bash -c` in its own
 //! process group and stops the whole group; [`output`] keeps output under a memory cap;
 //! [`background`] holds `run_in_background` tasks per session; [`tasks`] is the two tools that
-//! read and stop them; [`classify`] parses a command line with tree-sitter-bash and says
-//! whether it is read-only, concurrency-safe and destructive, and which words may name files;
+//! read and stop them; [`crate::shell_syntax`] (a module of its own, because the permission
+//! rules read the same lines) parses a command line with tree-sitter-bash and says whether it
+//! is read-only, concurrency-safe and destructive, and which words may name files;
 //! [`boundary`] judges those words against the workspace; [`spill`] moves a foreground
 //! output that outgrows memory to a file, which the offload phase streams into the store.
 //!
@@ -18,7 +19,6 @@
 mod background;
 mod bash;
 mod boundary;
-mod classify;
 mod output;
 mod process;
 mod sandbox;
@@ -27,8 +27,8 @@ mod tasks;
 
 use std::sync::Arc;
 
+pub use crate::shell_syntax::{CommandLine, SimpleCommand, simple_commands};
 pub use background::BackgroundShells;
-pub use classify::{CommandLine, SimpleCommand, simple_commands};
 pub use sandbox::{SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox};
 pub use spill::SpillSettings;
 

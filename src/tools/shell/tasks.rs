@@ -9,10 +9,9 @@ use serde_json::{Value, json};
 
 use super::background::{BackgroundShells, TaskReport, TaskStatus};
 use super::bash::MAX_RESULT_CHARS;
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, PreviewStyle, Tool, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, PreviewStyle, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
 fn task_schema(purpose: &str) -> Value {

@@ -11,10 +11,9 @@ use serde_json::json;
 use toold::event::{EventBus, EventType};
 use toold::hooks::{HookEvent, PreToolUseOutcome, PreToolVerdict, ToolHook};
 use toold::permission::{
-    Approvals, Approver, DecidedBy, PermissionDecision, PermissionLevel, Resolution, RulePolicy,
-    ToolNames,
+    Approver, DecidedBy, PermissionDecision, PermissionLevel, Resolution, RulePolicy, ToolNames,
 };
-use toold::store::{SessionRecord, SessionStore, SqliteStore, Store};
+use toold::store::{SessionRecord, SessionStore, SqliteStore, Store, StoreApprovals as Approvals};
 use toold::tool::{ErrorKind, ToolOutput};
 
 use crate::dispatch::harness::*;

@@ -337,6 +337,10 @@ async fn a_failing_tool_without_the_flag_aborts_nothing() {
 async fn an_interrupt_cancels_cancel_calls_and_lets_block_calls_finish() {
     let started = Arc::new(tokio::sync::Semaphore::new(0));
     let (s1, s2) = (started.clone(), started.clone());
+    // Tools see the session only through a read-only view; the test hands the blocking tool
+    // the session itself (set once the harness has built it, before any call starts).
+    let live_session = Arc::new(std::sync::OnceLock::<Arc<toold::session::SessionState>>::new());
+    let session_for_tool = live_session.clone();
     let h = Harness::builder()
         .tool(tool(
             safe_spec("cancellable").interrupt_behavior(InterruptBehavior::Cancel),
@@ -351,11 +355,15 @@ async fn an_interrupt_cancels_cancel_calls_and_lets_block_calls_finish() {
         ))
         .tool(tool(
             safe_spec("blocking").interrupt_behavior(InterruptBehavior::Block),
-            move |_, ctx| {
+            move |_, _ctx| {
                 let started = s2.clone();
+                let session = session_for_tool.clone();
                 async move {
                     // The batch's interrupt token, as it was when this call started.
-                    let interrupt = ctx.session.interrupt_token();
+                    let interrupt = session
+                        .get()
+                        .expect("set before the batch runs")
+                        .interrupt_token();
                     started.add_permits(1);
                     // Finishes only after the interrupt fired: it must survive it.
                     interrupt.cancelled().await;
@@ -367,6 +375,7 @@ async fn an_interrupt_cancels_cancel_calls_and_lets_block_calls_finish() {
             Ok(ToolOutput::text("must not run"))
         }))
         .build();
+    let _ = live_session.set(h.session.clone());
     let session = h.session.clone();
     let interrupter = tokio::spawn(async move {
         let _both = started.acquire_many(2).await.unwrap();

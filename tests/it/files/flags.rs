@@ -76,7 +76,9 @@ fn input_dependent_flags() {
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("exists.txt"), "x").unwrap();
     std::os::unix::fs::symlink(ws.join("loop"), ws.join("loop")).unwrap();
-    let session = SessionState::new(SessionConfig::new("s", &ws));
+    let session = std::sync::Arc::new(SessionState::new(SessionConfig::new("s", &ws)));
+    // The permission an input needs is judged in its call's context.
+    let ctx = toold::tool::ToolContext::detached(session.clone());
     let editor = |command: &str, path: &str| json!({"command": command, "path": path});
     let cases: Vec<(&str, Value, Flags)> = vec![
         (
@@ -173,7 +175,7 @@ fn input_dependent_flags() {
             spec.is_read_only(&input, &session),
             spec.is_concurrency_safe(&input, &session),
             spec.is_destructive(&input, &session),
-            spec.required_permission(&input, &session),
+            spec.required_permission(&input, &ctx),
         );
         let wanted = (
             expected.read_only,

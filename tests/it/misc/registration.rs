@@ -33,6 +33,7 @@ fn the_family_is_registered_with_its_aliases() {
 fn metadata_is_declared() {
     let env = Env::new();
     let session = &env.session;
+    let ctx = toold::tool::ToolContext::detached(env.session.clone());
     for name in TOOLS {
         let spec = env.tool(name).spec().clone();
         assert!(
@@ -58,7 +59,7 @@ fn metadata_is_declared() {
         let example = json!({});
         assert!(!spec.is_destructive(&example, session), "{name}");
         assert_eq!(
-            spec.required_permission(&example, session),
+            spec.required_permission(&example, &ctx),
             PermissionLevel::ReadOnly,
             "{name}"
         );

@@ -5,9 +5,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use toold::permission::matcher::web_fetch_host;
 use toold::session::{SessionConfig, SessionState};
 use toold::tool::{ErrorKind, Tool, ToolContext, ToolError, ToolOutput};
-use toold::tools::{AddressPolicy, WebFetchSettings, WebFetchTool, web_fetch_host};
+use toold::tools::{AddressPolicy, WebFetchSettings, WebFetchTool};
 
 use crate::misc::harness::{Env, EnvOptions, execution_message, run_detached, validation_message};
 use crate::misc::http_server::{Reply, TestServer};

@@ -6,7 +6,7 @@
 //! Host names are checked after DNS resolution by [`address::CheckedResolver`]; what a body
 //! becomes is [`content`]'s business. Deliberately absent: cookies, authentication, proxies
 //! (a proxy would resolve names itself and defeat the address check), JavaScript, caching.
-//! Permission rules match the input URL's host ([`web_fetch_host`]).
+//! Permission rules match the input URL's host ([`crate::permission::matcher::web_fetch_host`]).
 
 mod address;
 mod content;
@@ -24,10 +24,9 @@ pub use address::{AddressPolicy, BlockedAddress};
 use content::ContentKind;
 
 use super::{cut_chars, optional_whole_number, string_field};
-use crate::permission::PermissionLevel;
 use crate::tool::{
-    BuildError, ConcurrencyClass, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 use crate::tools::WebFetchSettings;
 
@@ -37,15 +36,6 @@ const DEFAULT_MAX_CHARS: u64 = 100_000;
 const MAX_MAX_CHARS: u64 = 1_000_000;
 /// Time allowed beyond the fetch timeout for turning a large page into markdown.
 const RENDER_MARGIN: Duration = Duration::from_secs(30);
-
-/// The host a `web_fetch` input targets (`web_fetch(domain:x.org)` rules match it), or
-/// `None` when the input has no parseable http(s) URL.
-pub fn web_fetch_host(input: &Value) -> Option<String> {
-    let url = Url::parse(input.get("url")?.as_str()?).ok()?;
-    matches!(url.scheme(), "http" | "https")
-        .then(|| url.host_str().map(str::to_owned))
-        .flatten()
-}
 
 /// The `web_fetch` tool. Its HTTP client is built on first use and shared by every call.
 pub struct WebFetchTool {
@@ -420,7 +410,7 @@ impl Tool for WebFetchTool {
                 ));
             }
             Some(n) => n.min(MAX_MAX_CHARS),
-            None => super::runtime_setting_u64(&ctx.session, MAX_CHARS_SETTING)
+            None => super::runtime_setting_u64(&*ctx.session, MAX_CHARS_SETTING)
                 .unwrap_or(DEFAULT_MAX_CHARS),
         };
         let timeout = Duration::from_millis(self.settings.timeout_ms);

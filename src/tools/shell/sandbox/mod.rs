@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::permission::PermissionLevel;
-use crate::tool::ToolError;
+use crate::tool::{PermissionLevel, ToolError};
 
 pub(crate) use landlock::restrict_self;
 

@@ -1,4 +1,6 @@
-//! The shell command classifier: is a command line read-only, concurrency-safe, destructive?
+//! Bash syntax, read without running anything: is a command line read-only, concurrency-safe,
+//! destructive (the `bash` tool's flags), and which simple commands it runs (what the
+//! permission rules match). A module of its own, below both: it imports nothing of the crate.
 //!
 //! The command is parsed with tree-sitter-bash (a real parser, not string splitting) and every
 //! node of the tree is judged: each simple command by its name and arguments
@@ -14,6 +16,7 @@
 //! analyses too, because the dispatcher asks for several flags of the same call.
 
 mod commands;
+mod flags;
 mod git;
 mod path_words;
 mod simple;

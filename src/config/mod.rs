@@ -1,6 +1,10 @@
 //! Settings: the file, then `TOOLD_*` environment variables, then flags, into one typed
 //! [`Settings`] that components receive as arguments. Nothing else reads the environment.
 
+mod server;
+
+pub use server::{ServerFlags, ServerSettings};
+
 use std::path::Path;
 
 use figment::Figment;
@@ -10,7 +14,6 @@ use serde::{Deserialize, Serialize};
 use crate::dispatch::DispatchSettings;
 use crate::hooks::{HookConfigError, HookSettings};
 use crate::permission::PermissionSettings;
-use crate::server::ServerSettings;
 use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
 /// Every setting of the daemon.

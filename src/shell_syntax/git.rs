@@ -5,7 +5,7 @@
 //! Global options that make git load configuration or programs (`-c`, `--exec-path`,
 //! `--config-env`) are destructive: a config value can name a program to run.
 
-use super::commands::{has_flag, may_have_flag};
+use super::flags::{has_flag, may_have_flag};
 use super::{Classification, Word};
 
 const READ: Classification = Classification::READ;

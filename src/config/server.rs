@@ -1,14 +1,13 @@
 //! `[server]` settings: where the daemon listens, keeps its data and who may call it.
 //!
-//! Only the shape and the defaults live here; `config.rs` fills them from the file, the
-//! environment and the flags, and `server` turns them into a running daemon.
+//! Only the shape and the defaults live here; [`super`] fills them from the file, the
+//! environment and the flags, and `server` turns them into a running daemon. They live in
+//! `config`, not `server`, so settings flow one way: the server imports config, never back.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use crate::api::ApiSettings;
 
 /// `[server]` in the settings file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,18 +86,6 @@ impl ServerSettings {
     /// How long persisted events are kept (zero: forever).
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
-    }
-
-    /// What the doors and their listener need of these settings.
-    pub fn api_settings(&self) -> ApiSettings {
-        ApiSettings {
-            auth_tokens: self.auth_tokens.clone(),
-            body_limit_bytes: self.body_limit_bytes,
-            request_timeout: self.request_timeout,
-            max_concurrent_requests: self.max_concurrent_requests,
-            event_buffer: self.event_buffer,
-            repoll_self_wake: self.repoll_self_wake,
-        }
     }
 
     /// The address to advertise: the setting (with `http://` added when it has no scheme),

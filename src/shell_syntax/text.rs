@@ -5,7 +5,7 @@
 //! program passes when it has no output redirection, pipe, `system()` or gawk directive. Both
 //! are conservative: a script the reader does not understand is destructive.
 
-use super::commands::may_have_flag;
+use super::flags::may_have_flag;
 use super::{Classification, Word};
 
 const READ: Classification = Classification::READ;
