@@ -197,7 +197,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            api_settings(&server),
+            api_settings(server),
             status.clone(),
             draining.clone(),
         ));
