@@ -4,7 +4,7 @@
 //! subscriber's frame and the store's row then embed the same text. Drafting renders the data
 //! straight from whatever the publisher holds (a small struct, a borrowed input), so a call's
 //! events build no `Value` trees to serialise later and free afterwards, which on a loaded
-//! daemon was a tenth of its dispatch threads' time (ARCHITECTURE.md, "Event data").
+//! daemon was a tenth of its dispatch threads' time (`docs/performance.md`, "Event data rendered once").
 
 use std::fmt;
 

@@ -28,8 +28,8 @@ const MAX_BATCH: usize = 16 * 1024;
 
 /// How long a write waits for more events after the first arrives. A subscription that starts
 /// waits for the persister to catch up, so this bounds what that wait adds. (20 ms was tried:
-/// fewer WAL pages per event, but more than twice the RSS under load; see ARCHITECTURE.md,
-/// "Where a single call's latency goes".)
+/// fewer WAL pages per event, but more than twice the RSS under load; see `docs/performance.md`,
+/// "Lingers of 20 ms (tried, dropped)".)
 const LINGER: Duration = Duration::from_millis(5);
 
 /// Pause before retrying a failed write (the events are kept and retried).

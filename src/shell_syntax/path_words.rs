@@ -13,7 +13,7 @@
 //! Deliberately not followed: data that becomes a path at run time (piped into `xargs`,
 //! printed by a read-only command inside `$(…)`, a path inside a `sed`/`awk` script) and
 //! plain relative words that lead out through a symlink. Static analysis cannot confine a
-//! shell; the sandbox (a later issue) does. Device files (`/dev/null`, …) are not reported.
+//! shell; the sandbox (`tools/shell/sandbox`) does. Device files (`/dev/null`, …) are not reported.
 
 use super::Word;
 

@@ -142,7 +142,7 @@ pub struct BatchRecord {
     pub status: BatchStatus,
     pub call_count: usize,
     /// In request order, once the batch completes and when they were kept (a batch without an
-    /// idempotency key is recorded without its results: see ARCHITECTURE.md, "Batch results").
+    /// idempotency key is recorded without its results: see `docs/decisions/service-and-store.md`, "Batch results").
     pub results: Option<Vec<ToolResult>>,
     pub created_at: SystemTime,
     pub completed_at: Option<SystemTime>,
@@ -180,7 +180,7 @@ impl EventFilter {
     }
 }
 
-/// An approval as stored (the permissions issue creates and resolves them).
+/// An approval as stored: created when a call asks, resolved by a person or its timeout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRecord {
     pub id: String,

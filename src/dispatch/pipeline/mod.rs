@@ -38,7 +38,8 @@ use crate::tool::{
     CallInput, ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult,
 };
 
-/// Why the executor stops a running call (see `AbortSignal` in the executor).
+/// Why the executor stops a running call (the parallel group's `abort` token is the
+/// executor's).
 #[derive(Clone, Debug)]
 pub struct CallSignals {
     /// The session's interrupt; honoured by tools whose behaviour is `cancel`.
