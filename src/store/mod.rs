@@ -142,7 +142,8 @@ pub struct BatchRecord {
     pub status: BatchStatus,
     pub call_count: usize,
     /// In request order, once the batch completes and when they were kept (a batch without an
-    /// idempotency key is recorded without its results: see `docs/decisions/service-and-store.md`, "Batch results").
+    /// idempotency key is recorded without its results: see
+    /// `docs/decisions/service-and-store.md`, "Batch results").
     pub results: Option<Vec<ToolResult>>,
     pub created_at: SystemTime,
     pub completed_at: Option<SystemTime>,
