@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{PermissionLevel, PermissionSession, RememberedRule, SessionRules, ToolNames};
 
-/// The built-in tools' canonical names, as the registry holds them.
+/// The built-in tools' canonical names, as the registry holds them: the names models are
+/// trained on (issue 3), all present, nothing else.
 pub(crate) const BUILTIN_NAMES: &[&str] = &[
     "bash",
     "bash_output",

@@ -148,8 +148,9 @@ fn pools_are_sorted_builtins_first_and_deduplicated() {
     assert_eq!(pool.resolve("bash").unwrap().source, ToolSource::BuiltIn);
 }
 
-#[test]
-fn mode_deny_and_enabled_filter_the_pool() {
+/// A reader (alias `Read`), a writer, a shell whose floor is read-only, and a tool that is
+/// never enabled (and would need full access).
+fn filtering_registry() -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     registry
         .register(tool("read_file", |b| b.alias("Read")))
@@ -171,12 +172,18 @@ fn mode_deny_and_enabled_filter_the_pool() {
             spec: ToolSpec::builder("disabled")
                 .description("d")
                 .max_result_size_chars(None)
-                .permission(PermissionLevel::ReadOnly)
+                .permission(PermissionLevel::DangerFullAccess)
                 .build()
                 .unwrap(),
             enabled: false,
         }))
         .unwrap();
+    registry
+}
+
+#[test]
+fn mode_deny_and_enabled_filter_the_pool() {
+    let registry = filtering_registry();
     let read_only = session(PermissionLevel::ReadOnly);
     let pool = ToolPool::assemble(
         &registry,
@@ -197,26 +204,7 @@ fn mode_deny_and_enabled_filter_the_pool() {
 
 #[test]
 fn a_tool_kept_out_by_mode_or_rule_says_why_and_a_disabled_one_stays_unknown() {
-    let mut registry = ToolRegistry::new();
-    registry
-        .register(tool("read_file", |b| b.alias("Read")))
-        .unwrap();
-    registry
-        .register(tool("write_file", |b| {
-            b.permission(PermissionLevel::WorkspaceWrite)
-        }))
-        .unwrap();
-    registry
-        .register(Arc::new(Named {
-            spec: ToolSpec::builder("disabled")
-                .description("d")
-                .max_result_size_chars(None)
-                .permission(PermissionLevel::DangerFullAccess)
-                .build()
-                .unwrap(),
-            enabled: false,
-        }))
-        .unwrap();
+    let registry = filtering_registry();
     let mut options = PoolOptions::for_mode(PermissionLevel::ReadOnly);
     options.server_deny = vec!["Read".into()];
     let pool = ToolPool::assemble(
