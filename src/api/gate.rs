@@ -91,10 +91,40 @@ struct Deadline {
     client_source: Option<&'static str>,
 }
 
+/// Which door a request came through: what counts as its probe, and where its token goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Door {
+    Http,
+    Grpc,
+}
+
+impl Door {
+    /// Whether a request's path is this door's probe.
+    pub fn is_probe(self, path: &str) -> bool {
+        match self {
+            Door::Http => is_http_probe(path),
+            Door::Grpc => is_grpc_probe(path),
+        }
+    }
+
+    /// What a refused caller is told, in this door's terms.
+    fn token_required(self) -> &'static str {
+        match self {
+            Door::Http => "a valid bearer token is required (Authorization: Bearer TOKEN)",
+            Door::Grpc => "a valid bearer token is required (metadata authorization: Bearer TOKEN)",
+        }
+    }
+}
+
 impl Gate {
-    /// Runs the gates in order over a request's headers; `probe` is the door's judgement
-    /// ([`is_http_probe`], [`is_grpc_probe`]).
-    pub fn admit(&self, headers: &HeaderMap, probe: bool) -> Result<Admission, ServiceError> {
+    /// Runs the gates in order over a request that came through `door` for `path`.
+    pub fn admit(
+        &self,
+        door: Door,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Admission, ServiceError> {
+        let probe = door.is_probe(path);
         if self.status.shutting_down.load(Ordering::Acquire) {
             return Err(ServiceError::new(
                 ErrorCode::ShuttingDown,
@@ -104,7 +134,7 @@ impl Gate {
         if probe {
             return Ok(Admission::Probe);
         }
-        let caller = self.caller(headers)?;
+        let caller = self.caller(door, headers)?;
         // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return Err(ServiceError::new(
@@ -122,7 +152,7 @@ impl Gate {
         }))
     }
 
-    fn caller(&self, headers: &HeaderMap) -> Result<CallerToken, ServiceError> {
+    fn caller(&self, door: Door, headers: &HeaderMap) -> Result<CallerToken, ServiceError> {
         if self.auth_tokens.is_empty() {
             return Ok(CallerToken(None));
         }
@@ -130,7 +160,7 @@ impl Gate {
             Some(token) => Ok(CallerToken(Some(token.to_owned()))),
             None => Err(ServiceError::new(
                 ErrorCode::Unauthenticated,
-                "a valid bearer token is required (authorization: Bearer TOKEN)",
+                door.token_required(),
             )),
         }
     }

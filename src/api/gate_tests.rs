@@ -37,11 +37,11 @@ fn shutting_down_refuses_everything_probes_too() {
     let gate = gate(&[], 1);
     gate.status.shutting_down.store(true, Ordering::Release);
     assert_eq!(
-        refusal(gate.admit(&HeaderMap::new(), false)),
+        refusal(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new())),
         ErrorCode::ShuttingDown
     );
     assert_eq!(
-        refusal(gate.admit(&HeaderMap::new(), true)),
+        refusal(gate.admit(Door::Http, "/healthz", &HeaderMap::new())),
         ErrorCode::ShuttingDown
     );
 }
@@ -50,7 +50,15 @@ fn shutting_down_refuses_everything_probes_too() {
 fn probes_pass_auth_and_load_shedding() {
     let gate = gate(&["s3cret"], 0);
     assert!(matches!(
-        gate.admit(&HeaderMap::new(), true),
+        gate.admit(Door::Http, "/healthz", &HeaderMap::new()),
+        Ok(Admission::Probe)
+    ));
+    assert!(matches!(
+        gate.admit(
+            Door::Grpc,
+            "/grpc.health.v1.Health/Check",
+            &HeaderMap::new()
+        ),
         Ok(Admission::Probe)
     ));
     assert!(is_http_probe("/healthz") && is_http_probe("/readyz"));
@@ -63,47 +71,54 @@ fn probes_pass_auth_and_load_shedding() {
 fn auth_comes_before_load_shedding_and_names_the_caller() {
     let gate = gate(&["one", "two"], 0);
     assert_eq!(
-        refusal(gate.admit(&HeaderMap::new(), false)),
+        refusal(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new())),
         ErrorCode::Unauthenticated
     );
+    // Each door says where its token goes.
+    let told = |door| match gate.admit(door, "/x", &HeaderMap::new()) {
+        Err(err) => err.message,
+        Ok(_) => panic!("admitted without a token"),
+    };
+    assert!(told(Door::Http).contains("(Authorization: Bearer TOKEN)"));
+    assert!(told(Door::Grpc).contains("(metadata authorization: Bearer TOKEN)"));
     assert_eq!(
-        refusal(gate.admit(&bearer("three"), false)),
+        refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("three"))),
         ErrorCode::Unauthenticated
     );
     // The right token, but no permit left.
     assert_eq!(
-        refusal(gate.admit(&bearer("two"), false)),
+        refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("two"))),
         ErrorCode::Overloaded
     );
     let gate = Gate {
         permits: Arc::new(Semaphore::new(1)),
         ..gate
     };
-    let mut first = admitted(gate.admit(&bearer("two"), false));
+    let mut first = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("two")));
     assert_eq!(first.take_caller().0.as_deref(), Some("two"));
     assert_eq!(
-        refusal(gate.admit(&bearer("one"), false)),
+        refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("one"))),
         ErrorCode::Overloaded
     );
     drop(first);
-    admitted(gate.admit(&bearer("one"), false));
+    admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("one")));
 }
 
 #[test]
 fn without_tokens_every_caller_is_anonymous() {
     let gate = gate(&[], 1);
-    let mut anyone = admitted(gate.admit(&bearer("anything"), false));
+    let mut anyone = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("anything")));
     assert_eq!(anyone.take_caller().0, None);
 }
 
 #[test]
 fn a_clients_deadline_shortens_the_servers_and_never_lengthens_it() {
     let gate = gate(&[], 2);
-    let mut shorter = admitted(gate.admit(&HeaderMap::new(), false));
+    let mut shorter = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     shorter.shorten_deadline(Duration::from_millis(250), "grpc-timeout");
     assert_eq!(shorter.deadline.duration, Duration::from_millis(250));
     assert_eq!(shorter.deadline.client_source, Some("grpc-timeout"));
-    let mut longer = admitted(gate.admit(&HeaderMap::new(), false));
+    let mut longer = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     longer.shorten_deadline(Duration::from_secs(3600), "grpc-timeout");
     assert_eq!(
         longer.deadline,
@@ -117,7 +132,7 @@ fn a_clients_deadline_shortens_the_servers_and_never_lengthens_it() {
 #[tokio::test]
 async fn past_the_deadline_the_answer_is_timeout_and_the_permit_comes_back() {
     let gate = gate(&[], 1);
-    let mut slow = admitted(gate.admit(&HeaderMap::new(), false));
+    let mut slow = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     slow.shorten_deadline(Duration::from_millis(1), "grpc-timeout");
     let err = slow
         .respond_within(std::future::pending::<()>())
@@ -130,6 +145,6 @@ async fn past_the_deadline_the_answer_is_timeout_and_the_permit_comes_back() {
         err.message
     );
     assert_eq!(gate.permits.available_permits(), 1);
-    let quick = admitted(gate.admit(&HeaderMap::new(), false));
+    let quick = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     assert_eq!(quick.respond_within(async { 7 }).await.ok(), Some(7));
 }

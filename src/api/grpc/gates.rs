@@ -18,7 +18,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::api::gate::{Admission, Gate, is_grpc_probe};
+use crate::api::gate::{Admission, Door, Gate};
 use crate::service::ServiceError;
 
 fn refuse(refusal: ServiceError) -> Response {
@@ -69,8 +69,8 @@ fn code_label(code: tonic::Code) -> &'static str {
 }
 
 async fn pass(gate: &Gate, mut request: Request, next: Next) -> Response {
-    let probe = is_grpc_probe(request.uri().path());
-    let mut admitted = match gate.admit(request.headers(), probe) {
+    let admission = gate.admit(Door::Grpc, request.uri().path(), request.headers());
+    let mut admitted = match admission {
         Ok(Admission::Admitted(admitted)) => admitted,
         Ok(Admission::Probe) => return next.run(request).await,
         Err(refusal) => return refuse(refusal),

@@ -9,12 +9,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use crate::api::gate::{Admission, Gate, is_http_probe};
+use crate::api::gate::{Admission, Door, Gate};
 
 /// One middleware function, so the gates cost one layer on every request's path.
 pub async fn gate(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let probe = is_http_probe(request.uri().path());
-    let mut admitted = match gate.admit(request.headers(), probe) {
+    let admission = gate.admit(Door::Http, request.uri().path(), request.headers());
+    let mut admitted = match admission {
         Ok(Admission::Admitted(admitted)) => admitted,
         Ok(Admission::Probe) => return next.run(request).await,
         Err(refusal) => return ApiError(refusal).into_response(),
