@@ -15,7 +15,9 @@ pub mod schema;
 pub use definitions::{ToolFormat, UnknownFormat, definition, definitions};
 // Name rules are the contract's; the registry applies them when tools register.
 pub use crate::tool::{closest, is_valid_tool_name};
-pub use pool::{PoolCache, PoolExclusion, PoolOptions, ToolPool, UnknownTool};
+pub use pool::{
+    DenySource, PoolCache, PoolDeny, PoolExclusion, PoolOptions, ToolPool, UnknownTool,
+};
 
 use std::collections::BTreeMap;
 use std::fmt;

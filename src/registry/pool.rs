@@ -3,10 +3,11 @@
 //! Assembly order (DESIGN §2): built-ins, then external tools; each filtered by `is_enabled`,
 //! by the mode (a tool whose least possible requirement exceeds the mode is left out) and by
 //! deny rules that name a whole tool (the pool remembers why, so a call to such a tool is
-//! refused as `permission_denied` naming the mode or the rule, not as unknown); each part sorted by name; de-duplicated with the
-//! built-in winning. Deferred tools stay out until loaded; `tool_search` is always loaded. A
-//! pool is immutable: a batch holds one for its whole duration. [`PoolCache`] keeps each
-//! session's last pool for the next batch, until the session loads another tool.
+//! refused as `permission_denied` naming the mode or the rule, not as unknown); each part
+//! sorted by name; de-duplicated with the built-in winning. Deferred tools stay out until
+//! loaded; `tool_search` is always loaded. A pool is immutable: a batch holds one for its
+//! whole duration. [`PoolCache`] keeps each session's last pool for the next batch, until the
+//! session loads another tool.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -24,12 +25,12 @@ pub const TOOL_SEARCH: &str = "tool_search";
 pub struct PoolOptions {
     /// Tools whose least possible requirement exceeds this mode are left out.
     pub mode: PermissionLevel,
-    /// The session's deny rules (its `tools.deny` and `rules.deny`). A rule that is a bare
-    /// tool name or alias (`bash`, `Read`) removes the tool; rules with a specifier
-    /// (`bash(rm:*)`) are the permission policy's business.
-    pub deny: Vec<String>,
-    /// The server's deny rules, likewise.
-    pub server_deny: Vec<String>,
+    /// `mode` is the session's tool filter (`tools.mode`), narrower than its permission mode.
+    pub mode_is_tool_filter: bool,
+    /// Rules that leave tools out. A rule that is a bare tool name or alias (`bash`, `Read`)
+    /// removes the tool; rules with a specifier (`bash(rm:*)`) are the permission policy's
+    /// business. The first naming a tool is the one a refused call is told about.
+    pub deny: Vec<PoolDeny>,
     /// Deferred tools this session has loaded.
     pub loaded: BTreeSet<String>,
 }
@@ -38,11 +39,45 @@ impl PoolOptions {
     pub fn for_mode(mode: PermissionLevel) -> PoolOptions {
         PoolOptions {
             mode,
+            mode_is_tool_filter: false,
             deny: Vec::new(),
-            server_deny: Vec::new(),
             loaded: BTreeSet::new(),
         }
     }
+
+    /// Whether a pool assembled with `self` serves `other` too (the loaded tools aside).
+    fn same_shape(&self, other: &PoolOptions) -> bool {
+        self.mode == other.mode
+            && self.mode_is_tool_filter == other.mode_is_tool_filter
+            && self.deny == other.deny
+    }
+}
+
+/// A deny entry that can leave a tool out of a pool, and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolDeny {
+    pub rule: String,
+    pub source: DenySource,
+}
+
+impl PoolDeny {
+    pub fn new(rule: impl Into<String>, source: DenySource) -> PoolDeny {
+        PoolDeny {
+            rule: rule.into(),
+            source,
+        }
+    }
+}
+
+/// Where a deny entry came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DenySource {
+    /// The session's tool filter (`tools.deny`).
+    ToolFilter,
+    /// The session's rules (`rules.deny`).
+    SessionRule,
+    /// The server's rules (`[permissions] deny`).
+    ServerRule,
 }
 
 /// Why a registered, enabled tool is not in a pool: the session may not call it at all. A
@@ -50,18 +85,19 @@ impl PoolOptions {
 /// model was never offered it, but the caller and the audit log deserve the truth).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PoolExclusion {
-    /// The least any input of the tool needs exceeds the session's mode.
+    /// The least any input of the tool needs exceeds the pool's mode.
     Mode {
         tool: String,
         required: PermissionLevel,
         mode: PermissionLevel,
+        /// The mode is the session's tool filter (`tools.mode`), not its permission mode.
+        tool_filter: bool,
     },
-    /// A deny rule names the whole tool.
-    DenyRule {
+    /// A deny entry names the whole tool.
+    Denied {
         tool: String,
         rule: String,
-        /// The rule is the server's (`[permissions] deny`), not the session's.
-        server: bool,
+        source: DenySource,
     },
 }
 
@@ -72,15 +108,27 @@ impl fmt::Display for PoolExclusion {
                 tool,
                 required,
                 mode,
-            } => write!(
-                f,
-                "\"{tool}\" needs at least {required}; the session's mode is {mode}, so the tool is not in its pool"
-            ),
-            PoolExclusion::DenyRule { tool, rule, server } => {
-                let source = if *server { "server" } else { "session" };
+                tool_filter,
+            } => {
+                let whose = if *tool_filter {
+                    "the session's tool filter (tools.mode)"
+                } else {
+                    "the session's mode"
+                };
                 write!(
                     f,
-                    "\"{tool}\" is denied by the {source} rule \"{rule}\", so the tool is not in the session's pool"
+                    "\"{tool}\" needs at least {required}; {whose} is {mode}, so the tool is not in its pool"
+                )
+            }
+            PoolExclusion::Denied { tool, rule, source } => {
+                let by = match source {
+                    DenySource::ToolFilter => "the session's tool filter (tools.deny)",
+                    DenySource::SessionRule => "the session rule",
+                    DenySource::ServerRule => "the server rule",
+                };
+                write!(
+                    f,
+                    "\"{tool}\" is denied by {by} \"{rule}\", so the tool is not in the session's pool"
                 )
             }
         }
@@ -152,15 +200,11 @@ impl ToolPool {
         session: &SessionState,
         options: &PoolOptions,
     ) -> ToolPool {
-        // Canonical tool name → the first bare rule naming it (the session's before the server's).
-        let mut denied: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
-        let session_rules = options.deny.iter().map(|rule| (rule, false));
-        let server_rules = options.server_deny.iter().map(|rule| (rule, true));
-        for (rule, server) in session_rules.chain(server_rules) {
-            if !rule.contains('(') {
-                let tool = registry.canonical_name(rule).unwrap_or(rule);
-                denied.entry(tool).or_insert((rule.as_str(), server));
-            }
+        // Canonical tool name → the first bare entry naming it.
+        let mut denied: BTreeMap<&str, &PoolDeny> = BTreeMap::new();
+        for deny in options.deny.iter().filter(|deny| !deny.rule.contains('(')) {
+            let tool = registry.canonical_name(&deny.rule).unwrap_or(&deny.rule);
+            denied.entry(tool).or_insert(deny);
         }
         let exclusion = |tool: &RegisteredTool| {
             let required = tool.spec().required_permission.floor();
@@ -169,15 +213,14 @@ impl ToolPool {
                     tool: tool.name().to_owned(),
                     required,
                     mode: options.mode,
+                    tool_filter: options.mode_is_tool_filter,
                 });
             }
-            denied
-                .get(tool.name())
-                .map(|(rule, server)| PoolExclusion::DenyRule {
-                    tool: tool.name().to_owned(),
-                    rule: (*rule).to_owned(),
-                    server: *server,
-                })
+            denied.get(tool.name()).map(|deny| PoolExclusion::Denied {
+                tool: tool.name().to_owned(),
+                rule: deny.rule.clone(),
+                source: deny.source,
+            })
         };
         let mut excluded = BTreeMap::new();
         let mut admitted = |tool: &&Arc<RegisteredTool>| {
@@ -297,9 +340,8 @@ struct CachedPool {
     /// being reused, so comparing addresses tells this session from a later one with its id.
     session: Weak<SessionState>,
     loaded_version: u64,
-    mode: PermissionLevel,
-    deny: Vec<String>,
-    server_deny: Vec<String>,
+    /// What it was assembled from (its loaded tools are `loaded_version`'s).
+    options: PoolOptions,
     pool: Arc<ToolPool>,
 }
 
@@ -332,9 +374,7 @@ impl PoolCache {
             CachedPool {
                 session: Arc::downgrade(session),
                 loaded_version: version,
-                mode: options.mode,
-                deny: options.deny,
-                server_deny: options.server_deny,
+                options,
                 pool: pool.clone(),
             },
         );
@@ -351,9 +391,7 @@ impl PoolCache {
         let cached = pools.get(session.id())?;
         let same = std::ptr::eq(cached.session.as_ptr(), Arc::as_ptr(session))
             && cached.loaded_version == version
-            && cached.mode == options.mode
-            && cached.deny == options.deny
-            && cached.server_deny == options.server_deny;
+            && cached.options.same_shape(options);
         same.then(|| cached.pool.clone())
     }
 

@@ -193,7 +193,10 @@ fn mode_deny_and_enabled_filter_the_pool() {
     );
     assert_eq!(names(&pool), ["bash", "read_file"]);
     let mut options = PoolOptions::for_mode(PermissionLevel::WorkspaceWrite);
-    options.deny = vec!["Read".into(), "bash(rm:*)".into()];
+    options.deny = vec![
+        PoolDeny::new("Read", DenySource::SessionRule),
+        PoolDeny::new("bash(rm:*)", DenySource::SessionRule),
+    ];
     let pool = ToolPool::assemble(&registry, &[], &read_only, &options);
     assert_eq!(names(&pool), ["bash", "write_file"]);
     assert!(
@@ -206,7 +209,7 @@ fn mode_deny_and_enabled_filter_the_pool() {
 fn a_tool_kept_out_by_mode_or_rule_says_why_and_a_disabled_one_stays_unknown() {
     let registry = filtering_registry();
     let mut options = PoolOptions::for_mode(PermissionLevel::ReadOnly);
-    options.server_deny = vec!["Read".into()];
+    options.deny = vec![PoolDeny::new("Read", DenySource::ServerRule)];
     let pool = ToolPool::assemble(
         &registry,
         &[],
@@ -220,13 +223,14 @@ fn a_tool_kept_out_by_mode_or_rule_says_why_and_a_disabled_one_stays_unknown() {
             tool: "write_file".into(),
             required: PermissionLevel::WorkspaceWrite,
             mode: PermissionLevel::ReadOnly,
+            tool_filter: false,
         })
     );
     assert!(by_mode.to_string().contains("read_only"), "{by_mode}");
-    let by_rule = PoolExclusion::DenyRule {
+    let by_rule = PoolExclusion::Denied {
         tool: "read_file".into(),
         rule: "Read".into(),
-        server: true,
+        source: DenySource::ServerRule,
     };
     // Under its name and its alias alike.
     assert_eq!(
@@ -241,7 +245,9 @@ fn a_tool_kept_out_by_mode_or_rule_says_why_and_a_disabled_one_stays_unknown() {
             .contains("server rule \"Read\""),
     );
     // A session's rule is named as the session's, before the server's naming the same tool.
-    options.deny = vec!["read_file".into()];
+    options
+        .deny
+        .insert(0, PoolDeny::new("read_file", DenySource::SessionRule));
     let pool = ToolPool::assemble(
         &registry,
         &[],
@@ -250,7 +256,8 @@ fn a_tool_kept_out_by_mode_or_rule_says_why_and_a_disabled_one_stays_unknown() {
     );
     assert!(matches!(
         pool.resolve("Read").unwrap_err().excluded,
-        Some(PoolExclusion::DenyRule { server: false, ref rule, .. }) if rule == "read_file"
+        Some(PoolExclusion::Denied { source: DenySource::SessionRule, ref rule, .. })
+            if rule == "read_file"
     ));
     // Not enabled for this session: it does not exist for it.
     assert_eq!(pool.resolve("disabled").unwrap_err().excluded, None);
@@ -318,7 +325,7 @@ fn a_kept_pool_is_reused_until_the_session_loads_a_tool() {
 
     // Other options, or another session with the same id, get their own pool.
     let denied = PoolOptions {
-        deny: vec!["notebook_edit".into()],
+        deny: vec![PoolDeny::new("notebook_edit", DenySource::ToolFilter)],
         ..options.clone()
     };
     assert_eq!(names(&pool(&s, &denied)), ["tool_search"]);

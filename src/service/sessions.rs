@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{LiveSession, ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
 use crate::permission::{PermissionLevel, RuleContext, RuleSet, RuleSource, SessionRules};
-use crate::registry::PoolOptions;
+use crate::registry::{DenySource, PoolDeny, PoolOptions};
 use crate::session::{SessionConfig, SessionSnapshot, SessionState};
 use crate::store::SessionRecord;
 
@@ -146,15 +146,25 @@ impl ToolService {
             .tools
             .mode
             .map_or(record.permission_mode, |m| m.min(record.permission_mode));
-        let mut deny = request.tools.deny.clone();
-        deny.extend(request.rules.deny.iter().cloned());
+        let entries = |rules: &[String], source| {
+            rules
+                .iter()
+                .map(move |rule| PoolDeny::new(rule.clone(), source))
+                .collect::<Vec<_>>()
+        };
+        let mut deny = entries(&request.tools.deny, DenySource::ToolFilter);
+        deny.extend(entries(&request.rules.deny, DenySource::SessionRule));
+        deny.extend(entries(
+            &self.settings.permissions.deny,
+            DenySource::ServerRule,
+        ));
         let live = Arc::new(LiveSession {
             state: Arc::new(SessionState::restore(config, snapshot)),
             info: session_info(record, &request),
             pool_options: PoolOptions {
                 mode,
+                mode_is_tool_filter: mode < record.permission_mode,
                 deny,
-                server_deny: self.settings.permissions.deny.clone(),
                 loaded: Default::default(),
             },
             batch_lock: tokio::sync::Mutex::new(()),

@@ -227,7 +227,7 @@ pub fn build(deps: &DispatchDeps, settings: &DispatchSettings) -> Pipeline {
     let stack = ServiceBuilder::new()
         .layer(PhaseLayer::new(audit::Audit::new(deps.audit.clone())))
         .layer(PhaseLayer::new(offload::Offload::new(deps.results.clone())))
-        .layer(PhaseLayer::new(lookup::Lookup))
+        .layer(PhaseLayer::new(lookup::Lookup::new(deps.events.clone())))
         .layer(PhaseLayer::new(schema::SchemaValidation))
         .layer(PhaseLayer::new(semantic::SemanticValidation))
         .layer(PhaseLayer::new(permission::Permission::new(

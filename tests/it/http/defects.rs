@@ -46,6 +46,64 @@ async fn a_tool_kept_out_by_the_mode_is_denied_naming_the_mode() {
     assert_eq!(row["decision"]["decision"], "deny", "{row}");
     assert_eq!(row["decision"]["decided_by"]["by"], "mode", "{row}");
     assert_eq!(row["decision"]["decided_by"]["mode"], "read_only", "{row}");
+
+    // Published like any other denial.
+    let mut events = toold
+        .sse(&format!("/v1/sessions/{id}/events"), None, Some(0))
+        .await;
+    let decision = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let frame = events.next().await.expect("the event stream stays open");
+            if frame.event == "permission:decision" {
+                break frame;
+            }
+        }
+    })
+    .await
+    .expect("a permission:decision event");
+    assert_eq!(decision.data["tool"], "write_file", "{}", decision.data);
+    assert_eq!(
+        decision.data["data"]["decision"], "deny",
+        "{}",
+        decision.data
+    );
+}
+
+#[tokio::test]
+async fn a_tool_kept_out_by_the_tool_filter_names_the_filter_not_the_mode() {
+    let toold = Toold::start();
+    let id = session(
+        &toold,
+        json!({"permission_mode": "danger_full_access",
+               "tools": {"mode": "read_only", "deny": ["bash"]}}),
+    )
+    .await;
+    let input = json!({"file_path": "x.txt", "content": "x"});
+    let (result, row) = call(&toold, &id, "write_file", input).await;
+    assert_eq!(result["error_kind"], "permission_denied", "{result}");
+    let output = result["output"].as_str().unwrap();
+    assert!(
+        output.contains("tool filter (tools.mode) is read_only"),
+        "{output}"
+    );
+    assert_eq!(row["decision"]["decided_by"]["by"], "rule", "{row}");
+    assert_eq!(
+        row["decision"]["decided_by"]["rule"], "tools.mode: read_only",
+        "{row}"
+    );
+
+    let (result, row) = call(&toold, &id, "bash", json!({"command": "echo hi"})).await;
+    assert_eq!(result["error_kind"], "permission_denied", "{result}");
+    let output = result["output"].as_str().unwrap();
+    assert!(
+        output.contains("tool filter (tools.deny) \"bash\""),
+        "{output}"
+    );
+    assert_eq!(
+        row["decision"]["decided_by"]["rule"], "tools.deny: bash",
+        "{row}"
+    );
+    assert_eq!(row["decision"]["decided_by"]["source"], "session", "{row}");
 }
 
 #[tokio::test]
