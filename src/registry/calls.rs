@@ -48,6 +48,13 @@ impl std::str::FromStr for BatchFormat {
     }
 }
 
+/// Serialised by name (`"openai_chat"`), as requests name it.
+impl serde::Serialize for BatchFormat {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 /// Why a batch body is refused as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvelopeError {
@@ -77,15 +84,75 @@ pub struct Idempotency {
 }
 
 impl Idempotency {
-    /// `key` for `request` (the request as JSON, in the toold shape when it came typed):
-    /// JSON objects serialise with sorted keys, so equal requests hash equal whatever their
-    /// key order on the wire. Only a key's retries are compared with the hash; hashing every
-    /// body would cost a batch a second serialisation of its calls.
+    /// `key` for `request` (a body as received): JSON objects serialise with sorted keys, so
+    /// equal requests hash equal whatever their key order on the wire. Only a key's retries
+    /// are compared with the hash; hashing every body would cost a batch a second
+    /// serialisation of its calls.
     fn new(key: String, request: &Value) -> Idempotency {
-        let hash = xxhash_rust::xxh3::xxh3_128(request.to_string().as_bytes());
+        let mut hasher = JsonHasher::default();
+        // Writing into the hasher cannot fail, and a `Value` always serialises.
+        let _ = serde_json::to_writer(&mut hasher, request);
+        hasher.finish(key)
+    }
+
+    /// `key` for calls that came typed (gRPC): hashed as the same batch sent as a toold body
+    /// would be, written straight into the hasher (no JSON body is built), so a retry through
+    /// the other door is recognised.
+    fn for_calls(key: String, calls: &[ToolCall]) -> Idempotency {
+        let mut hasher = JsonHasher::default();
+        let body = TooldBody {
+            calls: calls.iter().map(TooldCall::from).collect(),
+            idempotency_key: &key,
+        };
+        let _ = serde_json::to_writer(&mut hasher, &body);
+        hasher.finish(key)
+    }
+}
+
+/// Hashes the JSON text written into it.
+#[derive(Default)]
+struct JsonHasher(xxhash_rust::xxh3::Xxh3);
+
+impl JsonHasher {
+    fn finish(self, key: String) -> Idempotency {
         Idempotency {
             key,
-            request_hash: format!("{hash:032x}"),
+            request_hash: format!("{:032x}", self.0.digest128()),
+        }
+    }
+}
+
+impl std::io::Write for JsonHasher {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A typed batch as its toold body, fields in the order a `Value` sorts them.
+#[derive(serde::Serialize)]
+struct TooldBody<'a> {
+    calls: Vec<TooldCall<'a>>,
+    idempotency_key: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct TooldCall<'a> {
+    id: &'a str,
+    input: crate::tool::Recorded<'a>,
+    name: &'a str,
+}
+
+impl<'a> From<&'a ToolCall> for TooldCall<'a> {
+    fn from(call: &'a ToolCall) -> Self {
+        TooldCall {
+            id: &call.id,
+            input: call.input.recorded(),
+            name: &call.name,
         }
     }
 }
@@ -156,26 +223,13 @@ impl BatchRequest {
                 return Err(EnvelopeError::DuplicateCallId(call.id.clone()));
             }
         }
-        let idempotency = idempotency_key.map(|key| {
-            let toold_json = toold_json(&calls, &key);
-            Idempotency::new(key, &toold_json)
-        });
+        let idempotency = idempotency_key.map(|key| Idempotency::for_calls(key, &calls));
         Ok(BatchRequest {
             format: BatchFormat::Toold,
             calls,
             idempotency,
         })
     }
-}
-
-/// The body a typed batch would have in the toold shape (malformed inputs as their raw
-/// text), so an idempotent retry hashes the same whichever door it came through.
-fn toold_json(calls: &[ToolCall], key: &str) -> Value {
-    let calls: Vec<Value> = calls
-        .iter()
-        .map(|call| json!({"id": call.id, "name": call.name, "input": call.input.to_record()}))
-        .collect();
-    json!({"calls": calls, "idempotency_key": key})
 }
 
 fn malformed(message: &str) -> EnvelopeError {

@@ -172,6 +172,15 @@ fn typed_calls_follow_the_toold_envelope_rules() {
         request.idempotency.as_ref().map(|i| i.key.as_str()),
         Some("k")
     );
+    // And as hashes were computed before (the text of the body as a `Value`), so the hashes
+    // of batches already stored still match their retries.
+    let text = json!({"calls": [
+        {"id": "a", "name": "read_file", "input": {"file_path": "a"}},
+        {"id": "b", "name": "read_file", "input": {"file_path": "a"}}],
+        "idempotency_key": "k"})
+    .to_string();
+    let stored = format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()));
+    assert_eq!(request.idempotency.map(|i| i.request_hash), Some(stored));
     assert_eq!(
         BatchRequest::from_calls(vec![read("a"), read("a")], None),
         Err(EnvelopeError::DuplicateCallId("a".into()))

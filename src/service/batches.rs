@@ -49,7 +49,7 @@ pub struct BatchStatusView {
     pub batch_id: String,
     pub session_id: String,
     pub status: BatchStatus,
-    pub format: String,
+    pub format: BatchFormat,
     pub calls: usize,
     /// RFC 3339, milliseconds.
     pub created_at: String,
@@ -129,7 +129,7 @@ impl ToolService {
             batch_id: record.batch_id,
             session_id: record.session_id,
             status: record.status,
-            format: record.format.as_str().to_owned(),
+            format: record.format,
             calls: record.call_count,
             results: record.results,
         })
