@@ -5,14 +5,15 @@
 //! starting as soon as it arrives and the scheduling rules allow.
 //!
 //! The bookkeeping is the whole batch's (`batches.rs`: claim, one batch per session at a time,
-//! finish); this file adds no rule of its own. The batch runs in a task of its own: a client
-//! that goes away loses the stream, not its calls, which finish and are recorded.
+//! finish); this file adds no rule of its own. The batch, its claim included, runs in a task
+//! of its own: a client that goes away loses the stream, not its calls, which finish and are
+//! recorded.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::Stream;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::batches::new_record;
 use super::{LiveSession, ServiceError, ToolService};
@@ -109,27 +110,39 @@ impl ToolService {
         } = request;
         let record = new_record(session_id, format, idempotency, call_count);
         let (sender, items) = mpsc::unbounded_channel();
-        if let Some(replay) = self.claim(&record).await? {
-            for result in replay.results.iter() {
-                let _ = sender.send(BatchItem::Result(result.clone()));
-            }
-            return Ok(BatchStream {
-                batch_id: replay.batch_id,
-                format,
-                items,
-            });
-        }
-        let batch_id = record.batch_id.clone();
+        // The claim is made in the batch's own task, which answers here whether it ran: once a
+        // key's claim is committed its batch must run, even if this request is dropped
+        // meanwhile (else every retry would find it running forever).
+        let (claimed, claim) = oneshot::channel();
         let service = self.clone();
         self.batch_tasks.spawn(async move {
+            let batch_id = record.batch_id.clone();
+            match service.claim(&record).await {
+                Err(refused) => {
+                    let _ = claimed.send(Err(refused));
+                    return;
+                }
+                Ok(Some(replay)) => {
+                    for result in replay.results.iter() {
+                        let _ = sender.send(BatchItem::Result(result.clone()));
+                    }
+                    let _ = claimed.send(Ok(replay.batch_id));
+                    return;
+                }
+                Ok(None) => {
+                    let _ = claimed.send(Ok(batch_id.clone()));
+                }
+            }
             let results = service
                 .run_streamed(&session, &record, calls, detail, sender)
                 .await;
-            let batch_id = record.batch_id.clone();
             if let Err(err) = service.finish(&session, record, results.into()).await {
                 tracing::error!(%batch_id, error = %err, "streamed batch not completed in the store");
             }
         });
+        let batch_id = claim.await.map_err(|_| {
+            ServiceError::internal("the streamed batch's task ended before it was claimed")
+        })??;
         Ok(BatchStream {
             batch_id,
             format,
