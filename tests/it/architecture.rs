@@ -52,8 +52,9 @@ const LAYERS: &[Layer] = &[
           "the hook protocol: what a hook is told about a call and what it answers"),
     layer("dispatch",     &["tool", "event", "permission", "session", "registry", "hooks"],
           "runs batches through the pipeline; declares the ports the store implements"),
-    layer("tools",        &["tool", "shell_syntax", "permission", "session", "registry", "dispatch"],
-          "the built-in tools; read_result pages through dispatch's result port"),
+    layer("tools",        &["tool", "shell_syntax", "permission", "registry", "dispatch"],
+          "the built-in tools: the session only through the contract's view; read_result pages \
+           through dispatch's result port"),
     // Around the core.
     layer("config",       &["permission", "hooks", "dispatch", "tools"],
           "file, environment and flags into each component's typed settings, one way"),
@@ -354,14 +355,32 @@ fn path_heads(rest: &str) -> Vec<(String, String)> {
     heads
 }
 
-/// Every import of another top-level module, by the importing file.
+/// Unit tests may build what the code under test only sees through a view (a tool's tests make
+/// a real `SessionState`): a test file (`*_tests.rs`, permission's `test_session.rs`) is left
+/// out, and so is a file's inline `#[cfg(test)] mod tests`, which comes last by convention.
+fn without_test_code(file: &Path, source: String) -> String {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with("_tests.rs") || name == "test_session.rs" {
+        return String::new();
+    }
+    let lines: Vec<&str> = source.lines().collect();
+    let inline_tests = lines.windows(2).position(|pair| {
+        pair[0].trim() == "#[cfg(test)]" && pair[1].trim_start().starts_with("mod tests {")
+    });
+    match inline_tests {
+        Some(at) => lines[..at].join("\n"),
+        None => source,
+    }
+}
+
+/// Every import of another top-level module, by the importing file, test code aside.
 /// (The file is given relative to the crate, as `src/…`.)
 fn crate_imports() -> Vec<(PathBuf, String, Import)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut all = Vec::new();
     for file in source_files() {
         let module = module_of(&file);
-        let source = std::fs::read_to_string(&file).unwrap();
+        let source = without_test_code(&file, std::fs::read_to_string(&file).unwrap());
         let shown = file.strip_prefix(&root).unwrap_or(&file).to_path_buf();
         for import in imports(&source, depth_of(&file)) {
             if import.module != module {
@@ -539,6 +558,21 @@ fn the_import_reader_sees_what_it_should() {
     let found = imports("\n\nuse crate::{event::Event, tool};", 1);
     let shown: Vec<(usize, &str)> = found.iter().map(|i| (i.line, i.text.as_str())).collect();
     assert_eq!(shown, [(3, "crate::{event::Event}"), (3, "crate::{tool}")]);
+}
+
+#[test]
+fn test_code_is_left_out_of_the_directions() {
+    let source = "use crate::tool::X;\n#[cfg(test)]\nmod tests {\n    use crate::session::S;\n}\n";
+    let kept = without_test_code(Path::new("src/tools/a.rs"), source.to_owned());
+    assert_eq!(kept, "use crate::tool::X;");
+    let whole = without_test_code(Path::new("src/tools/a_tests.rs"), source.to_owned());
+    assert!(whole.is_empty());
+    // A `#[cfg(test)]` item that is not the test module keeps what follows it.
+    let item = "#[cfg(test)]\npub fn helper() {}\nuse crate::event::E;\n";
+    assert_eq!(
+        without_test_code(Path::new("src/x.rs"), item.to_owned()),
+        item
+    );
 }
 
 #[test]

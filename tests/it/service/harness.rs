@@ -9,7 +9,7 @@ use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
 use toold::permission::{Approvals, PermissionSettings, RulePolicy};
-use toold::registry::calls::{BatchRequest, format_results};
+use toold::registry::calls::{BatchRequest, results_json};
 use toold::service::{
     CreateSessionRequest, ServiceError, ServiceSettings, SessionInfo, ToolService, tool_names,
 };
@@ -164,7 +164,13 @@ impl ExecuteBody for Arc<ToolService> {
         async move {
             let outcome = service.execute_batch(&session, parsed?).await?;
             Ok(Answered {
-                body: format_results(outcome.format, &outcome.batch_id, &outcome.results),
+                // The bytes the HTTP door sends (`results_json`), read back.
+                body: serde_json::from_slice(&results_json(
+                    outcome.format,
+                    &outcome.batch_id,
+                    &outcome.results,
+                ))
+                .expect("results_json writes JSON"),
                 batch_id: outcome.batch_id,
                 replayed: outcome.replayed,
             })

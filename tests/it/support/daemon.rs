@@ -22,10 +22,17 @@ pub fn command(dir: &Path, extra: &[&str]) -> Command {
         .arg(dir.join("data"))
         .arg("--allowed-root")
         .arg(dir.join("projects"))
-        .args(extra)
-        .env_remove("TOOLD_CONFIG")
-        .env_remove("TOOLD_LISTEN")
-        .env_remove("TOOLD_AUTH_TOKENS");
+        .args(extra);
+    // None of the caller's settings reach the daemon (a developer's TOOLD_DATABASE_URL would
+    // point every test daemon at one database); the tests' own variables are not settings.
+    for (name, _) in std::env::vars_os() {
+        let is_setting = name
+            .to_str()
+            .is_some_and(|name| name.starts_with("TOOLD_") && !name.starts_with("TOOLD_TEST_"));
+        if is_setting {
+            command.env_remove(&name);
+        }
+    }
     command
 }
 
