@@ -145,7 +145,7 @@ pub enum ResolveError<E> {
     #[error("approval \"{0}\" was already resolved")]
     AlreadyResolved(String),
     #[error("{0}")]
-    Store(E),
+    Ledger(E),
 }
 
 /// Pending approvals and the calls waiting on them. One per daemon, shared by the policy
@@ -269,7 +269,7 @@ impl<L: ApprovalLedger> Approvals<L> {
             .store
             .resolve_approval(id, decision, &resolution.approver.to_string())
             .await
-            .map_err(ResolveError::Store)?;
+            .map_err(ResolveError::Ledger)?;
         if !settled {
             return Err(ResolveError::AlreadyResolved(id.to_owned()));
         }

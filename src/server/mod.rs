@@ -38,7 +38,7 @@ use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{ServiceSettings, ToolService, tool_names};
-use crate::store::{Store, StoreApprovals as Approvals, StoreError};
+use crate::store::{Store, StoreApprovals, StoreError};
 use crate::tools::{
     BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
 };
@@ -363,7 +363,7 @@ fn build_service(
         },
     )
     .map_err(|err| ServerError::Permissions(err.to_string()))?;
-    let approvals = Arc::new(Approvals::new(store.clone(), events.clone()));
+    let approvals = Arc::new(StoreApprovals::new(store.clone(), events.clone()));
     let policy = RulePolicy::new(
         approvals.clone(),
         Arc::new(names),

@@ -101,7 +101,7 @@ impl ToolService {
                     "approval \"{approval_id}\" was resolved by someone else first"
                 )));
             }
-            Err(ResolveError::Store(err)) => return Err(err.into()),
+            Err(ResolveError::Ledger(err)) => return Err(err.into()),
         };
         if !delivered {
             // No call waits (it ended meanwhile): the decision is still published.

@@ -38,7 +38,7 @@ use crate::event::EventBus;
 use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
-use crate::store::{CallPage, Store, StoreApprovals as Approvals};
+use crate::store::{CallPage, Store, StoreApprovals};
 use crate::tools::BackgroundShells;
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +77,7 @@ pub struct ToolService {
     events: EventBus,
     shells: Arc<BackgroundShells>,
     /// Pending approvals; the same one the dispatcher's permission policy waits on.
-    approvals: Arc<Approvals>,
+    approvals: Arc<StoreApprovals>,
     settings: ServiceSettings,
     sessions: Mutex<HashMap<String, Arc<LiveSession>>>,
     /// Each session's pool, reused by its batches until it loads another tool.
@@ -107,7 +107,7 @@ impl ToolService {
         store: Arc<dyn Store>,
         events: EventBus,
         shells: Arc<BackgroundShells>,
-        approvals: Arc<Approvals>,
+        approvals: Arc<StoreApprovals>,
         settings: ServiceSettings,
     ) -> ToolService {
         ToolService {

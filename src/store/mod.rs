@@ -14,7 +14,7 @@
 //! both), `rows` decodes every record from its row, `columns` converts values to and from
 //! columns, `results` streams and pages offloaded outputs over each dialect's write
 //! statements; each dialect only says what differs (`Dialect`, in its `convert.rs`).
-//! What differs stays in `sqlite/` and `postgres/`: the SQL, the write paths (SQLite's writer
+//! What differs stays in `sqlite/` and `postgres/`: the write SQL, the write paths (SQLite's writer
 //! thread and audit journal, Postgres' group-committed multi-row inserts) and the column types
 //! (Postgres keeps text a model chose as BYTEA).
 

@@ -140,13 +140,6 @@ impl ToolOutput {
         }
     }
 
-    /// A failure of another kind than `execution` (`timeout`, `cancelled`).
-    pub fn failed_as(mut self, kind: crate::tool::ErrorKind) -> ToolOutput {
-        self.is_error = true;
-        self.error_kind = Some(kind);
-        self
-    }
-
     pub fn with_structured(mut self, data: Value) -> ToolOutput {
         self.structured = Some(data);
         self

@@ -4,9 +4,9 @@
 //!
 //! Why not `axum::serve`, which does the same: it spawns each connection's future itself, and
 //! toold wraps that future in [`RepollOnSelfWake`] (see `self_wake.rs`), which saves a wake-up
-//! of a second worker on every POST (unless `[server] repoll_self_wake` is off). (An HTTP/2 connection's streams, which hyper runs as
-//! tasks of their own through the executor, are not wrapped: gRPC's single-call p50 measured
-//! the same either way.) Everything else mirrors `axum::serve`: `TCP_NODELAY` on
+//! of a second worker on every POST (unless `[server] repoll_self_wake` is off). (An HTTP/2
+//! connection's streams, which hyper runs as tasks of their own through the executor, are not
+//! wrapped: gRPC's single-call p50 measured the same either way.) Everything else mirrors `axum::serve`: `TCP_NODELAY` on
 //! every connection, connection-level accept errors skipped, others (out of file descriptors)
 //! logged and retried after a pause.
 

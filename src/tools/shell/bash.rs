@@ -418,11 +418,9 @@ impl Finished {
         };
         output.text = text;
         output.is_error = last_line.is_some();
-        output.error_kind = match self.stopped {
-            Some(Stop::Timeout) => Some(ErrorKind::Timeout),
-            Some(Stop::Cancelled) => Some(ErrorKind::Cancelled),
-            None => None,
-        };
+        // Its own timeout is kind `timeout` (DESIGN §3). A cancellation is the dispatcher's
+        // stop, which names the kind itself.
+        output.error_kind = (self.stopped == Some(Stop::Timeout)).then_some(ErrorKind::Timeout);
         let final_cwd = self.ended.cwd.clone().unwrap_or(self.cwd);
         output = output
             .with_metadata("exit_code", json!(code))
