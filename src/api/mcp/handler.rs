@@ -1,0 +1,273 @@
+//! [`McpHandler`], rmcp's `ServerHandler` for toold: `initialize` (a legacy MCP session on
+//! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
+//! a page at a time) and `tools/call` (a one-call batch through
+//! [`ToolService::execute_batch`]). Each request first finds its toold session: the one its
+//! path names, the one its legacy MCP session created, or the caller's default session.
+//!
+//! Only translation lives here; a tool failure is an `isError` result, an unknown tool a
+//! JSON-RPC error (`-32602`, as the MCP revisions say), and every other decision the service's.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::http::request::Parts;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::Value;
+
+use super::McpBinding;
+use crate::api::gate::CallerToken;
+use crate::registry::calls::BatchRequest;
+use crate::service::{CreateSessionRequest, ErrorCode, ServiceError, ToolService};
+use crate::tool::{ErrorKind, ToolCall, ToolResult};
+
+/// Tools per `tools/list` page; `nextCursor` leads to the next.
+const TOOLS_PAGE: usize = 50;
+
+/// One per legacy MCP session (rmcp keeps it for the session's life) or per stateless request.
+pub struct McpHandler {
+    service: Arc<ToolService>,
+    template: Arc<CreateSessionRequest>,
+    own: Arc<OwnSession>,
+}
+
+/// The toold session a legacy MCP session created at `initialize`; closed when the MCP
+/// session ends (DELETE, idle timeout, shutdown), which is when rmcp drops its handler.
+struct OwnSession {
+    service: Arc<ToolService>,
+    id: OnceLock<String>,
+}
+
+impl Drop for OwnSession {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let service = self.service.clone();
+        // rmcp drops a session's handler inside its runtime; without one (a process exiting)
+        // the session stays open, as any session does over a restart.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(err) = service.close_session(&id).await {
+                    tracing::debug!(session = %id, %err, "closing an MCP session's own session");
+                }
+            });
+        }
+    }
+}
+
+impl McpHandler {
+    pub fn new(service: Arc<ToolService>, template: Arc<CreateSessionRequest>) -> McpHandler {
+        McpHandler {
+            own: Arc::new(OwnSession {
+                service: service.clone(),
+                id: OnceLock::new(),
+            }),
+            service,
+            template,
+        }
+    }
+
+    /// The toold session `context`'s request runs in.
+    async fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        let parts = context.extensions.get::<Parts>();
+        if let Some(McpBinding::Session(id)) = parts.and_then(|p| p.extensions.get()) {
+            return Ok(id.clone());
+        }
+        if let Some(id) = self.own.id.get() {
+            return Ok(id.clone());
+        }
+        let caller = parts
+            .and_then(|p| p.extensions.get::<CallerToken>())
+            .and_then(|CallerToken(token)| token.as_deref());
+        self.service
+            .default_session(caller, &self.template)
+            .await
+            .map_err(rpc_error)
+    }
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("toold", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let binding = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<McpBinding>());
+        if matches!(binding, Some(McpBinding::Own)) && self.own.id.get().is_none() {
+            let info = self
+                .service
+                .create_session((*self.template).clone())
+                .await
+                .map_err(rpc_error)?;
+            // rmcp runs one `initialize` per handler; a second would find the id set.
+            let _ = self.own.id.set(info.id);
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let session = self.session_for(&context).await?;
+        let definitions = self
+            .service
+            .list_tools(&session, "mcp")
+            .map_err(rpc_error)?;
+        let cursor = request.and_then(|r| r.cursor);
+        let page = ToolsPage::at(cursor.as_deref(), definitions.len())?;
+        let tools = definitions[page.start..page.end]
+            .iter()
+            .map(|definition| serde_json::from_value::<Tool>(definition.clone()))
+            .collect::<Result<Vec<Tool>, _>>()
+            .map_err(|err| ErrorData::internal_error(format!("a tool definition: {err}"), None))?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = page.next_cursor;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let session = self.session_for(&context).await?;
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let call = ToolCall::new(format!("mcp-{}", context.id), request.name, input);
+        let batch = BatchRequest::from_calls(vec![call], None)
+            .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
+        let outcome = self
+            .service
+            .execute_batch(&session, batch)
+            .await
+            .map_err(rpc_error)?;
+        let Some(result) = outcome.results.first() else {
+            return Err(ErrorData::internal_error(
+                "the batch returned no result",
+                None,
+            ));
+        };
+        call_result(result).map(CallToolResponse::from)
+    }
+}
+
+/// The tools a `tools/list` page holds: the cursor is the index of its first tool (opaque to
+/// clients), and a page past which tools remain names the next one.
+#[derive(Debug, PartialEq, Eq)]
+struct ToolsPage {
+    start: usize,
+    end: usize,
+    next_cursor: Option<String>,
+}
+
+impl ToolsPage {
+    fn at(cursor: Option<&str>, tools: usize) -> Result<ToolsPage, ErrorData> {
+        let start = match cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|start| *start < tools)
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(format!("invalid cursor \"{cursor}\""), None)
+                })?,
+        };
+        let end = tools.min(start + TOOLS_PAGE);
+        Ok(ToolsPage {
+            start,
+            end,
+            next_cursor: (end < tools).then(|| end.to_string()),
+        })
+    }
+}
+
+/// The `_meta` key of a failed call's toold error kind (`permission_denied`, `timeout`, ...),
+/// for clients that tell failures apart; the model reads the content's text.
+const ERROR_KIND_META: &str = "dev.toold/errorKind";
+
+/// A toold result as MCP's: an unknown tool is a protocol error, any other failure an
+/// `isError` result the model reads.
+fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
+    if result.error_kind == Some(ErrorKind::UnknownTool) {
+        return Err(ErrorData::invalid_params(result.output.clone(), None));
+    }
+    let content = vec![ContentBlock::text(result.output.clone())];
+    let mut answer = if result.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    answer.structured_content = result.structured.clone();
+    if let Some(kind) = result.error_kind {
+        let mut meta = serde_json::Map::new();
+        meta.insert(ERROR_KIND_META.to_owned(), kind.as_str().into());
+        answer.meta = Some(MetaObject(meta));
+    }
+    Ok(answer)
+}
+
+/// A service error as a JSON-RPC error: a request the service refused is invalid params,
+/// anything else an internal error; the message is the service's.
+fn rpc_error(err: ServiceError) -> ErrorData {
+    match err.code {
+        ErrorCode::InvalidRequest | ErrorCode::NotFound | ErrorCode::Conflict => {
+            ErrorData::invalid_params(err.message, None)
+        }
+        _ => ErrorData::internal_error(err.message, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follow_their_cursors_to_the_last_tool() {
+        let page = |cursor, tools| ToolsPage::at(cursor, tools).unwrap();
+        assert_eq!(
+            page(None, 3),
+            ToolsPage {
+                start: 0,
+                end: 3,
+                next_cursor: None
+            }
+        );
+        let first = page(None, TOOLS_PAGE + 2);
+        assert_eq!((first.start, first.end), (0, TOOLS_PAGE));
+        let second = page(first.next_cursor.as_deref(), TOOLS_PAGE + 2);
+        assert_eq!((second.start, second.end), (TOOLS_PAGE, TOOLS_PAGE + 2));
+        assert_eq!(second.next_cursor, None);
+        assert_eq!(page(None, 0).end, 0);
+        for bad in ["x", "-1", "3", "99"] {
+            assert!(ToolsPage::at(Some(bad), 3).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_tool_is_a_protocol_error_and_other_failures_are_results() {
+        let call = ToolCall::new("c", "reed_file", serde_json::json!({}));
+        let unknown = ToolResult::refused(&call, ErrorKind::UnknownTool, "unknown tool");
+        assert_eq!(
+            call_result(&unknown).unwrap_err().code,
+            rmcp::model::ErrorCode::INVALID_PARAMS
+        );
+        let denied = ToolResult::refused(&call, ErrorKind::PermissionDenied, "no");
+        let answer = call_result(&denied).unwrap();
+        assert_eq!(answer.is_error, Some(true));
+        let meta = answer.meta.unwrap();
+        assert_eq!(meta.0[ERROR_KIND_META], "permission_denied");
+    }
+}
