@@ -9,6 +9,7 @@
 
 mod bad_input;
 mod legacy;
+mod settings;
 mod stateless;
 
 use reqwest::StatusCode;
