@@ -154,6 +154,12 @@ impl ToolService {
         self.stopping.cancel();
     }
 
+    /// Fires when the daemon starts shutting down, for what a door keeps open beyond a request
+    /// (the MCP door's sessions and streams) to end with it.
+    pub fn shutting_down(&self) -> CancellationToken {
+        self.stopping.child_token()
+    }
+
     /// Cancels every running call of every live session (the shutdown deadline passed). The
     /// sessions stay open in the store and carry on after a restart.
     pub fn cancel_running_calls(&self) {

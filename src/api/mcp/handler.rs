@@ -36,7 +36,9 @@ pub struct McpHandler {
 }
 
 /// The toold session a legacy MCP session created at `initialize`; closed when the MCP
-/// session ends (DELETE, idle timeout, shutdown), which is when rmcp drops its handler.
+/// session ends (DELETE, idle timeout, shutdown), which is when rmcp drops its handler. An rmcp
+/// session does not outlive the process, so its toold session is not left open for a client
+/// that can only start a new one.
 struct OwnSession {
     service: Arc<ToolService>,
     id: OnceLock<String>,

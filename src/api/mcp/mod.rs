@@ -35,6 +35,11 @@
 //!   (validation only when the list is non-empty or `enforce_origin_validation` is called: a
 //!   missing Origin passes, any other unlisted one is 403). This door enforces Origin with the
 //!   listener's own origins plus `[mcp] allowed_origins`.
+//! - **Lifetimes.** `config.cancellation_token` ends every rmcp session and open stream when
+//!   cancelled; it is the service's shutdown signal, or an open GET stream would hold the
+//!   daemon's drain for its whole grace period. A legacy session also ends after 5 minutes
+//!   without a request (`LocalSessionManager`'s `SessionConfig::keep_alive`), or on DELETE;
+//!   either way rmcp drops its handler, which closes the toold session it created.
 //! - **Body limit.** rmcp reads the body itself (axum's `DefaultBodyLimit` does not apply) and
 //!   answers 413 past `max_request_body_bytes`; it is set to the server's body limit.
 //! - **Malformed bodies and batches.** rmcp parses the body as one `ClientJsonRpcMessage`;
@@ -119,6 +124,9 @@ pub fn routes(service: Arc<ToolService>, settings: &McpDoorSettings) -> Router {
         .with_allowed_origins(settings.allowed_origins.clone())
         .enforce_origin_validation()
         .with_max_request_body_bytes(settings.body_limit_bytes)
+        // Open streams and legacy sessions end when the daemon starts shutting down, so they
+        // do not hold the drain for its whole grace period.
+        .with_cancellation_token(service.shutting_down())
         // A result that is the whole answer goes out as JSON rather than a one-event stream.
         .with_json_response(true);
     let http: Arc<HttpService> = Arc::new(StreamableHttpService::new(

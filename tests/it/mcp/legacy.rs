@@ -115,3 +115,35 @@ async fn each_legacy_session_gets_its_own_session_and_a_bad_cursor_is_invalid_pa
     assert_eq!(bad.status, StatusCode::OK);
     assert_eq!(bad.message["error"]["code"], -32602, "{}", bad.text);
 }
+
+#[tokio::test]
+async fn an_open_legacy_stream_ends_with_the_daemon_and_does_not_hold_its_drain() {
+    let toold = Toold::start();
+    let mut mcp = McpClient::new(&toold, "/mcp");
+    let init = mcp.initialize().await;
+    let stream = toold
+        .client
+        .get(format!("{}/mcp", toold.base))
+        .header("accept", "text/event-stream")
+        .header(
+            "mcp-session-id",
+            init.headers["mcp-session-id"].to_str().unwrap(),
+        )
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let started = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || toold.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
+    // The default shutdown grace is 30 s; an open stream used to hold the drain that long.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stream);
+}
