@@ -2,7 +2,9 @@
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
 //! a page at a time) and `tools/call` (a one-call batch through
 //! [`ToolService::execute_batch`]). Each request first finds its toold session: the one its
-//! path names, the one its legacy MCP session created, or the caller's default session.
+//! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
+//! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
+//! names, or the caller's default session.
 //!
 //! Only translation lives here; a tool failure is an `isError` result, an unknown tool a
 //! JSON-RPC error (`-32602`, as the MCP revisions say), and every other decision the service's.
@@ -32,21 +34,31 @@ const TOOLS_PAGE: usize = 50;
 pub struct McpHandler {
     service: Arc<ToolService>,
     template: Arc<CreateSessionRequest>,
-    own: Arc<OwnSession>,
+    legacy: Arc<LegacySession>,
 }
 
-/// The toold session a legacy MCP session created at `initialize`; closed when the MCP
-/// session ends (DELETE, idle timeout, shutdown), which is when rmcp drops its handler. An rmcp
-/// session does not outlive the process, so its toold session is not left open for a client
-/// that can only start a new one.
-struct OwnSession {
+/// The toold session a legacy MCP session was bound to at `initialize`. An MCP session lives
+/// on the path that opened it: its later requests on another path are refused.
+struct LegacySession {
     service: Arc<ToolService>,
-    id: OnceLock<String>,
+    bound: OnceLock<Bound>,
 }
 
-impl Drop for OwnSession {
+enum Bound {
+    /// Created at `initialize` on `/mcp`; closed when the MCP session ends (DELETE, idle
+    /// timeout, shutdown), which is when rmcp drops its handler. An rmcp session does not
+    /// outlive the process, so its toold session is not left open for a client that can only
+    /// start a new one.
+    Own(String),
+    /// The existing session `/v1/sessions/{id}/mcp` named; left open.
+    Existing(String),
+}
+
+impl Drop for LegacySession {
     fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
+        let Some(Bound::Own(id)) = self.bound.take() else {
+            return;
+        };
         let service = self.service.clone();
         // rmcp drops a session's handler inside its runtime; without one (a process exiting)
         // the session stays open, as any session does over a restart.
@@ -63,31 +75,62 @@ impl Drop for OwnSession {
 impl McpHandler {
     pub fn new(service: Arc<ToolService>, template: Arc<CreateSessionRequest>) -> McpHandler {
         McpHandler {
-            own: Arc::new(OwnSession {
+            legacy: Arc::new(LegacySession {
                 service: service.clone(),
-                id: OnceLock::new(),
+                bound: OnceLock::new(),
             }),
             service,
             template,
         }
     }
 
-    /// The toold session `context`'s request runs in.
+    /// The toold session `context`'s request runs in: the legacy MCP session's, the one the
+    /// path names, or (a stateless request on `/mcp`) the caller's default session.
     async fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         let parts = context.extensions.get::<Parts>();
-        if let Some(McpBinding::Session(id)) = parts.and_then(|p| p.extensions.get()) {
-            return Ok(id.clone());
+        let path = parts.and_then(|p| p.extensions.get::<McpBinding>());
+        match (self.legacy.bound.get(), path) {
+            (Some(Bound::Own(id)), Some(McpBinding::Own)) => Ok(id.clone()),
+            (Some(Bound::Existing(id)), Some(McpBinding::Session(named))) if id == named => {
+                Ok(id.clone())
+            }
+            (Some(Bound::Own(id) | Bound::Existing(id)), _) => Err(ErrorData::invalid_request(
+                format!("this MCP session is bound to session \"{id}\" on the path that opened it"),
+                None,
+            )),
+            (None, Some(McpBinding::Session(named))) => Ok(named.clone()),
+            (None, _) => {
+                let caller = parts
+                    .and_then(|p| p.extensions.get::<CallerToken>())
+                    .and_then(|CallerToken(token)| token.as_deref());
+                self.service
+                    .default_session(caller, &self.template)
+                    .await
+                    .map_err(rpc_error)
+            }
         }
-        if let Some(id) = self.own.id.get() {
-            return Ok(id.clone());
+    }
+
+    /// Binds a legacy MCP session at `initialize`: to a session created now on `/mcp`, to the
+    /// named one on `/v1/sessions/{id}/mcp`.
+    async fn bind(&self, path: Option<&McpBinding>) -> Result<(), ErrorData> {
+        let bound = match path {
+            Some(McpBinding::Session(id)) => Bound::Existing(id.clone()),
+            Some(McpBinding::Own) | None => {
+                let info = self
+                    .service
+                    .create_session((*self.template).clone())
+                    .await
+                    .map_err(rpc_error)?;
+                Bound::Own(info.id)
+            }
+        };
+        // rmcp runs `initialize` once per handler; were it to run twice, a created session
+        // that lost the race is closed at once rather than left open.
+        if let Err(Bound::Own(id)) = self.legacy.bound.set(bound) {
+            self.service.close_session(&id).await.map_err(rpc_error)?;
         }
-        let caller = parts
-            .and_then(|p| p.extensions.get::<CallerToken>())
-            .and_then(|CallerToken(token)| token.as_deref());
-        self.service
-            .default_session(caller, &self.template)
-            .await
-            .map_err(rpc_error)
+        Ok(())
     }
 }
 
@@ -102,19 +145,11 @@ impl ServerHandler for McpHandler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let binding = context
+        let path = context
             .extensions
             .get::<Parts>()
             .and_then(|p| p.extensions.get::<McpBinding>());
-        if matches!(binding, Some(McpBinding::Own)) && self.own.id.get().is_none() {
-            let info = self
-                .service
-                .create_session((*self.template).clone())
-                .await
-                .map_err(rpc_error)?;
-            // rmcp runs one `initialize` per handler; a second would find the id set.
-            let _ = self.own.id.set(info.id);
-        }
+        self.bind(path).await?;
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }

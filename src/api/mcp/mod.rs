@@ -84,8 +84,16 @@ pub struct McpDoorSettings {
 }
 
 impl McpDoorSettings {
-    /// Accepts the listener's own address as a `Host` and its origins as an `Origin`.
+    /// Accepts the listener's own address as a `Host` and its origins as an `Origin`. On an
+    /// unspecified address (`0.0.0.0`, `::`) any `Host` is accepted: the daemon is meant to be
+    /// reached by names it cannot list, and it requires bearer tokens there (auth may be off
+    /// only on a loopback address), which a rebound browser page does not have.
     pub fn admit_listener(&mut self, address: SocketAddr) {
+        if address.ip().is_unspecified() {
+            // rmcp reads an empty list as "any Host".
+            self.allowed_hosts.clear();
+            return;
+        }
         let port = address.port();
         let mut hosts = vec![address.ip().to_string()];
         if address.ip().is_loopback() {

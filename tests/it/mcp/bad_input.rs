@@ -1,7 +1,8 @@
 //! What the MCP door answers to requests it cannot serve: an unknown tool and an unknown
 //! method (JSON-RPC errors), malformed JSON and a JSON-RPC batch array (refused by rmcp with
 //! 415 before any handler runs), a body past the limit (413), a protocol version header that
-//! disagrees with the body (400, -32020), a foreign `Origin` (403); the daemon serves on.
+//! disagrees with the body (400, -32020), a foreign `Origin` or `Host` (403); the daemon serves
+//! on.
 
 use reqwest::StatusCode;
 use serde_json::json;
@@ -96,6 +97,12 @@ async fn malformed_bodies_batches_and_foreign_origins_are_refused_and_the_daemon
         .post_raw(&[("origin", "http://evil.example")], b"{}".to_vec())
         .await;
     assert_eq!(foreign.status, StatusCode::FORBIDDEN, "{}", foreign.text);
+
+    // DNS rebinding: a loopback listener answers only to its own names.
+    let rebound = mcp
+        .post_raw(&[("host", "evil.example")], b"{}".to_vec())
+        .await;
+    assert_eq!(rebound.status, StatusCode::FORBIDDEN, "{}", rebound.text);
 
     // The listener's own origin is accepted.
     let own_origin = toold.base.clone();

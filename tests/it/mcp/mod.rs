@@ -67,6 +67,17 @@ impl<'t> McpClient<'t> {
         }
     }
 
+    /// The same client (its legacy session too) speaking to another path.
+    pub fn on_path(&self, path: &str) -> McpClient<'t> {
+        McpClient {
+            toold: self.toold,
+            path: path.to_owned(),
+            session: self.session.clone(),
+            next_id: self.next_id,
+            token: self.token.clone(),
+        }
+    }
+
     /// Sends `token` instead of the daemon's first one.
     pub fn token(mut self, token: &str) -> McpClient<'t> {
         self.token = Some(token.to_owned());

@@ -103,6 +103,11 @@ async fn the_session_path_runs_in_that_session_and_a_deny_rule_refuses_the_call(
         .await;
     assert!(read.text_content().contains("visible"), "{}", read.text);
 
+    // The MCP session lives on the path that opened it.
+    let moved = legacy.on_path("/mcp").legacy("tools/list", json!({})).await;
+    assert_eq!(moved.message["error"]["code"], -32600, "{}", moved.text);
+    assert!(moved.text.contains(&session), "{}", moved.text);
+
     // No session of its own was made, and both calls are in this session's audit log.
     let sessions = toold.get("/v1/sessions").await.body["sessions"].clone();
     assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
