@@ -1,7 +1,8 @@
 //! [`McpHandler`], rmcp's `ServerHandler` for toold: `initialize` (a legacy MCP session on
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
-//! a page at a time) and `tools/call` (a one-call batch through
-//! [`ToolService::execute_batch`]). Each request first finds its toold session: the one its
+//! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_batch`];
+//! an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
+//! back (`results`). Each request first finds its toold session: the one its
 //! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
 //! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
 //! names, or the caller's default session.
@@ -14,14 +15,15 @@ use std::sync::{Arc, OnceLock};
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 
-use super::McpBinding;
+use super::{McpBinding, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
 use crate::service::{CreateSessionRequest, ErrorCode, ServiceError, ToolService};
@@ -136,7 +138,11 @@ impl McpHandler {
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("toold", env!("CARGO_PKG_VERSION")))
     }
 
@@ -174,6 +180,26 @@ impl ServerHandler for McpHandler {
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = page.next_cursor;
         Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            results::template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        results::read(&self.service, &request.uri)
+            .await
+            .map(ReadResourceResponse::from)
     }
 
     async fn call_tool(
@@ -241,7 +267,10 @@ fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
     if result.error_kind == Some(ErrorKind::UnknownTool) {
         return Err(ErrorData::invalid_params(result.output.clone(), None));
     }
-    let content = vec![ContentBlock::text(result.output.clone())];
+    let mut content = vec![ContentBlock::text(result.output.clone())];
+    if let Some(offloaded) = &result.offloaded {
+        content.push(results::resource_link(offloaded));
+    }
     let mut answer = if result.is_error {
         CallToolResult::error(content)
     } else {

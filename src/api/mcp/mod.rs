@@ -48,10 +48,11 @@
 //!   `expect_json`). An unknown method parses as a custom request and is answered `-32601`
 //!   (HTTP 404 on the 2026 path, 200 with the error on the legacy one).
 //!
-//! Not here yet: `toold mcp` over stdio, resources (offloaded outputs), progress,
-//! cancellation, elicitation, prompts and `list_changed`.
+//! Not here yet: `toold mcp` over stdio, progress, cancellation, elicitation, prompts and
+//! `list_changed`.
 
 mod handler;
+mod results;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -9,6 +9,7 @@
 
 mod bad_input;
 mod legacy;
+mod results;
 mod settings;
 mod stateless;
 
