@@ -24,8 +24,9 @@
 //!   neither an `Mcp-Session-Id` nor 2026 `_meta` that is not `initialize` gets 400 ("session
 //!   id required"). `MCP-Protocol-Version` must agree with the body (`-32020` header mismatch,
 //!   HTTP 400), as must `Mcp-Method`/`Mcp-Name` from 2026-07-28 on. For 2026 requests rmcp
-//!   fills `resultType`, `ttlMs` and `cacheScope` and strips them for older peers; GET and
-//!   DELETE without a legacy session answer 405.
+//!   fills `resultType`, `ttlMs` and `cacheScope` and strips them for older peers. A GET or
+//!   DELETE whose `MCP-Protocol-Version` is 2026-07-28 answers 405; one without the header is
+//!   taken for the legacy era (400 without an `Mcp-Session-Id`).
 //! - **Reaching the handler.** rmcp puts the request's `http::request::Parts` into the
 //!   request context's `extensions`; everything the HTTP door's layers put into the request's
 //!   extensions travels with them. So the gate's [`CallerToken`] and this door's
@@ -34,7 +35,15 @@
 //!   names; an entry without a port matches any port) and `Origin` against `allowed_origins`
 //!   (validation only when the list is non-empty or `enforce_origin_validation` is called: a
 //!   missing Origin passes, any other unlisted one is 403). This door enforces Origin with the
-//!   listener's own origins plus `[mcp] allowed_origins`.
+//!   listener's own origins plus `[mcp] allowed_origins`, and admits as `Host` the loopback
+//!   names, the advertised address and the listener's own (any on `0.0.0.0`/`::`, where
+//!   tokens are required).
+//! - **Response heads and the gate's timeout.** With `json_response`, a 2026 request is
+//!   answered as JSON once its handler's first message is ready, so the head of a `tools/call`
+//!   waits for the call and the request timeout bounds it, as it bounds `POST .../batches`. A
+//!   legacy request's answer is an SSE stream whose head goes out at once, so its call runs on
+//!   outside the timeout. A handler that sends a notification first (progress) turns the 2026
+//!   answer into a stream too.
 //! - **Lifetimes.** `config.cancellation_token` ends every rmcp session and open stream when
 //!   cancelled; it is the service's shutdown signal, or an open GET stream would hold the
 //!   daemon's drain for its whole grace period. A legacy session also ends after 5 minutes
