@@ -1,9 +1,10 @@
 //! The doors: adapters that translate a wire protocol into calls on [`crate::service`] and
-//! back, and nothing else. Only this module names axum, http, tonic and prost.
+//! back, and nothing else. Only this module names axum, http, tonic, prost and rmcp.
 //!
 //! - `gate`: the one admission sequence (shutting down, auth, load shedding, timeout) both
 //!   doors run and answer in their own way.
-//! - `http`, `grpc`: the doors; neither imports the other.
+//! - `http`, `grpc`, `mcp`: the doors; `http` mounts `mcp`'s routes inside its layers,
+//!   otherwise none imports another.
 //! - `listener`: the one listener serving both doors (the accept loop, the HTTP/gRPC split,
 //!   `RepollOnSelfWake`).
 //!
@@ -14,6 +15,7 @@ pub mod gate;
 pub mod grpc;
 pub mod http;
 pub mod listener;
+pub mod mcp;
 
 use std::time::Duration;
 
@@ -33,6 +35,8 @@ pub struct ApiSettings {
     pub event_buffer: usize,
     /// Serve each connection inside `RepollOnSelfWake` (see `listener/self_wake.rs`).
     pub repoll_self_wake: bool,
+    /// The MCP door's own settings.
+    pub mcp: mcp::McpDoorSettings,
 }
 
 use axum::http::StatusCode;

@@ -1,8 +1,10 @@
 //! Settings: the file, then `TOOLD_*` environment variables, then flags, into one typed
 //! [`Settings`] that components receive as arguments. Nothing else reads the environment.
 
+mod mcp;
 mod server;
 
+pub use mcp::McpSettings;
 pub use server::{ServerFlags, ServerSettings};
 
 use std::path::Path;
@@ -27,6 +29,7 @@ pub struct Settings {
     pub permissions: PermissionSettings,
     pub sandbox: SandboxSettings,
     pub hooks: HookSettings,
+    pub mcp: McpSettings,
 }
 
 /// How an environment variable's text becomes a setting's value.

@@ -31,13 +31,14 @@ pub use persister::EventPersister;
 // The `[server]` settings are config's (settings flow config → components, never back).
 pub use crate::config::{ServerFlags, ServerSettings};
 
+use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
-use crate::config::Settings;
+use crate::config::{McpSettings, Settings};
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
-use crate::service::{ServiceSettings, ToolService, tool_names};
+use crate::service::{CreateSessionRequest, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::tools::{
     BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
@@ -197,7 +198,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            api_settings(server),
+            api_settings(server, &settings.mcp),
             status.clone(),
             draining.clone(),
         ));
@@ -455,9 +456,40 @@ fn write_node_id(path: &Path) -> std::io::Result<String> {
     Ok(id)
 }
 
-/// What the doors and their listener need of the `[server]` settings.
-fn api_settings(server: &ServerSettings) -> ApiSettings {
+/// The MCP door's settings: `[mcp]`, the body limit, and the names the daemon is reached by
+/// (loopback names and the advertised address; the listener adds its own address).
+fn mcp_door_settings(server: &ServerSettings, mcp: &McpSettings) -> McpDoorSettings {
+    let mut allowed_hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .map(str::to_owned)
+        .to_vec();
+    let advertised = server
+        .advertise_address
+        .trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    if !advertised.is_empty() {
+        allowed_hosts.push(advertised.to_owned());
+    }
+    let working_directory =
+        (!mcp.working_directory.as_os_str().is_empty()).then(|| mcp.working_directory.clone());
+    McpDoorSettings {
+        session_template: CreateSessionRequest {
+            working_directory,
+            permission_mode: Some(mcp.permission_mode),
+            ..CreateSessionRequest::default()
+        },
+        allowed_origins: mcp.allowed_origins.clone(),
+        allowed_hosts,
+        body_limit_bytes: server.body_limit_bytes,
+    }
+}
+
+/// What the doors and their listener need of the `[server]` and `[mcp]` settings.
+fn api_settings(server: &ServerSettings, mcp: &McpSettings) -> ApiSettings {
     ApiSettings {
+        mcp: mcp_door_settings(server, mcp),
         auth_tokens: server.auth_tokens.clone(),
         body_limit_bytes: server.body_limit_bytes,
         request_timeout: server.request_timeout,

@@ -3,12 +3,13 @@
 //! `ToolService` owns the live sessions, assembles each batch's frozen pool, runs batches
 //! through the dispatcher (with idempotent retries), keeps the store up to date (sessions and
 //! their state, batches) and answers reads (tools, batches, calls, results, events). The doors
-//! (HTTP and gRPC today) translate their wire formats into these typed calls and back; a
+//! (HTTP, gRPC and MCP) translate their wire formats into these typed calls and back; a
 //! feature exists here once. Errors carry an [`ErrorCode`]; the doors map each code through
 //! one table.
 
 mod approvals;
 mod batches;
+mod default_sessions;
 mod error;
 mod events;
 mod ownership;
@@ -95,6 +96,8 @@ pub struct ToolService {
     /// Every batch's task, so shutdown can wait for them (their audit rows and bookkeeping)
     /// before the store closes.
     batch_tasks: tokio_util::task::TaskTracker,
+    /// Each caller's default session (keyed by bearer token; `None` without auth).
+    default_sessions: tokio::sync::Mutex<HashMap<Option<String>, String>>,
 }
 
 impl ToolService {
@@ -127,6 +130,7 @@ impl ToolService {
             recent: recent_batches::RecentBatches::default(),
             started_at: SystemTime::now(),
             batch_tasks: tokio_util::task::TaskTracker::new(),
+            default_sessions: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -148,6 +152,12 @@ impl ToolService {
     /// Starts shutting down: event subscriptions end (so connections can drain).
     pub fn begin_shutdown(&self) {
         self.stopping.cancel();
+    }
+
+    /// Fires when the daemon starts shutting down, for what a door keeps open beyond a request
+    /// (the MCP door's sessions and streams) to end with it.
+    pub fn shutting_down(&self) -> CancellationToken {
+        self.stopping.child_token()
     }
 
     /// Cancels every running call of every live session (the shutdown deadline passed). The

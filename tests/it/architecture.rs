@@ -93,7 +93,7 @@ const CORE_MODULES: &[&str] = &[
 ];
 
 /// Crates only the doors (`api/`) may name.
-const DOOR_CRATES: &[&str] = &["axum", "tonic", "prost", "hyper", "http"];
+const DOOR_CRATES: &[&str] = &["axum", "tonic", "prost", "hyper", "http", "rmcp"];
 
 /// Crates only the store (`store/`) may name.
 const STORE_CRATES: &[&str] = &["sqlx", "rusqlite"];

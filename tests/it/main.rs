@@ -19,6 +19,7 @@ mod fleet;
 mod grpc;
 mod hooks;
 mod http;
+mod mcp;
 mod misc;
 mod search;
 mod service;

@@ -1,6 +1,7 @@
 //! The HTTP door (DESIGN §4): axum routes under `/v1`, SSE streams, the ops endpoints, and
 //! the layers every request passes (request id, tracing, the request counter, the gates of
-//! `api::gate`, the body limit).
+//! `api::gate`, the body limit). The MCP door's routes (`api::mcp`) are merged in behind the
+//! same layers.
 //!
 //! [`router`] builds the whole app from a service, so tests can drive it without a socket;
 //! `api::listener` serves it beside the gRPC door. Handlers only translate: every decision is
@@ -73,9 +74,12 @@ pub fn app(service: Arc<ToolService>, settings: &ApiSettings, gate: Arc<Gate>) -
         event_buffer: settings.event_buffer,
     };
     let (routes, _document) = routes().split_for_parts();
+    let mcp = crate::api::mcp::routes(state.service.clone(), &settings.mcp);
     routes
         .fallback(error::not_found)
         .with_state(state)
+        // The MCP door's routes, behind the same layers as every route here.
+        .merge(mcp)
         // Outermost first: an id for every request (kept if the client sent one), a span
         // carrying it, the id echoed on the response, the request counter, then the gates and
         // the body limit.

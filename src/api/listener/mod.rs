@@ -33,6 +33,9 @@ pub async fn serve(
     status: Arc<DaemonStatus>,
     drain: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
+    let mut settings = settings;
+    // Known only now when the port was 0: MCP clients reach the listener by this address.
+    settings.mcp.admit_listener(listener.local_addr()?);
     let gate = Arc::new(Gate {
         status,
         auth_tokens: settings.auth_tokens.clone(),

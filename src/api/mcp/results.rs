@@ -1,0 +1,149 @@
+//! Offloaded outputs as MCP resources (DESIGN §8): a call whose output was offloaded answers
+//! with its preview text plus a `resource_link` to `toold://results/{result_id}`, which
+//! `resources/read` pages through by character range (the template
+//! `toold://results/{result_id}{?offset,limit}`), as `GET /v1/results/{id}` does.
+//!
+//! Only the URIs and the MCP shapes live here; reading is [`ToolService::read_result`].
+//! Results are not listed (`resources/list` is empty): a client learns of one from its call.
+
+use rmcp::model::{
+    ContentBlock, ErrorData, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+};
+
+use crate::service::ToolService;
+use crate::tool::OffloadedResult;
+
+const SCHEME_AND_HOST: &str = "toold://results/";
+
+/// Characters a read returns when the URI gives no limit, and at most (as the HTTP door).
+const DEFAULT_RESULT_PAGE: u64 = 1 << 20;
+const MAX_RESULT_PAGE: u64 = 16 << 20;
+
+/// The link a call's result carries to its offloaded output.
+pub fn resource_link(offloaded: &OffloadedResult) -> ContentBlock {
+    let resource = Resource::new(
+        format!("{SCHEME_AND_HOST}{}", offloaded.result_id),
+        offloaded.result_id.clone(),
+    )
+    .with_description(format!(
+        "the full output ({} characters); page with ?offset=&limit=",
+        offloaded.total_chars
+    ))
+    .with_mime_type("text/plain")
+    .with_size(offloaded.total_chars);
+    ContentBlock::resource_link(resource)
+}
+
+/// The one resource template: an offloaded output, by character range.
+pub fn template() -> ResourceTemplate {
+    ResourceTemplate::new(
+        format!("{SCHEME_AND_HOST}{{result_id}}{{?offset,limit}}"),
+        "offloaded_output",
+    )
+    .with_description("an offloaded tool output, by character range (offset, limit)")
+    .with_mime_type("text/plain")
+}
+
+/// Which characters of which result a `toold://results/...` URI asks for.
+#[derive(Debug, PartialEq, Eq)]
+struct ResultRange {
+    result_id: String,
+    offset: u64,
+    limit: u64,
+}
+
+impl ResultRange {
+    fn parse(uri: &str) -> Result<ResultRange, ErrorData> {
+        let unknown = || ErrorData::resource_not_found(format!("unknown resource \"{uri}\""), None);
+        let rest = uri.strip_prefix(SCHEME_AND_HOST).ok_or_else(unknown)?;
+        let (result_id, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if result_id.is_empty() || result_id.contains('/') {
+            return Err(unknown());
+        }
+        let mut range = ResultRange {
+            result_id: result_id.to_owned(),
+            offset: 0,
+            limit: DEFAULT_RESULT_PAGE,
+        };
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let number = || {
+                value.parse::<u64>().map_err(|_| {
+                    ErrorData::invalid_params(format!("{key} must be a number in \"{uri}\""), None)
+                })
+            };
+            match key {
+                "offset" => range.offset = number()?,
+                "limit" => range.limit = number()?.min(MAX_RESULT_PAGE),
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown parameter \"{key}\" in \"{uri}\"; expected offset, limit"),
+                        None,
+                    ));
+                }
+            }
+        }
+        Ok(range)
+    }
+}
+
+/// `resources/read` of `uri`: a page of an offloaded output, or not found.
+pub async fn read(service: &ToolService, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    let range = ResultRange::parse(uri)?;
+    let page = service
+        .read_result(&range.result_id, range.offset, range.limit)
+        .await
+        .map_err(|err| ErrorData::resource_not_found(err.message, None))?;
+    Ok(ReadResourceResult::new(vec![ResourceContents::text(
+        page.content,
+        uri,
+    )]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_name_a_result_and_a_range() {
+        let parse = |uri| ResultRange::parse(uri);
+        assert_eq!(
+            parse("toold://results/res_1").unwrap(),
+            ResultRange {
+                result_id: "res_1".into(),
+                offset: 0,
+                limit: DEFAULT_RESULT_PAGE
+            }
+        );
+        let ranged = parse("toold://results/res_1?offset=10&limit=5").unwrap();
+        assert_eq!((ranged.offset, ranged.limit), (10, 5));
+        let capped = parse("toold://results/res_1?limit=999999999999").unwrap();
+        assert_eq!(capped.limit, MAX_RESULT_PAGE);
+        for bad in [
+            "file:///etc/passwd",
+            "toold://results/",
+            "toold://results/a/b",
+            "toold://results/res_1?offset=x",
+            "toold://results/res_1?page=2",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_template_and_the_links_share_the_scheme() {
+        assert_eq!(
+            template().uri_template,
+            "toold://results/{result_id}{?offset,limit}"
+        );
+        let offloaded = OffloadedResult {
+            result_id: "res_9".into(),
+            total_chars: 42,
+        };
+        let ContentBlock::ResourceLink(link) = resource_link(&offloaded) else {
+            panic!("not a resource link");
+        };
+        assert_eq!(link.uri, "toold://results/res_9");
+        assert_eq!(link.size, Some(42));
+    }
+}

@@ -1,0 +1,30 @@
+//! Each caller's default session: the session a door runs a request in when the request names
+//! none (the MCP door's stateless 2026-07-28 requests, DESIGN §8). One per bearer token (one
+//! for everyone when the daemon checks no tokens), created on first use from the door's
+//! template and created again once the previous one was closed.
+//!
+//! Not here: persistence. The map lives in memory, so after a restart a caller's first
+//! request gets a fresh default session (the old one stays open and listed, like any other).
+
+use super::{CreateSessionRequest, ServiceError, ToolService};
+
+impl ToolService {
+    /// The id of `caller`'s default session, created from `template` if it has none open.
+    pub async fn default_session(
+        &self,
+        caller: Option<&str>,
+        template: &CreateSessionRequest,
+    ) -> Result<String, ServiceError> {
+        // Held across the creation, so two first requests of one caller make one session.
+        let mut defaults = self.default_sessions.lock().await;
+        let key = caller.map(str::to_owned);
+        if let Some(id) = defaults.get(&key)
+            && self.session(id).is_ok()
+        {
+            return Ok(id.clone());
+        }
+        let info = self.create_session(template.clone()).await?;
+        defaults.insert(key, info.id.clone());
+        Ok(info.id)
+    }
+}

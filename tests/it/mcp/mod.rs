@@ -1,0 +1,210 @@
+//! The MCP door of the real daemon (`http::harness::Toold`, reqwest): both protocol eras over
+//! Streamable HTTP on `/mcp` and `/v1/sessions/{id}/mcp`, each call through the one pipeline
+//! (the audit log shows it), and bad input answered without harm to the daemon.
+//!
+//! [`McpClient`] is a small client written from the MCP revisions, not from toold or rmcp:
+//! a legacy (2025-11-25) client initializes and then sends `Mcp-Session-Id`; a stateless
+//! (2026-07-28) one sends `_meta` with its protocol version and capabilities and the
+//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers on every request.
+
+mod bad_input;
+mod legacy;
+mod results;
+mod settings;
+mod stateless;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::http::harness::Toold;
+
+pub const LEGACY: &str = "2025-11-25";
+pub const STATELESS: &str = "2026-07-28";
+
+/// An answer: status, headers, and the JSON-RPC message (from a JSON body or the SSE event
+/// carrying it); `Null` when neither held one, `text` is the raw body then.
+pub struct McpReply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub message: Value,
+    pub text: String,
+}
+
+impl McpReply {
+    pub fn result(&self) -> &Value {
+        assert!(
+            self.message.get("result").is_some(),
+            "no result: {} {}",
+            self.status,
+            self.text
+        );
+        &self.message["result"]
+    }
+
+    /// The text of a `tools/call` result's first content block.
+    pub fn text_content(&self) -> &str {
+        self.result()["content"][0]["text"].as_str().unwrap()
+    }
+}
+
+pub struct McpClient<'t> {
+    toold: &'t Toold,
+    path: String,
+    /// Legacy era: set by `initialize`.
+    session: Option<String>,
+    next_id: u64,
+    /// The bearer token sent; the daemon's first one unless changed with [`Self::token`].
+    token: Option<String>,
+}
+
+impl<'t> McpClient<'t> {
+    pub fn new(toold: &'t Toold, path: &str) -> McpClient<'t> {
+        McpClient {
+            toold,
+            path: path.to_owned(),
+            session: None,
+            next_id: 1,
+            token: toold.token.clone(),
+        }
+    }
+
+    /// The same client (its legacy session too) speaking to another path.
+    pub fn on_path(&self, path: &str) -> McpClient<'t> {
+        McpClient {
+            toold: self.toold,
+            path: path.to_owned(),
+            session: self.session.clone(),
+            next_id: self.next_id,
+            token: self.token.clone(),
+        }
+    }
+
+    /// Sends `token` instead of the daemon's first one.
+    pub fn token(mut self, token: &str) -> McpClient<'t> {
+        self.token = Some(token.to_owned());
+        self
+    }
+
+    /// A POST of `body` with the MCP content negotiation headers and `headers`.
+    pub async fn post_raw(&self, headers: &[(&str, &str)], body: Vec<u8>) -> McpReply {
+        let mut builder = self
+            .toold
+            .client
+            .post(format!("{}{}", self.toold.base, self.path))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(token) = &self.token {
+            builder = builder.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            builder = builder.header("mcp-session-id", session);
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let response = builder.send().await.expect("request sent");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        McpReply {
+            status,
+            headers,
+            message: jsonrpc_message(&text),
+            text,
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    }
+
+    /// The 2025 handshake: `initialize`, keeping the session id, then `initialized`.
+    pub async fn initialize(&mut self) -> McpReply {
+        let body = self.request(
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {},
+                   "clientInfo": {"name": "toold-tests", "version": "1"}}),
+        );
+        let reply = self.post_raw(&[], body.to_string().into_bytes()).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
+        self.session = Some(session);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let ack = self
+            .post_raw(
+                &[("mcp-protocol-version", LEGACY)],
+                initialized.to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+        reply
+    }
+
+    /// A request in the legacy session `initialize` opened.
+    pub async fn legacy(&mut self, method: &str, params: Value) -> McpReply {
+        let body = self.request(method, params);
+        self.post_raw(
+            &[("mcp-protocol-version", LEGACY)],
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    /// A self-contained 2026-07-28 request; `name` is the tool name for `Mcp-Name`.
+    pub async fn stateless(&mut self, method: &str, params: Value, name: Option<&str>) -> McpReply {
+        let mut params = params;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": STATELESS,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "toold-tests", "version": "1"},
+        });
+        let body = self.request(method, params);
+        let mut headers = vec![("mcp-protocol-version", STATELESS), ("mcp-method", method)];
+        if let Some(name) = name {
+            headers.push(("mcp-name", name));
+        }
+        self.post_raw(&headers, body.to_string().into_bytes()).await
+    }
+
+    /// `tools/call` in whichever era the client speaks (legacy once initialized).
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> McpReply {
+        let params = json!({"name": name, "arguments": arguments});
+        if self.session.is_some() {
+            self.legacy("tools/call", params).await
+        } else {
+            self.stateless("tools/call", params, Some(name)).await
+        }
+    }
+}
+
+/// The JSON-RPC response in a body: the body itself, or the SSE `data:` event with an id.
+fn jsonrpc_message(text: &str) -> Value {
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return value;
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .unwrap_or(Value::Null)
+}
+
+/// The tool names of a `tools/list` result.
+pub fn tool_names(result: &Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The audit rows of `session` (`GET /v1/sessions/{id}/calls`).
+pub async fn audit_rows(toold: &Toold, session: &str) -> Vec<Value> {
+    let reply = toold.get(&format!("/v1/sessions/{session}/calls")).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.body["calls"].as_array().unwrap().clone()
+}
