@@ -48,7 +48,8 @@
 //!   cancelled; it is the service's shutdown signal, or an open GET stream would hold the
 //!   daemon's drain for its whole grace period. A legacy session also ends after 5 minutes
 //!   without a request (`LocalSessionManager`'s `SessionConfig::keep_alive`), or on DELETE;
-//!   either way rmcp drops its handler, which closes the toold session it created.
+//!   either way rmcp drops its handler, which closes the toold session it created. rmcp
+//!   answers a DELETE 202; this door says 204 (the Python SDK accepts only 200 or 204 there).
 //! - **Body limit.** rmcp reads the body itself (axum's `DefaultBodyLimit` does not apply) and
 //!   answers 413 past `max_request_body_bytes`; it is set to the server's body limit.
 //! - **Malformed bodies and batches.** rmcp parses the body as one `ClientJsonRpcMessage`;
@@ -68,6 +69,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Request, State};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -183,5 +185,12 @@ async fn bound_session(
 }
 
 async fn serve(door: &McpDoor, request: Request) -> Response {
-    door.http.handle(request).await.map(axum::body::Body::new)
+    let delete = request.method() == Method::DELETE;
+    let mut response = door.http.handle(request).await.map(axum::body::Body::new);
+    // rmcp answers an ended session 202 with no body; the Python SDK takes only 200 or 204 for
+    // a DELETE's success (and logs a failed termination otherwise). 204 says the same thing.
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }

@@ -15,8 +15,12 @@ use crate::tool::OffloadedResult;
 
 const SCHEME_AND_HOST: &str = "toold://results/";
 
-/// Characters a read returns when the URI gives no limit, and at most (as the HTTP door).
-const DEFAULT_RESULT_PAGE: u64 = 1 << 20;
+/// Characters a read returns when the URI gives no limit. Smaller than the HTTP door's 1 Mi:
+/// a legacy-era answer is one SSE event, and the Python SDK (`mcp` 2.x) refuses an event past
+/// 1 MiB by default (`max_sse_event_size`), so a page of 1 Mi characters, JSON-escaped, failed
+/// there. 256 Ki characters stay under it for text of up to 3 bytes a character.
+const DEFAULT_RESULT_PAGE: u64 = 256 << 10;
+/// Characters a read returns at most, whatever the URI asks (as the HTTP door).
 const MAX_RESULT_PAGE: u64 = 16 << 20;
 
 /// The link a call's result carries to its offloaded output.
