@@ -1,7 +1,8 @@
 //! Wiring: builds the store, the event bus and its persister, the service and the listener
 //! both doors share (`api::listener`) from [`Settings`], and shuts them down in order.
 //! [`Core`] is the part every command shares (data directory, node id, store, events,
-//! service, and its orderly stop); `serve` runs a [`Daemon`] around it.
+//! service, and its orderly stop); `serve` runs a [`Daemon`] around it, `mcp`
+//! ([`run_mcp_stdio`]) one stdio MCP session.
 //!
 //! Start: create the data directory, read (or create) the node id, open the store the
 //! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
@@ -77,11 +78,15 @@ pub enum ServerError {
     NoAuthOnPublicAddress(SocketAddr),
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
+    #[error("creating the MCP session: {0}")]
+    McpSession(String),
+    #[error("serving MCP on stdio: {0}")]
+    Stdio(#[from] crate::api::mcp::StdioError),
 }
 
 /// The core every command runs on: the store, the event bus and its persister, and the
 /// service built on them (registry, dispatcher, permissions, hooks, audit), from [`Settings`].
-/// `serve` puts a listener and the fleet around it.
+/// `serve` puts a listener and the fleet around it; `mcp` one stdio MCP session.
 pub struct Core {
     pub service: Arc<ToolService>,
     store: Arc<dyn Store>,
@@ -336,6 +341,53 @@ pub async fn run(settings: Settings) -> Result<(), ServerError> {
     println!("toold listening on http://{}", daemon.address);
     tracing::info!(address = %daemon.address, "listening");
     daemon.serve(stop).await
+}
+
+/// `toold mcp`: one session over stdin/stdout until stdin ends (or SIGTERM/SIGINT), on the
+/// same core as the daemon. The store is the embedded one under the data directory, whatever
+/// `database_url` says: the process is a client's own. Calls another run left unfinished
+/// are not marked, and no sessions are restored: those are a daemon's, which may be running
+/// on the same data directory. The session is created from `[mcp]` (with the command's flags
+/// applied), and a working directory named there is allowed as a root: the person who wrote
+/// the command line is the operator. At the end, running batches get `shutdown_grace` (then
+/// are cancelled), the session is closed and the store flushed and closed.
+pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
+    settings.server.database_url = String::new();
+    let working_directory = &settings.mcp.working_directory;
+    if !working_directory.as_os_str().is_empty() {
+        settings
+            .server
+            .allowed_roots
+            .push(working_directory.clone());
+    }
+    let core = Core::start(&settings).await?;
+    let stop = CancellationToken::new();
+    tokio::spawn(wait_for_signal(signals(), stop.clone()));
+    let session = match core
+        .service
+        .create_session(mcp_session_template(&settings.mcp))
+        .await
+    {
+        Ok(info) => info.id,
+        Err(err) => {
+            core.stop().await;
+            return Err(ServerError::McpSession(err.to_string()));
+        }
+    };
+    tracing::info!(%session, data_dir = %core.data_dir.display(), "toold mcp: serving one session on stdio");
+    let served = crate::api::mcp::serve_stdio(core.service.clone(), session.clone(), stop).await;
+    if !core
+        .finish_batches(&settings, settings.server.shutdown_grace)
+        .await
+    {
+        tracing::error!("batches still running at exit; their calls may lack audit rows");
+    }
+    if let Err(err) = core.service.close_session(&session).await {
+        tracing::warn!(%session, %err, "closing the MCP session");
+    }
+    core.stop().await;
+    tracing::info!(%session, "toold mcp stopped");
+    served.map_err(ServerError::from)
 }
 
 /// SIGTERM and SIGINT, registered now (a signal that arrives before its handler is

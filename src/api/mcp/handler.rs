@@ -54,6 +54,10 @@ enum Bound {
     Own(String),
     /// The existing session `/v1/sessions/{id}/mcp` named; left open.
     Existing(String),
+    /// The one session of a connection that is not HTTP (`toold mcp` over stdio), bound when
+    /// the handler is made: every request runs in it, and whoever made the handler closes
+    /// it (awaited, as the process ends), so it is not closed on drop.
+    Connection(String),
 }
 
 impl Drop for LegacySession {
@@ -86,12 +90,22 @@ impl McpHandler {
         }
     }
 
+    /// A handler whose every request runs in `session`, an existing session it does not
+    /// close (`toold mcp`: one connection, one session, closed by the caller at the end).
+    pub fn for_session(service: Arc<ToolService>, session: String) -> McpHandler {
+        let handler = McpHandler::new(service, Arc::new(CreateSessionRequest::default()));
+        // A fresh handler's cell is empty, so this cannot fail.
+        let _ = handler.legacy.bound.set(Bound::Connection(session));
+        handler
+    }
+
     /// The toold session `context`'s request runs in: the legacy MCP session's, the one the
     /// path names, or (a stateless request on `/mcp`) the caller's default session.
     async fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         let parts = context.extensions.get::<Parts>();
         let path = parts.and_then(|p| p.extensions.get::<McpBinding>());
         match (self.legacy.bound.get(), path) {
+            (Some(Bound::Connection(id)), _) => Ok(id.clone()),
             (Some(Bound::Own(id)), Some(McpBinding::Own)) => Ok(id.clone()),
             (Some(Bound::Existing(id)), Some(McpBinding::Session(named))) if id == named => {
                 Ok(id.clone())
@@ -155,7 +169,10 @@ impl ServerHandler for McpHandler {
             .extensions
             .get::<Parts>()
             .and_then(|p| p.extensions.get::<McpBinding>());
-        self.bind(path).await?;
+        // A connection's handler was bound to its session when it was made.
+        if !matches!(self.legacy.bound.get(), Some(Bound::Connection(_))) {
+            self.bind(path).await?;
+        }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
