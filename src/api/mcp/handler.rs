@@ -2,8 +2,9 @@
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
 //! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_batch`];
 //! an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
-//! back (`results`). Each request first finds its toold session: the one its
-//! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
+//! back (`results`). Each request first finds its toold session: the one a stdio
+//! connection's handler was made for (`for_session`), the one its legacy MCP session was
+//! bound to at `initialize` (created then on `/mcp`, the named one on
 //! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
 //! names, or the caller's default session.
 //!
