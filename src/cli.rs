@@ -1,4 +1,6 @@
-//! The command line: `serve` runs the daemon, `settings` prints the effective settings after
+//! The command line: `serve` runs the daemon, `mcp` serves one session over stdio for an MCP
+//! client that starts toold as its `command` (stdout is the protocol, so logs stay on
+//! stderr), `settings` prints the effective settings after
 //! the file, the environment and the flags have been applied. Errors are printed once, here.
 
 use std::path::PathBuf;
@@ -6,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ServerFlags, Settings};
+use crate::config::{McpFlags, PermissionLevel, ServerFlags, Settings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,8 +29,55 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon until SIGTERM or SIGINT.
     Serve(ServeArgs),
+    /// Serve one session over MCP on stdin/stdout until stdin ends.
+    Mcp(McpArgs),
     /// Print the effective settings as JSON.
     Settings(ServeArgs),
+}
+
+/// Flags of `toold mcp`: where its store lives, and its one session (over `[mcp]`).
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Where the SQLite store, workspaces and spill files live [env: TOOLD_DATA_DIR].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The session's working directory (allowed as a root); default: `[mcp]
+    /// working_directory`, or a fresh workspace.
+    #[arg(long)]
+    working_directory: Option<PathBuf>,
+    /// The session's permission mode: read_only, workspace_write or danger_full_access;
+    /// default: `[mcp] permission_mode`.
+    #[arg(long, value_parser = parse_permission_mode)]
+    permission_mode: Option<PermissionLevel>,
+    /// A root session working directories may lie under; repeatable [env: TOOLD_ALLOWED_ROOTS].
+    #[arg(long = "allowed-root")]
+    allowed_roots: Vec<PathBuf>,
+}
+
+fn parse_permission_mode(text: &str) -> Result<PermissionLevel, String> {
+    text.parse().map_err(|err| format!("{err}"))
+}
+
+impl McpArgs {
+    /// Applies the flags; a relative working directory is taken from where toold was started.
+    fn apply(self, settings: &mut Settings) -> anyhow::Result<()> {
+        ServerFlags {
+            data_dir: self.data_dir,
+            allowed_roots: self.allowed_roots,
+            ..ServerFlags::default()
+        }
+        .apply(&mut settings.server);
+        let working_directory = self
+            .working_directory
+            .map(|dir| std::path::absolute(&dir))
+            .transpose()?;
+        McpFlags {
+            working_directory,
+            permission_mode: self.permission_mode,
+        }
+        .apply(&mut settings.mcp);
+        Ok(())
+    }
 }
 
 /// Flags that override `[server]` (the environment is read by `config`, below the flags).
@@ -85,6 +134,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             runtime.block_on(crate::server::run(settings))?;
+        }
+        Command::Mcp(args) => {
+            args.apply(&mut settings)?;
+            init_logs(&settings.server.log)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let served = runtime.block_on(crate::server::run_mcp_stdio(settings));
+            // A blocking read of stdin (when it is not a pipe) cannot be cancelled; after a
+            // signal it must not hold the exit.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            served?;
         }
         Command::Settings(args) => {
             args.flags().apply(&mut settings.server);

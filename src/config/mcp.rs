@@ -2,6 +2,9 @@
 //! (one per legacy MCP session, one default session per caller) and which browser origins it
 //! accepts.
 //!
+//! `toold mcp`'s flags ([`McpFlags`]) override the same two session settings for its one
+//! session.
+//!
 //! Only the shape and the defaults live here; `server` turns them into the door's own
 //! settings (`api::McpDoorSettings`), so the door need not know the settings file.
 
@@ -31,6 +34,25 @@ impl Default for McpSettings {
             working_directory: PathBuf::new(),
             permission_mode: PermissionLevel::WorkspaceWrite,
             allowed_origins: Vec::new(),
+        }
+    }
+}
+
+/// `toold mcp` flags that override `[mcp]` for its one session.
+#[derive(Clone, Debug, Default)]
+pub struct McpFlags {
+    pub working_directory: Option<PathBuf>,
+    pub permission_mode: Option<PermissionLevel>,
+}
+
+impl McpFlags {
+    /// Flags win over the file and the environment.
+    pub fn apply(self, settings: &mut McpSettings) {
+        if let Some(dir) = self.working_directory {
+            settings.working_directory = dir;
+        }
+        if let Some(mode) = self.permission_mode {
+            settings.permission_mode = mode;
         }
     }
 }

@@ -4,7 +4,9 @@
 mod mcp;
 mod server;
 
-pub use mcp::McpSettings;
+pub use mcp::{McpFlags, McpSettings};
+// `toold mcp --permission-mode` names a mode; the command line reaches it through config.
+pub use crate::permission::PermissionLevel;
 pub use server::{ServerFlags, ServerSettings};
 
 use std::path::Path;

@@ -1,5 +1,8 @@
 //! Wiring: builds the store, the event bus and its persister, the service and the listener
 //! both doors share (`api::listener`) from [`Settings`], and shuts them down in order.
+//! [`Core`] is the part every command shares (data directory, node id, store, events,
+//! service, and its orderly stop); `serve` runs a [`Daemon`] around it, `mcp`
+//! ([`run_mcp_stdio`]) one stdio MCP session.
 //!
 //! Start: create the data directory, read (or create) the node id, open the store the
 //! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
@@ -75,25 +78,30 @@ pub enum ServerError {
     NoAuthOnPublicAddress(SocketAddr),
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
+    #[error("creating the MCP session: {0}")]
+    McpSession(String),
+    #[error("serving MCP on stdio: {0}")]
+    Stdio(#[from] crate::api::mcp::StdioError),
 }
 
-/// A daemon that is listening.
-pub struct Daemon {
+/// The core every command runs on: the store, the event bus and its persister, and the
+/// service built on them (registry, dispatcher, permissions, hooks, audit), from [`Settings`].
+/// `serve` puts a listener and the fleet around it; `mcp` one stdio MCP session.
+pub struct Core {
     pub service: Arc<ToolService>,
-    pub status: Arc<DaemonStatus>,
-    pub address: SocketAddr,
     store: Arc<dyn Store>,
     persister: EventPersister,
     /// Feeds subscribers on a store that numbers events.
     relay: Option<tokio::task::JoinHandle<()>>,
-    node: fleet::NodeIdentity,
-    listener: TcpListener,
-    settings: Settings,
+    node_id: String,
+    data_dir: PathBuf,
 }
 
-impl Daemon {
-    /// Everything up to a bound listener; nothing is served yet.
-    pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
+impl Core {
+    /// Creates the data directory, reads (or creates) the node id, opens the store, continues
+    /// the event bus, starts the persister and builds the service. Sessions are not restored:
+    /// that is the daemon's to decide.
+    pub async fn start(settings: &Settings) -> Result<Core, ServerError> {
         let server = &settings.server;
         // The metrics recorder goes in first, so nothing recorded at start is lost.
         let _ = crate::telemetry::prometheus();
@@ -119,8 +127,61 @@ impl Daemon {
             let persister = EventPersister::spawn(store.clone(), sink, Some(stored));
             (events, persister, None)
         };
-        let service = build_service(&settings, &data_dir, &node_id, store.clone(), events)?;
+        let service = build_service(settings, &data_dir, &node_id, store.clone(), events)?;
         service.set_persisted_events(persisted);
+        Ok(Core {
+            service,
+            store,
+            persister,
+            relay,
+            node_id,
+            data_dir,
+        })
+    }
+
+    /// Waits up to `grace` for running batches, then cancels their calls and waits a little
+    /// longer (`cancel_grace` and two seconds) for their cancelled results; false when some
+    /// still run after that. Only then may the store close: a batch that ends after it would
+    /// lose its audit rows.
+    pub async fn finish_batches(&self, settings: &Settings, grace: Duration) -> bool {
+        if self.service.wait_for_batches(grace).await {
+            return true;
+        }
+        tracing::warn!("shutdown grace period over: cancelling running calls");
+        self.service.cancel_running_calls();
+        let after_cancel = settings.dispatch.cancel_grace + Duration::from_secs(2);
+        self.service.wait_for_batches(after_cancel).await
+    }
+
+    /// Stores what is still queued (writes, events) and closes the store, which flushes the
+    /// audit log.
+    pub async fn stop(self) {
+        self.service.flush_writes().await;
+        self.persister.flush_and_stop().await;
+        if let Some(relay) = self.relay {
+            relay.abort();
+        }
+        self.store.close().await;
+    }
+}
+
+/// A daemon that is listening.
+pub struct Daemon {
+    pub service: Arc<ToolService>,
+    pub status: Arc<DaemonStatus>,
+    pub address: SocketAddr,
+    core: Core,
+    node: fleet::NodeIdentity,
+    listener: TcpListener,
+    settings: Settings,
+}
+
+impl Daemon {
+    /// Everything up to a bound listener; nothing is served yet.
+    pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
+        let core = Core::start(&settings).await?;
+        let server = &settings.server;
+        let service = core.service.clone();
         let interrupted = service
             .mark_own_interrupted_calls()
             .await
@@ -150,21 +211,19 @@ impl Daemon {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
         let node = fleet::NodeIdentity {
-            node_id: node_id.clone(),
+            node_id: core.node_id.clone(),
             address: server.advertised(address),
             started_at: SystemTime::now(),
         };
-        fleet::heartbeat(&*store, &node).await?;
-        tracing::info!(%node_id, restored, data_dir = %data_dir.display(), "toold started");
+        fleet::heartbeat(&*core.store, &node).await?;
+        tracing::info!(node_id = %core.node_id, restored, data_dir = %core.data_dir.display(), "toold started");
         let status = Arc::new(DaemonStatus::default());
         status.ready.store(true, Ordering::Release);
         Ok(Daemon {
             service,
             status,
             address,
-            store,
-            persister,
-            relay,
+            core,
             node,
             listener,
             settings,
@@ -176,14 +235,13 @@ impl Daemon {
         let Daemon {
             service,
             status,
-            store,
-            persister,
-            relay,
+            core,
             node,
             listener,
             settings,
             ..
         } = self;
+        let store = core.store.clone();
         let server = &settings.server;
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
@@ -220,12 +278,8 @@ impl Daemon {
         }
         draining.cancel();
         let _ = beating.await;
-        service.flush_writes().await;
-        persister.flush_and_stop().await;
-        if let Some(relay) = relay {
-            relay.abort();
-        }
-        store.close().await;
+        drop(store);
+        core.stop().await;
         tracing::info!("toold stopped");
         match result {
             Ok(served) => served.map_err(ServerError::Serve),
@@ -287,6 +341,53 @@ pub async fn run(settings: Settings) -> Result<(), ServerError> {
     println!("toold listening on http://{}", daemon.address);
     tracing::info!(address = %daemon.address, "listening");
     daemon.serve(stop).await
+}
+
+/// `toold mcp`: one session over stdin/stdout until stdin ends (or SIGTERM/SIGINT), on the
+/// same core as the daemon. The store is the embedded one under the data directory, whatever
+/// `database_url` says: the process is a client's own. Calls another run left unfinished
+/// are not marked, and no sessions are restored: those are a daemon's, which may be running
+/// on the same data directory. The session is created from `[mcp]` (with the command's flags
+/// applied), and a working directory named there is allowed as a root: the person who wrote
+/// the command line is the operator. At the end, running batches get `shutdown_grace` (then
+/// are cancelled), the session is closed and the store flushed and closed.
+pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
+    settings.server.database_url = String::new();
+    let working_directory = &settings.mcp.working_directory;
+    if !working_directory.as_os_str().is_empty() {
+        settings
+            .server
+            .allowed_roots
+            .push(working_directory.clone());
+    }
+    let core = Core::start(&settings).await?;
+    let stop = CancellationToken::new();
+    tokio::spawn(wait_for_signal(signals(), stop.clone()));
+    let session = match core
+        .service
+        .create_session(mcp_session_template(&settings.mcp))
+        .await
+    {
+        Ok(info) => info.id,
+        Err(err) => {
+            core.stop().await;
+            return Err(ServerError::McpSession(err.to_string()));
+        }
+    };
+    tracing::info!(%session, data_dir = %core.data_dir.display(), "toold mcp: serving one session on stdio");
+    let served = crate::api::mcp::serve_stdio(core.service.clone(), session.clone(), stop).await;
+    if !core
+        .finish_batches(&settings, settings.server.shutdown_grace)
+        .await
+    {
+        tracing::error!("batches still running at exit; their calls may lack audit rows");
+    }
+    if let Err(err) = core.service.close_session(&session).await {
+        tracing::warn!(%session, %err, "closing the MCP session");
+    }
+    core.stop().await;
+    tracing::info!(%session, "toold mcp stopped");
+    served.map_err(ServerError::from)
 }
 
 /// SIGTERM and SIGINT, registered now (a signal that arrives before its handler is
@@ -472,17 +573,22 @@ fn mcp_door_settings(server: &ServerSettings, mcp: &McpSettings) -> McpDoorSetti
     if !advertised.is_empty() {
         allowed_hosts.push(advertised.to_owned());
     }
-    let working_directory =
-        (!mcp.working_directory.as_os_str().is_empty()).then(|| mcp.working_directory.clone());
     McpDoorSettings {
-        session_template: CreateSessionRequest {
-            working_directory,
-            permission_mode: Some(mcp.permission_mode),
-            ..CreateSessionRequest::default()
-        },
+        session_template: mcp_session_template(mcp),
         allowed_origins: mcp.allowed_origins.clone(),
         allowed_hosts,
         body_limit_bytes: server.body_limit_bytes,
+    }
+}
+
+/// What the sessions the MCP door creates itself are created with (`[mcp]`).
+fn mcp_session_template(mcp: &McpSettings) -> CreateSessionRequest {
+    let working_directory =
+        (!mcp.working_directory.as_os_str().is_empty()).then(|| mcp.working_directory.clone());
+    CreateSessionRequest {
+        working_directory,
+        permission_mode: Some(mcp.permission_mode),
+        ..CreateSessionRequest::default()
     }
 }
 

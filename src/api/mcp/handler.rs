@@ -2,8 +2,9 @@
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
 //! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_batch`];
 //! an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
-//! back (`results`). Each request first finds its toold session: the one its
-//! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
+//! back (`results`). Each request first finds its toold session: the one a stdio
+//! connection's handler was made for (`for_session`), the one its legacy MCP session was
+//! bound to at `initialize` (created then on `/mcp`, the named one on
 //! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
 //! names, or the caller's default session.
 //!
@@ -54,6 +55,10 @@ enum Bound {
     Own(String),
     /// The existing session `/v1/sessions/{id}/mcp` named; left open.
     Existing(String),
+    /// The one session of a connection that is not HTTP (`toold mcp` over stdio), bound when
+    /// the handler is made: every request runs in it, and whoever made the handler closes
+    /// it (awaited, as the process ends), so it is not closed on drop.
+    Connection(String),
 }
 
 impl Drop for LegacySession {
@@ -86,12 +91,22 @@ impl McpHandler {
         }
     }
 
+    /// A handler whose every request runs in `session`, an existing session it does not
+    /// close (`toold mcp`: one connection, one session, closed by the caller at the end).
+    pub fn for_session(service: Arc<ToolService>, session: String) -> McpHandler {
+        let handler = McpHandler::new(service, Arc::new(CreateSessionRequest::default()));
+        // A fresh handler's cell is empty, so this cannot fail.
+        let _ = handler.legacy.bound.set(Bound::Connection(session));
+        handler
+    }
+
     /// The toold session `context`'s request runs in: the legacy MCP session's, the one the
     /// path names, or (a stateless request on `/mcp`) the caller's default session.
     async fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
         let parts = context.extensions.get::<Parts>();
         let path = parts.and_then(|p| p.extensions.get::<McpBinding>());
         match (self.legacy.bound.get(), path) {
+            (Some(Bound::Connection(id)), _) => Ok(id.clone()),
             (Some(Bound::Own(id)), Some(McpBinding::Own)) => Ok(id.clone()),
             (Some(Bound::Existing(id)), Some(McpBinding::Session(named))) if id == named => {
                 Ok(id.clone())
@@ -155,7 +170,10 @@ impl ServerHandler for McpHandler {
             .extensions
             .get::<Parts>()
             .and_then(|p| p.extensions.get::<McpBinding>());
-        self.bind(path).await?;
+        // A connection's handler was bound to its session when it was made.
+        if !matches!(self.legacy.bound.get(), Some(Bound::Connection(_))) {
+            self.bind(path).await?;
+        }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }

@@ -58,11 +58,14 @@
 //!   `expect_json`). An unknown method parses as a custom request and is answered `-32601`
 //!   (HTTP 404 on the 2026 path, 200 with the error on the legacy one).
 //!
-//! Not here yet: `toold mcp` over stdio, progress, cancellation, elicitation, prompts and
+//! Over stdio (`toold mcp`), `stdio` serves the same handler bound to one session.
+//!
+//! Not here yet: progress, cancellation, elicitation, prompts and
 //! `list_changed`.
 
 mod handler;
 mod results;
+mod stdio;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,6 +79,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use self::handler::McpHandler;
+pub use self::stdio::{StdioError, serve_stdio};
 use crate::api::http::ApiError;
 use crate::service::{CreateSessionRequest, ToolService};
 

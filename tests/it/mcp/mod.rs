@@ -1,6 +1,7 @@
 //! The MCP door of the real daemon (`http::harness::Toold`, reqwest): both protocol eras over
 //! Streamable HTTP on `/mcp` and `/v1/sessions/{id}/mcp`, each call through the one pipeline
-//! (the audit log shows it), and bad input answered without harm to the daemon.
+//! (the audit log shows it), and bad input answered without harm to the daemon; and `toold
+//! mcp`, one session over stdio (`stdio`, its own small line client).
 //!
 //! [`McpClient`] is a small client written from the MCP revisions, not from toold or rmcp:
 //! a legacy (2025-11-25) client initializes and then sends `Mcp-Session-Id`; a stateless
@@ -12,6 +13,7 @@ mod legacy;
 mod results;
 mod settings;
 mod stateless;
+mod stdio;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
