@@ -1,7 +1,9 @@
 //! [`McpHandler`], rmcp's `ServerHandler` for toold: `initialize` (a legacy MCP session on
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
 //! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_batch`];
-//! an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
+//! through [`ToolService::execute_stream`] with its progress when the request's `_meta` carries
+//! a `progressToken`, each report then a `notifications/progress` before the result; an
+//! offloaded output adds a `resource_link`) and the resources that read offloaded outputs
 //! back (`results`). Each request first finds its toold session: the one a stdio
 //! connection's handler was made for (`for_session`), the one its legacy MCP session was
 //! bound to at `initialize` (created then on `/mcp`, the named one on
@@ -17,8 +19,8 @@ use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -27,7 +29,10 @@ use serde_json::Value;
 use super::{McpBinding, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
-use crate::service::{CreateSessionRequest, ErrorCode, ServiceError, ToolService};
+use crate::service::{
+    BatchItem, CreateSessionRequest, ErrorCode, ServiceError, StreamDetail, StreamRequest,
+    ToolService,
+};
 use crate::tool::{ErrorKind, ToolCall, ToolResult};
 
 /// Tools per `tools/list` page; `nextCursor` leads to the next.
@@ -230,18 +235,68 @@ impl ServerHandler for McpHandler {
         let call = ToolCall::new(format!("mcp-{}", context.id), request.name, input);
         let batch = BatchRequest::from_calls(vec![call], None)
             .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-        let outcome = self
-            .service
-            .execute_batch(&session, batch)
-            .await
-            .map_err(rpc_error)?;
-        let Some(result) = outcome.results.first() else {
+        let result = match context.meta.get_progress_token() {
+            None => self
+                .service
+                .execute_batch(&session, batch)
+                .await
+                .map_err(rpc_error)?
+                .results
+                .first()
+                .cloned(),
+            Some(token) => {
+                self.call_with_progress(&session, batch, token, &context)
+                    .await?
+            }
+        };
+        let Some(result) = result else {
             return Err(ErrorData::internal_error(
                 "the batch returned no result",
                 None,
             ));
         };
-        call_result(result).map(CallToolResponse::from)
+        call_result(&result).map(CallToolResponse::from)
+    }
+}
+
+impl McpHandler {
+    /// Runs a one-call batch as a stream with its progress, sending each report as
+    /// `notifications/progress` for `token` before the result comes back. `progress` is the
+    /// count of reports so far (it must increase; a call's total is not known), `message` the
+    /// report's JSON text.
+    async fn call_with_progress(
+        &self,
+        session: &str,
+        batch: BatchRequest,
+        token: ProgressToken,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<ToolResult>, ErrorData> {
+        let mut stream = self
+            .service
+            .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
+            .await
+            .map_err(rpc_error)?;
+        let mut reports: u32 = 0;
+        while let Some(item) = stream.items.recv().await {
+            match item {
+                BatchItem::Progress(update) => {
+                    reports += 1;
+                    let notification =
+                        ProgressNotificationParam::new(token.clone(), reports.into())
+                            .with_message(update.data.to_string());
+                    // A client that went away misses its progress; the call runs on and is
+                    // recorded, as any streamed batch's.
+                    if let Err(err) = context.peer.notify_progress(notification).await {
+                        tracing::debug!(%err, "an MCP progress notification was not sent");
+                    }
+                }
+                // The batch holds this one call: its result is the answer.
+                BatchItem::Result(result) => return Ok(Some(result)),
+                // Only asked for with `StreamDetail::Events`.
+                BatchItem::Event(_) => {}
+            }
+        }
+        Ok(None)
     }
 }
 

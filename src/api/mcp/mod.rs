@@ -60,8 +60,12 @@
 //!
 //! Over stdio (`toold mcp`), `stdio` serves the same handler bound to one session.
 //!
-//! Not here yet: progress, cancellation, elicitation, prompts and
-//! `list_changed`.
+//! - **Progress.** rmcp moves a request's `_meta` into its context (`context.meta`, where the
+//!   `progressToken` is read) and routes a `notifications/progress` carrying that token to the
+//!   request's own answer: the legacy session's SSE stream for the request
+//!   (`LocalSessionManager` maps the token to it), the stateless request's stream in 2026.
+//!
+//! Not here yet: cancellation, elicitation, prompts and `list_changed`.
 
 mod handler;
 mod results;

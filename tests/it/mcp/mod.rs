@@ -10,6 +10,7 @@
 
 mod bad_input;
 mod legacy;
+mod progress;
 mod results;
 mod settings;
 mod stateless;
@@ -24,11 +25,14 @@ pub const LEGACY: &str = "2025-11-25";
 pub const STATELESS: &str = "2026-07-28";
 
 /// An answer: status, headers, and the JSON-RPC message (from a JSON body or the SSE event
-/// carrying it); `Null` when neither held one, `text` is the raw body then.
+/// carrying it); `Null` when neither held one, `text` is the raw body then. `messages` holds
+/// every JSON-RPC message of the answer in order (notifications before the response on an
+/// SSE stream).
 pub struct McpReply {
     pub status: StatusCode,
     pub headers: reqwest::header::HeaderMap,
     pub message: Value,
+    pub messages: Vec<Value>,
     pub text: String,
 }
 
@@ -41,6 +45,14 @@ impl McpReply {
             self.text
         );
         &self.message["result"]
+    }
+
+    /// The notifications of the answer named `method`, in the order they came.
+    pub fn notifications(&self, method: &str) -> Vec<&Value> {
+        self.messages
+            .iter()
+            .filter(|message| message.get("id").is_none() && message["method"] == method)
+            .collect()
     }
 
     /// The text of a `tools/call` result's first content block.
@@ -113,6 +125,7 @@ impl<'t> McpClient<'t> {
             status,
             headers,
             message: jsonrpc_message(&text),
+            messages: jsonrpc_messages(&text),
             text,
         }
     }
@@ -158,11 +171,14 @@ impl<'t> McpClient<'t> {
     /// A self-contained 2026-07-28 request; `name` is the tool name for `Mcp-Name`.
     pub async fn stateless(&mut self, method: &str, params: Value, name: Option<&str>) -> McpReply {
         let mut params = params;
+        // Added to whatever `_meta` the params already carry (a `progressToken`).
+        let meta = params["_meta"].as_object().cloned().unwrap_or_default();
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": STATELESS,
             "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": {"name": "toold-tests", "version": "1"},
         });
+        params["_meta"].as_object_mut().unwrap().extend(meta);
         let body = self.request(method, params);
         let mut headers = vec![("mcp-protocol-version", STATELESS), ("mcp-method", method)];
         if let Some(name) = name {
@@ -174,6 +190,22 @@ impl<'t> McpClient<'t> {
     /// `tools/call` in whichever era the client speaks (legacy once initialized).
     pub async fn call_tool(&mut self, name: &str, arguments: Value) -> McpReply {
         let params = json!({"name": name, "arguments": arguments});
+        self.call_tool_with(name, params).await
+    }
+
+    /// `tools/call` asking for progress under `token` (`_meta.progressToken`).
+    pub async fn call_tool_with_progress(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        token: Value,
+    ) -> McpReply {
+        let params = json!({"name": name, "arguments": arguments,
+                            "_meta": {"progressToken": token}});
+        self.call_tool_with(name, params).await
+    }
+
+    async fn call_tool_with(&mut self, name: &str, params: Value) -> McpReply {
         if self.session.is_some() {
             self.legacy("tools/call", params).await
         } else {
@@ -192,6 +224,17 @@ fn jsonrpc_message(text: &str) -> Value {
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
         .find(|message| message.get("id").is_some())
         .unwrap_or(Value::Null)
+}
+
+/// Every JSON-RPC message in a body: the body itself, or each SSE `data:` event in order.
+fn jsonrpc_messages(text: &str) -> Vec<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return vec![value];
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .collect()
 }
 
 /// The tool names of a `tools/list` result.

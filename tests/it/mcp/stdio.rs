@@ -1,7 +1,8 @@
 //! `toold mcp` over stdio, the real binary: newline-delimited JSON-RPC on its stdin and
 //! stdout, one session created at start (from the flags) and closed when stdin ends, every
 //! call through the one pipeline (the audit rows in the SQLite store show it), bad input
-//! answered or dropped without ending the connection, and nothing on stdout but the protocol.
+//! answered or dropped without ending the connection, progress notifications before a result
+//! when the call asks for them, and nothing on stdout but the protocol.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -101,14 +102,24 @@ impl StdioMcp {
 
     /// Sends a request and returns its answer (the first message with its id).
     fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_with_notifications(method, params).1
+    }
+
+    /// Sends a request and returns the notifications that came before its answer, and the
+    /// answer.
+    fn request_with_notifications(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_line(&request.to_string());
+        let mut notifications = Vec::new();
         loop {
             let message = self.next_message();
             if message["id"] == id {
-                return message;
+                return (notifications, message);
+            }
+            if message.get("id").is_none() {
+                notifications.push(message);
             }
         }
     }
@@ -269,6 +280,36 @@ fn one_session_over_stdio_from_initialize_to_eof() {
         .map(|(_, name)| name.as_str())
         .collect();
     assert!(tools.starts_with(&["write_file", "read_file"]), "{calls:?}");
+}
+
+#[test]
+fn a_call_with_a_progress_token_gets_its_progress_over_stdio() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mcp = StdioMcp::start(dir.path(), "workspace_write");
+    mcp.initialize();
+    let arguments = json!({"command": "sleep 0.2; echo done"});
+    let (notifications, answer) = mcp.request_with_notifications(
+        "tools/call",
+        json!({"name": "bash", "arguments": arguments, "_meta": {"progressToken": "stdio-1"}}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let progress: Vec<&Value> = notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert!(!progress.is_empty(), "{notifications:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "stdio-1");
+    assert_eq!(progress[0]["params"]["progress"].as_f64(), Some(1.0));
+
+    let (notifications, answer) = mcp.request_with_notifications(
+        "tools/call",
+        json!({"name": "bash", "arguments": arguments}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(notifications.is_empty(), "{notifications:?}");
+    let (status, lines, stderr) = mcp.end();
+    assert!(status.success(), "{status}: {stderr}");
+    assert_only_protocol(&lines);
 }
 
 #[test]
