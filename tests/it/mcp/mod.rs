@@ -10,6 +10,7 @@
 
 mod bad_input;
 mod legacy;
+mod pipeline;
 mod results;
 mod settings;
 mod stateless;
