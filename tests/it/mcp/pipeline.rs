@@ -2,7 +2,7 @@
 //! `/v1/sessions/{id}/mcp`, in both eras, a rule denies it, a pre-tool-use command hook blocks
 //! it, and an `ask` rule holds it until a person allows it over HTTP (`GET …/approvals`,
 //! `POST …/approvals/{approval_id}`). Each call is then in `GET /v1/sessions/{id}/calls` with
-//! who decided. (The event stream part of issue 17's item is not covered here yet.)
+//! who decided, and on the session's event stream (`Last-Event-ID: 0`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,4 +139,59 @@ async fn rules_hooks_and_approvals_decide_mcp_calls_and_the_audit_says_who() {
     assert_eq!(decided_by["approver"], "http");
     assert_eq!(decided_by["approval_id"], approval_id.as_str());
     assert_eq!(decided_by["asked_by"]["rule"], "bash(echo:*)");
+
+    // The event stream replays each call's batch: queued, its decision, and the ask.
+    let mut stream = toold
+        .sse(&format!("/v1/sessions/{id}/events"), None, Some(0))
+        .await;
+    let mut batches: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let enough = |batches: &std::collections::BTreeMap<String, Vec<String>>| {
+        let decided = batches
+            .values()
+            .filter(|events| events.iter().any(|e| e == "permission:decision"))
+            .count();
+        decided >= 2
+            && batches.len() >= 3
+            && batches.values().flatten().any(|e| e == "permission:ask")
+            && batches.values().flatten().any(|e| e == "tool:post")
+    };
+    while !enough(&batches) {
+        let frame = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("events so far: {batches:?}"))
+            .expect("the event stream stays open");
+        if let Some(batch) = frame.data["batch_id"].as_str() {
+            batches
+                .entry(batch.to_owned())
+                .or_default()
+                .push(frame.event);
+        }
+    }
+    // The hook-blocked call has no `permission:decision` event (the mode allowed it, then the
+    // hook refused it): it is queued, pre, then `tool:error`.
+    for (audited, decision) in [(denied_row, true), (blocked_row, false), (asked_row, true)] {
+        let events = &batches[audited["batch_id"].as_str().unwrap()];
+        assert!(events.iter().any(|e| e == "tool:queued"), "{events:?}");
+        assert!(events.iter().any(|e| e == "tool:pre"), "{events:?}");
+        let decided = events.iter().any(|e| e == "permission:decision");
+        assert_eq!(decided, decision, "{events:?}");
+    }
+    let blocked_events = &batches[blocked_row["batch_id"].as_str().unwrap()];
+    assert!(
+        blocked_events.iter().any(|e| e == "tool:error"),
+        "{blocked_events:?}"
+    );
+    let asked_events = &batches[asked_row["batch_id"].as_str().unwrap()];
+    assert!(
+        asked_events.iter().any(|e| e == "permission:ask"),
+        "{asked_events:?}"
+    );
+    assert!(
+        asked_events.iter().any(|e| e == "tool:pre"),
+        "{asked_events:?}"
+    );
+    assert!(
+        asked_events.iter().any(|e| e == "tool:post"),
+        "{asked_events:?}"
+    );
 }
