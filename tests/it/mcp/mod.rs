@@ -10,6 +10,7 @@
 
 mod bad_input;
 mod legacy;
+mod pipeline;
 mod progress;
 mod results;
 mod settings;
