@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::{LEGACY, McpClient, audit_rows, tool_names};
+use super::{LEGACY, McpClient, McpReply, audit_rows, tool_names};
 use crate::http::harness::Toold;
 
 #[tokio::test]
@@ -68,14 +68,7 @@ async fn a_legacy_session_lists_and_calls_tools_in_a_session_of_its_own() {
     assert_eq!(tools, ["bash", "read_file"], "{rows:?}");
 
     // Ending the MCP session closes its toold session.
-    let ended = toold
-        .client
-        .delete(format!("{}/mcp", toold.base))
-        .header(
-            "mcp-session-id",
-            init.headers["mcp-session-id"].to_str().unwrap(),
-        )
-        .header("mcp-protocol-version", LEGACY)
+    let ended = in_session(&toold, reqwest::Method::DELETE, &init)
         .send()
         .await
         .unwrap();
@@ -121,15 +114,8 @@ async fn an_open_legacy_stream_ends_with_the_daemon_and_does_not_hold_its_drain(
     let toold = Toold::start();
     let mut mcp = McpClient::new(&toold, "/mcp");
     let init = mcp.initialize().await;
-    let stream = toold
-        .client
-        .get(format!("{}/mcp", toold.base))
+    let stream = in_session(&toold, reqwest::Method::GET, &init)
         .header("accept", "text/event-stream")
-        .header(
-            "mcp-session-id",
-            init.headers["mcp-session-id"].to_str().unwrap(),
-        )
-        .header("mcp-protocol-version", LEGACY)
         .send()
         .await
         .unwrap();
@@ -146,4 +132,16 @@ async fn an_open_legacy_stream_ends_with_the_daemon_and_does_not_hold_its_drain(
         started.elapsed()
     );
     drop(stream);
+}
+
+/// A bare `method` request to `/mcp` in the legacy session `init` opened.
+fn in_session(toold: &Toold, method: reqwest::Method, init: &McpReply) -> reqwest::RequestBuilder {
+    toold
+        .client
+        .request(method, format!("{}/mcp", toold.base))
+        .header(
+            "mcp-session-id",
+            init.headers["mcp-session-id"].to_str().unwrap(),
+        )
+        .header("mcp-protocol-version", LEGACY)
 }
