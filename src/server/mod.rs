@@ -495,6 +495,7 @@ fn build_service(
             allowed_roots: settings.server.allowed_roots.clone(),
             permissions: settings.permissions.clone(),
             home,
+            skill_directories: settings.skills.directories.clone(),
         },
     )))
 }

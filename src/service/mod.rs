@@ -40,7 +40,7 @@ use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, Store, StoreApprovals};
-use crate::tools::BackgroundShells;
+use crate::tools::{BackgroundShells, SkillSummary, skill_catalog};
 use tokio_util::sync::CancellationToken;
 
 /// What the service needs to know about where it runs.
@@ -56,7 +56,12 @@ pub struct ServiceSettings {
     pub permissions: PermissionSettings,
     /// What `~/` means in path rules: the daemon's home directory.
     pub home: Option<PathBuf>,
+    /// Where the `skill` tool finds skills (`[skills] directories`), listed by [`ToolService::skills`].
+    pub skill_directories: Vec<PathBuf>,
 }
+
+/// The tool whose skills [`ToolService::skills`] lists.
+pub const SKILL_TOOL: &str = "skill";
 
 /// A session the daemon is running.
 pub struct LiveSession {
@@ -226,6 +231,34 @@ impl ToolService {
                 })?;
         let session = self.session(session_id)?;
         Ok(definitions(&self.pool(&session), format))
+    }
+
+    /// Sees a number change each time the tools `session_id` offers may have changed (a
+    /// deferred tool loaded); it closes when the session ends.
+    pub fn watch_tool_list(
+        &self,
+        session_id: &str,
+    ) -> Result<tokio::sync::watch::Receiver<u64>, ServiceError> {
+        Ok(self.session(session_id)?.state.watch_loaded_tools())
+    }
+
+    /// Whether the daemon has skill directories: the MCP door then offers prompts.
+    pub fn skills_configured(&self) -> bool {
+        !self.settings.skill_directories.is_empty()
+    }
+
+    /// The skills `session_id` can load, sorted by name: none unless its pool offers the
+    /// `skill` tool (the MCP door lists them as prompts and gets one by calling that tool).
+    pub async fn skills(&self, session_id: &str) -> Result<Vec<SkillSummary>, ServiceError> {
+        let session = self.session(session_id)?;
+        let offered = self.pool(&session).resolve(SKILL_TOOL).is_ok();
+        if !offered || self.settings.skill_directories.is_empty() {
+            return Ok(Vec::new());
+        }
+        let directories = self.settings.skill_directories.clone();
+        tokio::task::spawn_blocking(move || skill_catalog(&directories))
+            .await
+            .map_err(|err| ServiceError::internal(format!("listing the skills failed: {err}")))
     }
 
     /// Every built-in tool with all its metadata (`GET /v1/tools`).

@@ -109,6 +109,8 @@ pub struct SessionState {
     closed: CancellationToken,
     /// The working directory with its symlinks resolved, worked out on first use.
     real_working_directory: OnceLock<PathBuf>,
+    /// Carries `loaded_tools_version` to those watching the session's offered tools change.
+    loaded_tools_watch: tokio::sync::watch::Sender<u64>,
 }
 
 impl SessionState {
@@ -120,6 +122,7 @@ impl SessionState {
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
             real_working_directory: OnceLock::new(),
+            loaded_tools_watch: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -216,6 +219,12 @@ impl SessionState {
         self.state().loaded_tools_version
     }
 
+    /// Sees [`SessionState::loaded_tools_version`] each time it changes (the pool a session
+    /// offers changes with it); it closes when the session is dropped.
+    pub fn watch_loaded_tools(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.loaded_tools_watch.subscribe()
+    }
+
     /// The loaded tools and their [`SessionState::loaded_tools_version`], read together.
     pub fn versioned_loaded_tools(&self) -> (u64, BTreeSet<String>) {
         let state = self.state();
@@ -306,6 +315,7 @@ impl SessionState {
             return;
         }
         let mut state = self.state();
+        let version = state.loaded_tools_version;
         for update in updates {
             match update {
                 ContextUpdate::FileState(entry) => {
@@ -324,6 +334,10 @@ impl SessionState {
                     state.runtime_settings.insert(key, value);
                 }
             }
+        }
+        if state.loaded_tools_version != version {
+            self.loaded_tools_watch
+                .send_replace(state.loaded_tools_version);
         }
     }
 }
@@ -442,11 +456,18 @@ mod tests {
             names: names.iter().map(|name| (*name).to_owned()).collect(),
         };
         let initial = session.loaded_tools_version();
+        let mut watch = session.watch_loaded_tools();
         session.apply(&[load(&[])]);
         assert_eq!(session.loaded_tools_version(), initial);
+        assert!(
+            !watch.has_changed().unwrap(),
+            "nothing loaded, nothing seen"
+        );
         session.apply(&[load(&["t"])]);
         let (after_t, loaded) = session.versioned_loaded_tools();
         assert!(after_t > initial && loaded.contains("t"));
+        assert!(watch.has_changed().unwrap());
+        assert_eq!(*watch.borrow_and_update(), after_t);
         session.apply(&[
             load(&["t"]),
             ContextUpdate::Todos {
@@ -458,6 +479,7 @@ mod tests {
             after_t,
             "a repeat loads nothing new"
         );
+        assert!(!watch.has_changed().unwrap(), "a repeat is not a change");
         session.apply(&[load(&["t", "u"])]);
         assert!(session.loaded_tools_version() > after_t);
     }

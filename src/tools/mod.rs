@@ -23,8 +23,8 @@ use crate::dispatch::ResultStore;
 use crate::registry::{RegistryError, ToolRegistry};
 pub use files::{EditFile, NotebookEdit, ReadFile, TextEditor, WriteFile};
 pub use misc::{
-    AddressPolicy, BlockedAddress, RUNTIME_SETTINGS, RuntimeSettingSpec, WebFetchTool,
-    runtime_setting_u64,
+    AddressPolicy, BlockedAddress, RUNTIME_SETTINGS, RuntimeSettingSpec, SkillSummary,
+    WebFetchTool, runtime_setting_u64, skill_catalog,
 };
 pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};

@@ -117,6 +117,7 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
             allowed_roots: vec![dir.path().to_path_buf()],
             permissions: PermissionSettings::default(),
             home: None,
+            skill_directories: Vec::new(),
         },
     ));
     let request: CreateSessionRequest =

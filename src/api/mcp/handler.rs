@@ -18,15 +18,17 @@ use std::sync::{Arc, OnceLock};
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use super::{McpBinding, results};
+use super::{McpBinding, list_changed, prompts, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
 use crate::service::{
@@ -50,6 +52,9 @@ pub struct McpHandler {
 struct LegacySession {
     service: Arc<ToolService>,
     bound: OnceLock<Bound>,
+    /// Fires when the MCP session ends (its handler is dropped): what was started for it
+    /// (the `list_changed` announcer) stops.
+    ended: CancellationToken,
 }
 
 enum Bound {
@@ -68,6 +73,7 @@ enum Bound {
 
 impl Drop for LegacySession {
     fn drop(&mut self) {
+        self.ended.cancel();
         let Some(Bound::Own(id)) = self.bound.take() else {
             return;
         };
@@ -90,6 +96,7 @@ impl McpHandler {
             legacy: Arc::new(LegacySession {
                 service: service.clone(),
                 bound: OnceLock::new(),
+                ended: CancellationToken::new(),
             }),
             service,
             template,
@@ -158,10 +165,15 @@ impl McpHandler {
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
-            .enable_resources()
-            .build();
+            .enable_tool_list_changed()
+            .enable_resources();
+        let capabilities = if self.service.skills_configured() {
+            builder.enable_prompts().build()
+        } else {
+            builder.build()
+        };
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("toold", env!("CARGO_PKG_VERSION")))
     }
@@ -181,6 +193,53 @@ impl ServerHandler for McpHandler {
         }
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(Bound::Own(id) | Bound::Existing(id) | Bound::Connection(id)) =
+            self.legacy.bound.get()
+        {
+            list_changed::announce_to_peer(
+                &self.service,
+                id,
+                context.peer,
+                self.legacy.ended.clone(),
+            );
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(list_changed::accepted_filter())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let session = self.session_for(subscription.request_context()).await?;
+        list_changed::listen(&self.service, &session, subscription).await;
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let session = self.session_for(&context).await?;
+        prompts::list(&self.service, &session).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let session = self.session_for(&context).await?;
+        let call_id = format!("mcp-prompt-{}", context.id);
+        prompts::get(&self.service, &session, call_id, request)
+            .await
+            .map(GetPromptResponse::from)
     }
 
     async fn list_tools(
@@ -360,7 +419,7 @@ fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
 
 /// A service error as a JSON-RPC error: a request the service refused is invalid params,
 /// anything else an internal error; the message is the service's.
-fn rpc_error(err: ServiceError) -> ErrorData {
+pub(super) fn rpc_error(err: ServiceError) -> ErrorData {
     match err.code {
         ErrorCode::InvalidRequest | ErrorCode::NotFound | ErrorCode::Conflict => {
             ErrorData::invalid_params(err.message, None)

@@ -65,9 +65,13 @@
 //!   request's own answer: the legacy session's SSE stream for the request
 //!   (`LocalSessionManager` maps the token to it), the stateless request's stream in 2026.
 //!
-//! Not here yet: cancellation, elicitation, prompts and `list_changed`.
+//! Skills are served as prompts (`prompts`), pool changes announced (`list_changed`).
+//!
+//! Not here yet: cancellation and elicitation.
 
 mod handler;
+mod list_changed;
+mod prompts;
 mod results;
 mod stdio;
 

@@ -24,6 +24,7 @@ use crate::tool::Tool;
 use crate::tools::input::{optional_whole_number, string_field};
 
 pub use config::{RUNTIME_SETTINGS, RuntimeSettingSpec, runtime_setting_u64};
+pub use skill::{SkillSummary, skill_catalog};
 pub use web_fetch::{AddressPolicy, BlockedAddress, WebFetchTool};
 
 /// Registers every tool of this family.

@@ -35,6 +35,26 @@ struct SkillEntry {
     file: PathBuf,
 }
 
+/// A skill as clients outside the model see it (the MCP door lists skills as prompts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkillSummary {
+    pub name: String,
+    /// From its front matter; empty without one.
+    pub description: String,
+}
+
+/// The skills the `skill` tool would find in `directories` now, sorted by name, the first
+/// directory listing a name winning (blocking: it reads each `SKILL.md`'s front matter).
+pub fn skill_catalog(directories: &[PathBuf]) -> Vec<SkillSummary> {
+    scan(directories)
+        .into_iter()
+        .map(|skill| SkillSummary {
+            name: skill.name,
+            description: skill.description,
+        })
+        .collect()
+}
+
 /// The `skill` tool.
 pub struct SkillTool {
     spec: ToolSpec,

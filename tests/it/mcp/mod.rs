@@ -10,8 +10,10 @@
 
 mod bad_input;
 mod legacy;
+mod list_changed;
 mod pipeline;
 mod progress;
+mod prompts;
 mod results;
 mod settings;
 mod stateless;

@@ -101,6 +101,7 @@ impl Daemon {
                 allowed_roots: vec![allowed.clone()],
                 permissions: PermissionSettings::default(),
                 home: None,
+                skill_directories: Vec::new(),
             },
         ));
         service.restore_sessions().await.expect("sessions restore");

@@ -2,6 +2,6 @@
 //! idempotent retries, interrupts, closing, restarts, the audit log and offloaded results.
 
 mod batches;
-mod harness;
+pub mod harness;
 mod offload;
 mod sessions;
