@@ -17,15 +17,20 @@ use std::sync::{Arc, OnceLock};
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ContentBlock, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, Prompt,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 
+#[cfg(feature = "mcp-conformance-fixtures")]
+use super::fixtures;
 use super::{McpBinding, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
@@ -43,6 +48,9 @@ pub struct McpHandler {
     service: Arc<ToolService>,
     template: Arc<CreateSessionRequest>,
     legacy: Arc<LegacySession>,
+    /// The conformance fixtures' state for this handler's MCP session.
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    fixtures: fixtures::FixtureSession,
 }
 
 /// The toold session a legacy MCP session was bound to at `initialize`. An MCP session lives
@@ -93,6 +101,8 @@ impl McpHandler {
             }),
             service,
             template,
+            #[cfg(feature = "mcp-conformance-fixtures")]
+            fixtures: fixtures::FixtureSession::default(),
         }
     }
 
@@ -161,6 +171,8 @@ impl ServerHandler for McpHandler {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
+            .enable_prompts()
+            .enable_completions()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("toold", env!("CARGO_PKG_VERSION")))
@@ -180,7 +192,10 @@ impl ServerHandler for McpHandler {
             self.bind(path).await?;
         }
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request)?;
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        let result = fixtures::extend_initialize(result);
+        Ok(result)
     }
 
     async fn list_tools(
@@ -193,16 +208,28 @@ impl ServerHandler for McpHandler {
             .service
             .list_tools(&session, "mcp")
             .map_err(rpc_error)?;
-        let cursor = request.and_then(|r| r.cursor);
-        let page = ToolsPage::at(cursor.as_deref(), definitions.len())?;
-        let tools = definitions[page.start..page.end]
+        #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
+        let mut tools = definitions
             .iter()
             .map(|definition| serde_json::from_value::<Tool>(definition.clone()))
             .collect::<Result<Vec<Tool>, _>>()
             .map_err(|err| ErrorData::internal_error(format!("a tool definition: {err}"), None))?;
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        tools.extend(fixtures::tools(&context)?);
+        let cursor = request.and_then(|r| r.cursor);
+        let page = ToolsPage::at(cursor.as_deref(), tools.len())?;
+        let tools = tools.drain(page.start..page.end).collect();
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = page.next_cursor;
         Ok(result)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(resources()?))
     }
 
     async fn list_resource_templates(
@@ -210,9 +237,9 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            results::template(),
-        ]))
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resource_templates()?,
+        ))
     }
 
     async fn read_resource(
@@ -220,9 +247,96 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        if let Some(answer) = fixtures::read_resource(&request.uri) {
+            return answer;
+        }
         results::read(&self.service, &request.uri)
             .await
             .map(ReadResourceResponse::from)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(prompts(&context)?))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_variables))]
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        if let Some(answer) = fixtures::get_prompt(&request, &context) {
+            return answer;
+        }
+        Err(ErrorData::invalid_params(
+            format!("unknown prompt \"{}\"", request.name),
+            None,
+        ))
+    }
+
+    /// No prompt argument or template variable the door serves has a closed set of values,
+    /// so a completion of a known one is empty; an unknown reference is invalid params.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let known = match &request.r#ref {
+            Reference::Prompt(prompt) => prompts(&context)?.iter().any(|p| p.name == prompt.name),
+            Reference::Resource(template) => resource_templates()?
+                .iter()
+                .any(|t| t.uri_template == template.uri),
+            // A kind of reference newer than this door.
+            _ => false,
+        };
+        if !known {
+            let reference = serde_json::to_string(&request.r#ref).unwrap_or_default();
+            return Err(ErrorData::invalid_params(
+                format!("unknown completion reference {reference}"),
+                None,
+            ));
+        }
+        Ok(CompleteResult::new(CompletionInfo::default()))
+    }
+
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    #[expect(
+        deprecated,
+        reason = "logging/setLevel is the 2025 era's, which this door serves"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        fixtures::set_level(&self.fixtures, &request);
+        Ok(())
+    }
+
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        fixtures::subscribe(&self.fixtures, &request);
+        Ok(())
+    }
+
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        fixtures::unsubscribe(&self.fixtures, &request);
+        Ok(())
     }
 
     async fn call_tool(
@@ -230,6 +344,10 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        if let Some(answer) = fixtures::call_tool(&self.fixtures, &request, &context).await {
+            return answer;
+        }
         let session = self.session_for(&context).await?;
         let input = Value::Object(request.arguments.unwrap_or_default());
         let call = ToolCall::new(format!("mcp-{}", context.id), request.name, input);
@@ -298,6 +416,37 @@ impl McpHandler {
         }
         Ok(None)
     }
+}
+
+/// The prompts the door serves: none of toold's own yet, and the conformance fixtures'.
+fn prompts(
+    #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_variables))]
+    context: &RequestContext<RoleServer>,
+) -> Result<Vec<Prompt>, ErrorData> {
+    #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
+    let mut prompts = Vec::new();
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    prompts.extend(fixtures::prompts(context)?);
+    Ok(prompts)
+}
+
+/// The resources listed: offloaded outputs are not (a client learns of one from its call),
+/// the conformance fixtures' are.
+fn resources() -> Result<Vec<Resource>, ErrorData> {
+    #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
+    let mut resources = Vec::new();
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    resources.extend(fixtures::resources()?);
+    Ok(resources)
+}
+
+/// The offloaded-output template, and the conformance fixtures'.
+fn resource_templates() -> Result<Vec<ResourceTemplate>, ErrorData> {
+    #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
+    let mut templates = vec![results::template()];
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    templates.extend(fixtures::resource_templates()?);
+    Ok(templates)
 }
 
 /// The tools a `tools/list` page holds: the cursor is the index of its first tool (opaque to

@@ -67,6 +67,8 @@
 //!
 //! Not here yet: cancellation, elicitation, prompts and `list_changed`.
 
+#[cfg(feature = "mcp-conformance-fixtures")]
+mod fixtures;
 mod handler;
 mod results;
 mod stdio;
@@ -145,6 +147,8 @@ type HttpService = StreamableHttpService<McpHandler, LocalSessionManager>;
 
 /// The MCP routes, to be merged into the HTTP door's router inside its layers.
 pub fn routes(service: Arc<ToolService>, settings: &McpDoorSettings) -> Router {
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    fixtures::log_startup_notice();
     let template = Arc::new(settings.session_template.clone());
     let factory_service = service.clone();
     let config = StreamableHttpServerConfig::default()
