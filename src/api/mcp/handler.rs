@@ -208,7 +208,6 @@ impl ServerHandler for McpHandler {
             .service
             .list_tools(&session, "mcp")
             .map_err(rpc_error)?;
-        #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
         let mut tools = definitions
             .iter()
             .map(|definition| serde_json::from_value::<Tool>(definition.clone()))

@@ -65,7 +65,14 @@
 //!   request's own answer: the legacy session's SSE stream for the request
 //!   (`LocalSessionManager` maps the token to it), the stateless request's stream in 2026.
 //!
-//! Not here yet: cancellation, elicitation, prompts and `list_changed`.
+//! - **Prompts, completion, resources.** `prompts/list` and `completion/complete` are served
+//!   (toold has no prompts of its own yet; a completion of a known reference is empty),
+//!   `resources/list` lists nothing (offloaded outputs are found through their calls), and a
+//!   resource-not-found error carries `data.uri` (SEP-2164). With the feature
+//!   `mcp-conformance-fixtures`, `fixtures` adds the official conformance suite's tools,
+//!   resources and prompts (`tests/mcp-conformance/`).
+//!
+//! Not here yet: cancellation, elicitation for approvals and `list_changed`.
 
 #[cfg(feature = "mcp-conformance-fixtures")]
 mod fixtures;
