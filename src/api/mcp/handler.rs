@@ -17,17 +17,21 @@ use std::sync::{Arc, OnceLock};
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ContentBlock, ErrorData, GetPromptRequestMethod, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    Prompt, ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "mcp-conformance-fixtures")]
+use super::fixtures;
 use super::{McpBinding, list_changed, prompts, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
@@ -45,6 +49,9 @@ pub struct McpHandler {
     service: Arc<ToolService>,
     template: Arc<CreateSessionRequest>,
     legacy: Arc<LegacySession>,
+    /// The conformance fixtures' state for this handler's MCP session.
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    fixtures: fixtures::FixtureSession,
 }
 
 /// The toold session a legacy MCP session was bound to at `initialize`. An MCP session lives
@@ -100,6 +107,8 @@ impl McpHandler {
             }),
             service,
             template,
+            #[cfg(feature = "mcp-conformance-fixtures")]
+            fixtures: fixtures::FixtureSession::default(),
         }
     }
 
@@ -168,8 +177,9 @@ impl ServerHandler for McpHandler {
         let builder = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
-            .enable_resources();
-        let capabilities = if self.service.skills_configured() {
+            .enable_resources()
+            .enable_completions();
+        let capabilities = if self.offers_prompts() {
             builder.enable_prompts().build()
         } else {
             builder.build()
@@ -192,7 +202,10 @@ impl ServerHandler for McpHandler {
             self.bind(path).await?;
         }
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request)?;
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        let result = fixtures::extend_initialize(result);
+        Ok(result)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -221,27 +234,6 @@ impl ServerHandler for McpHandler {
         Ok(())
     }
 
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        let session = self.session_for(&context).await?;
-        prompts::list(&self.service, &session).await
-    }
-
-    async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, ErrorData> {
-        let session = self.session_for(&context).await?;
-        let call_id = format!("mcp-prompt-{}", context.id);
-        prompts::get(&self.service, &session, call_id, request)
-            .await
-            .map(GetPromptResponse::from)
-    }
-
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -252,16 +244,27 @@ impl ServerHandler for McpHandler {
             .service
             .list_tools(&session, "mcp")
             .map_err(rpc_error)?;
-        let cursor = request.and_then(|r| r.cursor);
-        let page = ToolsPage::at(cursor.as_deref(), definitions.len())?;
-        let tools = definitions[page.start..page.end]
+        let mut tools = definitions
             .iter()
             .map(|definition| serde_json::from_value::<Tool>(definition.clone()))
             .collect::<Result<Vec<Tool>, _>>()
             .map_err(|err| ErrorData::internal_error(format!("a tool definition: {err}"), None))?;
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        tools.extend(fixtures::tools(&context)?);
+        let cursor = request.and_then(|r| r.cursor);
+        let page = ToolsPage::at(cursor.as_deref(), tools.len())?;
+        let tools = tools.drain(page.start..page.end).collect();
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = page.next_cursor;
         Ok(result)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(resources()?))
     }
 
     async fn list_resource_templates(
@@ -269,9 +272,9 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            results::template(),
-        ]))
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resource_templates()?,
+        ))
     }
 
     async fn read_resource(
@@ -279,9 +282,110 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        if let Some(answer) = fixtures::read_resource(&request.uri) {
+            return answer;
+        }
         results::read(&self.service, &request.uri)
             .await
             .map(ReadResourceResponse::from)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if !self.offers_prompts() {
+            return Err(ErrorData::method_not_found::<ListPromptsRequestMethod>());
+        }
+        Ok(ListPromptsResult::with_all_items(
+            self.prompts(&context).await?,
+        ))
+    }
+
+    /// A fixture prompt, else a skill (through the `skill` tool); an unknown name is
+    /// invalid params.
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        if let Some(answer) = fixtures::get_prompt(&request, &context) {
+            return answer;
+        }
+        if !self.offers_prompts() {
+            return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
+        }
+        let session = self.session_for(&context).await?;
+        let call_id = format!("mcp-prompt-{}", context.id);
+        prompts::get(&self.service, &session, call_id, request)
+            .await
+            .map(GetPromptResponse::from)
+    }
+
+    /// No prompt argument or template variable the door serves has a closed set of values,
+    /// so a completion of a known one is empty; an unknown reference is invalid params.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let known = match &request.r#ref {
+            Reference::Prompt(prompt) => self
+                .prompts(&context)
+                .await?
+                .iter()
+                .any(|p| p.name == prompt.name),
+            Reference::Resource(template) => resource_templates()?
+                .iter()
+                .any(|t| t.uri_template == template.uri),
+            // A kind of reference newer than this door.
+            _ => false,
+        };
+        if !known {
+            let reference = serde_json::to_string(&request.r#ref).unwrap_or_default();
+            return Err(ErrorData::invalid_params(
+                format!("unknown completion reference {reference}"),
+                None,
+            ));
+        }
+        Ok(CompleteResult::new(CompletionInfo::default()))
+    }
+
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    #[expect(
+        deprecated,
+        reason = "logging/setLevel is the 2025 era's, which this door serves"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        fixtures::set_level(&self.fixtures, &request);
+        Ok(())
+    }
+
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        fixtures::subscribe(&self.fixtures, &request);
+        Ok(())
+    }
+
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        fixtures::unsubscribe(&self.fixtures, &request);
+        Ok(())
     }
 
     async fn call_tool(
@@ -289,6 +393,10 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        if let Some(answer) = fixtures::call_tool(&self.fixtures, &request, &context).await {
+            return answer;
+        }
         let session = self.session_for(&context).await?;
         let input = Value::Object(request.arguments.unwrap_or_default());
         let call = ToolCall::new(format!("mcp-{}", context.id), request.name, input);
@@ -357,6 +465,47 @@ impl McpHandler {
         }
         Ok(None)
     }
+}
+
+impl McpHandler {
+    /// Prompts are offered when skills are configured (and in a fixture build).
+    fn offers_prompts(&self) -> bool {
+        self.service.skills_configured() || cfg!(feature = "mcp-conformance-fixtures")
+    }
+
+    /// The prompts the door serves: the session's skills, and the conformance fixtures'.
+    async fn prompts(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Vec<Prompt>, ErrorData> {
+        let mut prompts = Vec::new();
+        if self.service.skills_configured() {
+            let session = self.session_for(context).await?;
+            prompts.extend(prompts::list(&self.service, &session).await?);
+        }
+        #[cfg(feature = "mcp-conformance-fixtures")]
+        prompts.extend(fixtures::prompts(context)?);
+        Ok(prompts)
+    }
+}
+
+/// The resources listed: offloaded outputs are not (a client learns of one from its call),
+/// the conformance fixtures' are.
+fn resources() -> Result<Vec<Resource>, ErrorData> {
+    #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
+    let mut resources = Vec::new();
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    resources.extend(fixtures::resources()?);
+    Ok(resources)
+}
+
+/// The offloaded-output template, and the conformance fixtures'.
+fn resource_templates() -> Result<Vec<ResourceTemplate>, ErrorData> {
+    #[cfg_attr(not(feature = "mcp-conformance-fixtures"), expect(unused_mut))]
+    let mut templates = vec![results::template()];
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    templates.extend(fixtures::resource_templates()?);
+    Ok(templates)
 }
 
 /// The tools a `tools/list` page holds: the cursor is the index of its first tool (opaque to

@@ -65,10 +65,18 @@
 //!   request's own answer: the legacy session's SSE stream for the request
 //!   (`LocalSessionManager` maps the token to it), the stateless request's stream in 2026.
 //!
-//! Skills are served as prompts (`prompts`), pool changes announced (`list_changed`).
+//! - **Prompts, completion, resources.** Skills are served as prompts when skills are
+//!   configured (`prompts`: got through the `skill` tool), `completion/complete` is served (a
+//!   completion of a known reference is empty), `resources/list` lists nothing (offloaded
+//!   outputs are found through their calls), and a resource-not-found error carries `data.uri`
+//!   (SEP-2164). With the feature `mcp-conformance-fixtures`, `fixtures` adds the official
+//!   conformance suite's tools, resources and prompts (`tests/mcp-conformance/`).
+//! - **Pool changes** are announced as `notifications/tools/list_changed` (`list_changed`).
 //!
-//! Not here yet: cancellation and elicitation.
+//! Not here yet: cancellation and elicitation for approvals.
 
+#[cfg(feature = "mcp-conformance-fixtures")]
+mod fixtures;
 mod handler;
 mod list_changed;
 mod prompts;
@@ -149,6 +157,8 @@ type HttpService = StreamableHttpService<McpHandler, LocalSessionManager>;
 
 /// The MCP routes, to be merged into the HTTP door's router inside its layers.
 pub fn routes(service: Arc<ToolService>, settings: &McpDoorSettings) -> Router {
+    #[cfg(feature = "mcp-conformance-fixtures")]
+    fixtures::log_startup_notice();
     let template = Arc::new(settings.session_template.clone());
     let factory_service = service.clone();
     let config = StreamableHttpServerConfig::default()

@@ -16,8 +16,7 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ErrorData, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResult,
-    ListPromptsRequestMethod, ListPromptsResult, Prompt, PromptArgument, PromptMessage, Role,
+    ErrorData, GetPromptRequestParams, GetPromptResult, Prompt, PromptArgument, PromptMessage, Role,
 };
 use serde_json::json;
 
@@ -29,20 +28,13 @@ use crate::tools::SkillSummary;
 /// The prompt argument passed to the skill as its `args`.
 const ARGS: &str = "args";
 
-/// `prompts/list`: the skills `session` can load.
-/// Without skill directories there are no prompts: the method is not found, as the
-/// capability is not offered.
-pub async fn list(service: &ToolService, session: &str) -> Result<ListPromptsResult, ErrorData> {
-    if !service.skills_configured() {
-        return Err(ErrorData::method_not_found::<ListPromptsRequestMethod>());
-    }
+/// The skills `session` can load, as prompts.
+pub async fn list(service: &ToolService, session: &str) -> Result<Vec<Prompt>, ErrorData> {
     let skills = service
         .skills(session)
         .await
         .map_err(super::handler::rpc_error)?;
-    Ok(ListPromptsResult::with_all_items(
-        skills.iter().map(prompt).collect(),
-    ))
+    Ok(skills.iter().map(prompt).collect())
 }
 
 fn prompt(skill: &SkillSummary) -> Prompt {
@@ -66,9 +58,6 @@ pub async fn get(
     call_id: String,
     request: GetPromptRequestParams,
 ) -> Result<GetPromptResult, ErrorData> {
-    if !service.skills_configured() {
-        return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
-    }
     let skills = service
         .skills(session)
         .await

@@ -58,7 +58,13 @@ struct ResultRange {
 
 impl ResultRange {
     fn parse(uri: &str) -> Result<ResultRange, ErrorData> {
-        let unknown = || ErrorData::resource_not_found(format!("unknown resource \"{uri}\""), None);
+        // `data.uri` names the resource, as SEP-2164 asks of a resource-not-found error.
+        let unknown = || {
+            ErrorData::resource_not_found(
+                format!("unknown resource \"{uri}\""),
+                Some(serde_json::json!({ "uri": uri })),
+            )
+        };
         let rest = uri.strip_prefix(SCHEME_AND_HOST).ok_or_else(unknown)?;
         let (result_id, query) = rest.split_once('?').unwrap_or((rest, ""));
         if result_id.is_empty() || result_id.contains('/') {
@@ -97,7 +103,9 @@ pub async fn read(service: &ToolService, uri: &str) -> Result<ReadResourceResult
     let page = service
         .read_result(&range.result_id, range.offset, range.limit)
         .await
-        .map_err(|err| ErrorData::resource_not_found(err.message, None))?;
+        .map_err(|err| {
+            ErrorData::resource_not_found(err.message, Some(serde_json::json!({ "uri": uri })))
+        })?;
     Ok(ReadResourceResult::new(vec![ResourceContents::text(
         page.content,
         uri,
