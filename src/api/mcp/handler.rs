@@ -43,6 +43,12 @@ pub struct McpHandler {
     service: Arc<ToolService>,
     template: Arc<CreateSessionRequest>,
     legacy: Arc<LegacySession>,
+    /// Put before each JSON-RPC id to make a call id: `mcp-{prefix}-{id}`. JSON-RPC ids are
+    /// unique only within one MCP session (a legacy session's handler) or one request (a
+    /// stateless one's), and clients count them from 1, so within a toold session that
+    /// several MCP sessions and requests share they repeat; the handler's own random prefix
+    /// keeps the audit log's call ids apart while still showing the client's id.
+    call_prefix: String,
 }
 
 /// The toold session a legacy MCP session was bound to at `initialize`. An MCP session lives
@@ -93,6 +99,7 @@ impl McpHandler {
             }),
             service,
             template,
+            call_prefix: call_prefix(),
         }
     }
 
@@ -232,7 +239,8 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let session = self.session_for(&context).await?;
         let input = Value::Object(request.arguments.unwrap_or_default());
-        let call = ToolCall::new(format!("mcp-{}", context.id), request.name, input);
+        let call_id = format!("mcp-{}-{}", self.call_prefix, context.id);
+        let call = ToolCall::new(call_id, request.name, input);
         let batch = BatchRequest::from_calls(vec![call], None)
             .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
         let result = match context.meta.get_progress_token() {
@@ -298,6 +306,12 @@ impl McpHandler {
         }
         Ok(None)
     }
+}
+
+/// 12 random hex digits (48 bits): the random tail of a v7 UUID, whose head is a timestamp.
+fn call_prefix() -> String {
+    let uuid = uuid::Uuid::now_v7().simple().to_string();
+    uuid[uuid.len() - 12..].to_owned()
 }
 
 /// The tools a `tools/list` page holds: the cursor is the index of its first tool (opaque to
