@@ -1,9 +1,9 @@
 //! [`McpHandler`], rmcp's `ServerHandler` for toold: `initialize` (a legacy MCP session on
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
-//! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_batch`];
-//! through [`ToolService::execute_stream`] with its progress when the request's `_meta` carries
-//! a `progressToken`, each report then a `notifications/progress` before the result; an
-//! offloaded output adds a `resource_link`) and the resources that read offloaded outputs
+//! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_stream`],
+//! so its batch id is known while it runs: with its progress when the request's `_meta`
+//! carries a `progressToken`, each report then a `notifications/progress` before the result;
+//! cancelled alone when rmcp cancels the request; an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
 //! back (`results`). Each request first finds its toold session: the one a stdio
 //! connection's handler was made for (`for_session`), the one its legacy MCP session was
 //! bound to at `initialize` (created then on `/mcp`, the named one on
@@ -19,7 +19,7 @@ use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -243,21 +243,7 @@ impl ServerHandler for McpHandler {
         let call = ToolCall::new(call_id, request.name, input);
         let batch = BatchRequest::from_calls(vec![call], None)
             .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-        let result = match context.meta.get_progress_token() {
-            None => self
-                .service
-                .execute_batch(&session, batch)
-                .await
-                .map_err(rpc_error)?
-                .results
-                .first()
-                .cloned(),
-            Some(token) => {
-                self.call_with_progress(&session, batch, token, &context)
-                    .await?
-            }
-        };
-        let Some(result) = result else {
+        let Some(result) = self.run_call(&session, batch, &context).await? else {
             return Err(ErrorData::internal_error(
                 "the batch returned no result",
                 None,
@@ -268,15 +254,17 @@ impl ServerHandler for McpHandler {
 }
 
 impl McpHandler {
-    /// Runs a one-call batch as a stream with its progress, sending each report as
-    /// `notifications/progress` for `token` before the result comes back. `progress` is the
-    /// count of reports so far (it must increase; a call's total is not known), `message` the
-    /// report's JSON text.
-    async fn call_with_progress(
+    /// Runs a one-call batch as a stream and answers with its result. With a `progressToken`
+    /// in the request's `_meta`, each progress report goes out first as
+    /// `notifications/progress` (`progress` the count of reports so far, which must increase
+    /// as a call's total is not known; `message` the report's JSON text). When rmcp cancels
+    /// the request (`notifications/cancelled` in the 2025 era, the client closing a 2026
+    /// request's connection) the batch is cancelled alone, as an interrupt would, with
+    /// `mcp_client` in its audit row; the result then says so.
+    async fn run_call(
         &self,
         session: &str,
         batch: BatchRequest,
-        token: ProgressToken,
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<ToolResult>, ErrorData> {
         let mut stream = self
@@ -284,10 +272,27 @@ impl McpHandler {
             .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
             .await
             .map_err(rpc_error)?;
+        let token = context.meta.get_progress_token();
         let mut reports: u32 = 0;
-        while let Some(item) = stream.items.recv().await {
+        let mut cancelled = false;
+        loop {
+            let item = tokio::select! {
+                item = stream.items.recv() => item,
+                () = context.ct.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    // A batch that ended meanwhile is not running: its result is on its way.
+                    if let Err(err) =
+                        self.service.cancel_batch(session, &stream.batch_id, MCP_CLIENT)
+                    {
+                        tracing::debug!(%err, "an MCP cancellation found no running call");
+                    }
+                    continue;
+                }
+            };
             match item {
-                BatchItem::Progress(update) => {
+                None => return Ok(None),
+                Some(BatchItem::Progress(update)) => {
+                    let Some(token) = &token else { continue };
                     reports += 1;
                     let notification =
                         ProgressNotificationParam::new(token.clone(), reports.into())
@@ -299,14 +304,16 @@ impl McpHandler {
                     }
                 }
                 // The batch holds this one call: its result is the answer.
-                BatchItem::Result(result) => return Ok(Some(result)),
+                Some(BatchItem::Result(result)) => return Ok(Some(result)),
                 // Only asked for with `StreamDetail::Events`.
-                BatchItem::Event(_) => {}
+                Some(BatchItem::Event(_)) => {}
             }
         }
-        Ok(None)
     }
 }
+
+/// Who the audit row of a call its MCP client cancelled names.
+const MCP_CLIENT: &str = "mcp_client";
 
 /// 12 random hex digits (48 bits): the random tail of a v7 UUID, whose head is a timestamp.
 fn call_prefix() -> String {

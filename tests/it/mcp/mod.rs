@@ -9,6 +9,7 @@
 //! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers on every request.
 
 mod bad_input;
+mod cancellation;
 mod legacy;
 mod pipeline;
 mod progress;
