@@ -26,6 +26,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 
+use super::elicitation::{ApprovalAsks, elicit_approval};
 use super::{McpBinding, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
@@ -34,6 +35,7 @@ use crate::service::{
     ToolService,
 };
 use crate::tool::{ErrorKind, ToolCall, ToolResult};
+use futures::future::BoxFuture;
 
 /// Tools per `tools/list` page; `nextCursor` leads to the next.
 const TOOLS_PAGE: usize = 50;
@@ -260,24 +262,44 @@ impl McpHandler {
     /// as a call's total is not known; `message` the report's JSON text). When rmcp cancels
     /// the request (`notifications/cancelled` in the 2025 era, the client closing a 2026
     /// request's connection) the batch is cancelled alone, as an interrupt would, with
-    /// `mcp_client` in its audit row; the result then says so.
+    /// `mcp_client` in its audit row; the result then says so. An approval the call waits for
+    /// is also asked of a client that takes elicitations (`elicitation`).
     async fn run_call(
         &self,
         session: &str,
         batch: BatchRequest,
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<ToolResult>, ErrorData> {
+        // Subscribed before the batch starts, so its ask cannot be missed.
+        let mut asks = ApprovalAsks::subscribe(&self.service, &context.peer);
         let mut stream = self
             .service
             .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
             .await
             .map_err(rpc_error)?;
+        let batch_id = stream.batch_id.clone();
+        let caller = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<CallerToken>())
+            .and_then(|CallerToken(token)| token.as_deref());
         let token = context.meta.get_progress_token();
         let mut reports: u32 = 0;
         let mut cancelled = false;
+        // Polled here, in the request's task: see `elicitation`'s header.
+        let mut elicitation: Option<BoxFuture<'_, ()>> = None;
         loop {
             let item = tokio::select! {
                 item = stream.items.recv() => item,
+                ask = asks.next(&batch_id), if elicitation.is_none() => {
+                    let peer = &context.peer;
+                    elicitation = Some(Box::pin(elicit_approval(&self.service, session, peer, ask, caller)));
+                    continue;
+                }
+                () = async { if let Some(open) = elicitation.as_mut() { open.await } }, if elicitation.is_some() => {
+                    elicitation = None;
+                    continue;
+                }
                 () = context.ct.cancelled(), if !cancelled => {
                     cancelled = true;
                     // A batch that ended meanwhile is not running: its result is on its way.
@@ -289,6 +311,7 @@ impl McpHandler {
                     continue;
                 }
             };
+            // An elicitation still open when the call ends is dropped: its approval is settled.
             match item {
                 None => return Ok(None),
                 Some(BatchItem::Progress(update)) => {

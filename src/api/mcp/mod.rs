@@ -65,8 +65,15 @@
 //!   request's own answer: the legacy session's SSE stream for the request
 //!   (`LocalSessionManager` maps the token to it), the stateless request's stream in 2026.
 //!
-//! Not here yet: cancellation, elicitation, prompts and `list_changed`.
+//! - **Cancellation.** rmcp cancels a request's `context.ct` on `notifications/cancelled`
+//!   (2025 era) and when a 2026 request's connection closes (its serve loop's token); the
+//!   handler then cancels that call's batch alone (`handler`).
+//! - **Elicitation** needs rmcp's `elicitation` feature (`create_elicitation`); rmcp refuses
+//!   server-to-client requests in the 2026 era (`elicitation`).
+//!
+//! Not here yet: input-required results (2026 era), prompts and `list_changed`.
 
+mod elicitation;
 mod handler;
 mod results;
 mod stdio;

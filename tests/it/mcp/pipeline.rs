@@ -227,3 +227,160 @@ async fn rules_hooks_and_approvals_decide_mcp_calls_and_the_audit_says_who() {
         "{asked_events:?}"
     );
 }
+
+/// Reads a request's SSE answer message by message, as a client does while it is open.
+struct Messages {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl Messages {
+    fn new(response: reqwest::Response) -> Messages {
+        use futures::StreamExt;
+        Messages {
+            body: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|b| b.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next JSON-RPC message (30 s guard); `None` once the stream ended.
+    async fn next(&mut self) -> Option<Value> {
+        use futures::StreamExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect::<String>();
+                if let Ok(message) = serde_json::from_str::<Value>(&data) {
+                    return Some(message);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.body.next())
+                .await
+                .expect("the answer goes on")?
+                .expect("the answer's body reads");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_approval_is_answered_by_the_legacy_clients_elicitation() {
+    let (toold, _scripts) = start();
+    let id = session(&toold, json!({"interactive": true})).await;
+    let path = format!("/v1/sessions/{id}/mcp");
+    let mut client = McpClient::new(&toold, &path);
+    client
+        .initialize_with(json!({"elicitation": {"form": {}}}))
+        .await;
+
+    let echo = json!({"command": "echo elicited"});
+    let call = client.request("tools/call", json!({"name": "bash", "arguments": echo}));
+    let response = client
+        .send_raw(
+            &[("mcp-protocol-version", super::LEGACY)],
+            call.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut answer = Messages::new(response);
+
+    // The call's own stream carries the question before the result.
+    let question = answer.next().await.expect("an elicitation/create");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let params = &question["params"];
+    assert_eq!(params["mode"], "form", "{question}");
+    let message = params["message"].as_str().unwrap();
+    assert!(message.contains("\"bash\""), "{message}");
+    assert!(message.contains("echo elicited"), "{message}");
+    assert_eq!(
+        params["requestedSchema"]["properties"]["decision"]["enum"],
+        json!(["allow", "deny"])
+    );
+    // Meanwhile the approval is pending over HTTP too.
+    let approval = pending(&toold, &id).await;
+    assert!(
+        message.contains(approval["id"].as_str().unwrap()),
+        "{message}"
+    );
+
+    let reply = json!({"jsonrpc": "2.0", "id": question["id"],
+                       "result": {"action": "accept", "content": {"decision": "allow"}}});
+    let ack = client
+        .post_raw(
+            &[("mcp-protocol-version", super::LEGACY)],
+            reply.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+    let result = loop {
+        let message = answer.next().await.expect("the call's result");
+        if message["id"] == call["id"] {
+            break message;
+        }
+    };
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("elicited"), "{result}");
+
+    let rows = audit_rows(&toold, &id).await;
+    assert_unique_call_ids(&rows);
+    let asked = row(&rows, 2, &echo);
+    let decided_by = &asked["decision"]["decided_by"];
+    assert_eq!(asked["decision"]["decision"], "allow", "{asked}");
+    assert_eq!(decided_by["by"], "approver", "{asked}");
+    assert_eq!(decided_by["approver"], "mcp", "{asked}");
+    assert_eq!(decided_by["approval_id"], approval["id"], "{asked}");
+    assert_eq!(decided_by["asked_by"]["rule"], "bash(echo:*)", "{asked}");
+    assert!(
+        toold
+            .get(&format!("/v1/sessions/{id}/approvals"))
+            .await
+            .body["approvals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // On the event stream: the ask, the approver's decision, the call's end.
+    let batch = asked["batch_id"].as_str().unwrap();
+    let mut stream = toold
+        .sse(&format!("/v1/sessions/{id}/events"), None, Some(0))
+        .await;
+    let mut events = Vec::new();
+    while !events.iter().any(|e| e == "tool:post") {
+        let frame = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("events so far: {events:?}"))
+            .expect("the event stream stays open");
+        if frame.data["batch_id"] == batch {
+            if frame.event == "permission:decision" {
+                assert_eq!(
+                    frame.data["data"]["decided_by"]["approver"], "mcp",
+                    "{:?}",
+                    frame.data
+                );
+            }
+            events.push(frame.event);
+        }
+    }
+    for expected in [
+        "tool:queued",
+        "permission:ask",
+        "permission:decision",
+        "tool:pre",
+    ] {
+        assert!(
+            events.iter().any(|e| e == expected),
+            "{expected}: {events:?}"
+        );
+    }
+}
