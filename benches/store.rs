@@ -37,6 +37,7 @@ fn record(writer: usize, n: usize) -> AuditRecord {
         offloaded: None,
         started_at: SystemTime::now(),
         duration_ms: 0.21,
+        cancelled_by: None,
     }
 }
 

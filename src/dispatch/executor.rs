@@ -27,7 +27,7 @@ use super::pipeline::{CallOutcome, CallRequest, CallSignals};
 use super::ports::HeldAudit;
 use crate::event::{EventData, EventDraft, EventType};
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
-use crate::session::SessionState;
+use crate::session::{BatchInterrupt, SessionState};
 use crate::tool::{
     ErrorKind, PathChecks, PermissionLevel, ProgressSink, ProgressUpdate, ToolCall, ToolContext,
     ToolResult,
@@ -224,8 +224,10 @@ impl Dispatcher {
     ) where
         C: Stream<Item = ToolCall> + Unpin,
     {
-        let interrupt = session.interrupt_token();
         let batch_id: Arc<str> = Arc::from(batch_id);
+        // Registered with the session while the batch runs, so it can be cancelled alone.
+        let running_batch = session.start_batch(&batch_id);
+        let interrupt = running_batch.interrupt.clone();
         let mut run = BatchRun {
             dispatcher: self,
             progress: progress_delivery(self, &session, &batch_id, &updates),
@@ -306,7 +308,7 @@ struct BatchRun<'a> {
     session: Arc<SessionState>,
     pool: Arc<ToolPool>,
     batch_id: Arc<str>,
-    interrupt: CancellationToken,
+    interrupt: BatchInterrupt,
     updates: mpsc::UnboundedSender<BatchUpdate>,
     progress: Arc<dyn Fn(ProgressUpdate) + Send + Sync>,
     working_directory: Arc<Path>,
@@ -383,13 +385,19 @@ impl BatchRun<'_> {
     fn start_ready(&mut self, running: &mut Running) {
         if self.interrupt.is_cancelled() {
             let message = if self.session.is_closed() {
-                "the session was closed before this call started"
+                "the session was closed before this call started".to_owned()
+            } else if let Some(by) = self.interrupt.cancelled_by() {
+                format!("the call was cancelled by its caller ({by}) before it started")
             } else {
-                "the session was interrupted before this call started"
+                "the session was interrupted before this call started".to_owned()
             };
             for index in self.next_yield..self.entries.len() {
                 if self.entries[index].state == CallState::Queued {
-                    self.start(index, Some((ErrorKind::Cancelled, message.into())), running);
+                    self.start(
+                        index,
+                        Some((ErrorKind::Cancelled, message.clone())),
+                        running,
+                    );
                 }
             }
         }

@@ -42,6 +42,9 @@ pub struct AuditRecord {
     pub offloaded: Option<OffloadedResult>,
     pub started_at: SystemTime,
     pub duration_ms: f64,
+    /// Who stopped a call of kind `cancelled`: `session_close`, `session_interrupt`, or
+    /// whoever cancelled its batch alone (`mcp_client`); `None` for any other call.
+    pub cancelled_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

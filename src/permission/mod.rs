@@ -54,6 +54,12 @@ pub trait PermissionSession: std::fmt::Debug + Send + Sync {
     fn close_token(&self) -> CancellationToken;
     /// Fires at the session's next interrupt.
     fn interrupt_token(&self) -> CancellationToken;
+    /// Fires at the session's next interrupt, or when batch `batch_id` alone is cancelled
+    /// (an MCP client cancelling its request); a session without per-batch interrupts has
+    /// only the session's.
+    fn batch_interrupt_token(&self, _batch_id: &str) -> CancellationToken {
+        self.interrupt_token()
+    }
 }
 
 /// Who made a permission decision; recorded in the audit row.

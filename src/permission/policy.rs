@@ -175,7 +175,7 @@ impl RulePolicy {
             reason: &reason,
         };
         let close = request.session.close_token();
-        let interrupt = request.session.interrupt_token();
+        let interrupt = request.session.batch_interrupt_token(request.batch_id);
         let cancelled = Box::pin(async move {
             tokio::select! {
                 () = close.cancelled() => {}

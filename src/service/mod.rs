@@ -275,6 +275,23 @@ impl ToolService {
         Ok(())
     }
 
+    /// Cancels batch `batch_id` of the session alone, as an interrupt would (its calls whose
+    /// tools allow it stop, queued ones never start), recording `by` as who cancelled it in
+    /// their audit rows; `not_found` unless the batch is running.
+    pub fn cancel_batch(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+        by: &str,
+    ) -> Result<(), ServiceError> {
+        if self.session(session_id)?.state.cancel_batch(batch_id, by) {
+            return Ok(());
+        }
+        Err(ServiceError::not_found(format!(
+            "batch \"{batch_id}\" of session \"{session_id}\" is not running"
+        )))
+    }
+
     /// A session's audit log, a page at a time.
     pub async fn list_calls(
         &self,

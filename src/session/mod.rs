@@ -11,10 +11,16 @@
 //!   and permission sit below the session and name nothing of it. The mutators (`apply`,
 //!   `remember_rule`, `interrupt`, `close`) are inherent methods for those holding the
 //!   concrete state: the dispatcher, the service, and (through `PermissionSession`) a policy.
+//! - **A batch can be interrupted alone.** Each running batch holds a [`BatchInterrupt`], a
+//!   child of the session's interrupt token registered under its batch id: the session's
+//!   interrupt fires every batch's, [`SessionState::cancel_batch`] only that one's (an MCP
+//!   client cancelling its `tools/call`, which is a one-call batch). The batch's interrupt
+//!   remembers who cancelled it alone, for the audit row; one fired through the session's
+//!   interrupt names nobody.
 //! - **No per-call scratch state.** What one call's validation found about its paths is kept
 //!   on that call's context (`tool::PathChecks`), not here, so it cannot leak between calls.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -95,6 +101,56 @@ pub struct SessionSnapshot {
     pub remembered_rules: Vec<RememberedRule>,
 }
 
+/// A running batch's interrupt (see the module header).
+#[derive(Clone, Debug)]
+pub struct BatchInterrupt {
+    token: CancellationToken,
+    /// Set when the batch was cancelled alone, before its token fired.
+    cancelled_by: Arc<OnceLock<String>>,
+}
+
+impl BatchInterrupt {
+    /// An interrupt of no session's batch (tests, tools run outside a batch).
+    pub fn detached(token: CancellationToken) -> BatchInterrupt {
+        BatchInterrupt {
+            token,
+            cancelled_by: Arc::new(OnceLock::new()),
+        }
+    }
+
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    pub async fn cancelled(&self) {
+        self.token.cancelled().await;
+    }
+
+    /// Who cancelled the batch alone; `None` while it runs on or when the session's own
+    /// interrupt (or close) fired it.
+    pub fn cancelled_by(&self) -> Option<&str> {
+        self.cancelled_by.get().map(String::as_str)
+    }
+}
+
+/// A batch registered with its session; unregistered when dropped.
+#[derive(Debug)]
+pub struct RunningBatch {
+    session: Arc<SessionState>,
+    batch_id: Arc<str>,
+    pub interrupt: BatchInterrupt,
+}
+
+impl Drop for RunningBatch {
+    fn drop(&mut self) {
+        self.session.running_batches().remove(&self.batch_id);
+    }
+}
+
 /// A live session.
 #[derive(Debug)]
 pub struct SessionState {
@@ -107,6 +163,8 @@ pub struct SessionState {
     /// Fired once, when the session closes: every running call stops, whatever its tool's
     /// interrupt behaviour.
     closed: CancellationToken,
+    /// The running batches' own interrupts, by batch id.
+    batches: Mutex<HashMap<Arc<str>, BatchInterrupt>>,
     /// The working directory with its symlinks resolved, worked out on first use.
     real_working_directory: OnceLock<PathBuf>,
     /// Carries `loaded_tools_version` to those watching the session's offered tools change.
@@ -121,6 +179,7 @@ impl SessionState {
             state: Mutex::new(MutableState::default()),
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
+            batches: Mutex::new(HashMap::new()),
             real_working_directory: OnceLock::new(),
             loaded_tools_watch: tokio::sync::watch::Sender::new(0),
         }
@@ -178,6 +237,38 @@ impl SessionState {
         let mut token = self.interrupt.lock().unwrap_or_else(|p| p.into_inner());
         token.cancel();
         *token = CancellationToken::new();
+    }
+
+    /// A starting batch's interrupt: fires with the session's next interrupt or when the
+    /// batch is cancelled alone. Registered until the returned guard is dropped.
+    pub fn start_batch(self: &Arc<Self>, batch_id: &Arc<str>) -> RunningBatch {
+        let interrupt = BatchInterrupt {
+            token: self.interrupt_token().child_token(),
+            cancelled_by: Arc::new(OnceLock::new()),
+        };
+        self.running_batches()
+            .insert(batch_id.clone(), interrupt.clone());
+        RunningBatch {
+            session: self.clone(),
+            batch_id: batch_id.clone(),
+            interrupt,
+        }
+    }
+
+    /// Interrupts batch `batch_id` alone, recording `by` as who did; whether it was running.
+    pub fn cancel_batch(&self, batch_id: &str, by: &str) -> bool {
+        let Some(interrupt) = self.running_batches().get(batch_id).cloned() else {
+            return false;
+        };
+        // The first canceller is the one recorded.
+        let _ = interrupt.cancelled_by.set(by.to_owned());
+        interrupt.token.cancel();
+        true
+    }
+
+    fn running_batches(&self) -> MutexGuard<'_, HashMap<Arc<str>, BatchInterrupt>> {
+        // Only inserts and removes happen under this lock.
+        self.batches.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Closes the session: running calls are cancelled and queued ones never start.
@@ -405,6 +496,12 @@ impl PermissionSession for SessionState {
     fn interrupt_token(&self) -> CancellationToken {
         SessionState::interrupt_token(self)
     }
+    fn batch_interrupt_token(&self, batch_id: &str) -> CancellationToken {
+        match self.running_batches().get(batch_id) {
+            Some(interrupt) => interrupt.token.clone(),
+            None => SessionState::interrupt_token(self),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -516,5 +613,27 @@ mod tests {
         session.interrupt();
         assert!(before.is_cancelled());
         assert!(!session.interrupt_token().is_cancelled());
+    }
+
+    #[test]
+    fn a_batch_is_cancelled_alone_and_by_the_session_interrupt() {
+        let session = Arc::new(session());
+        let (one, two): (Arc<str>, Arc<str>) = (Arc::from("b1"), Arc::from("b2"));
+        let first = session.start_batch(&one);
+        let second = session.start_batch(&two);
+        assert!(session.cancel_batch("b1", "mcp_client"));
+        assert!(first.interrupt.is_cancelled());
+        assert_eq!(first.interrupt.cancelled_by(), Some("mcp_client"));
+        assert!(PermissionSession::batch_interrupt_token(&*session, "b1").is_cancelled());
+        assert!(!second.interrupt.is_cancelled());
+        assert!(!session.interrupt_token().is_cancelled());
+        session.interrupt();
+        assert!(second.interrupt.is_cancelled());
+        assert_eq!(second.interrupt.cancelled_by(), None);
+        drop(first);
+        assert!(
+            !session.cancel_batch("b1", "mcp_client"),
+            "ended batches are forgotten"
+        );
     }
 }

@@ -187,6 +187,9 @@ pub(crate) struct AuditRow {
     pub(crate) result_total_chars: Option<i64>,
     pub(crate) started_at: i64,
     pub(crate) duration_ms: f64,
+    /// Absent from rows journalled before the column existed.
+    #[serde(default)]
+    pub(crate) cancelled_by: Option<String>,
 }
 
 impl AuditRow {
@@ -229,6 +232,7 @@ impl AuditRow {
             result_id,
             result_total_chars,
             duration_ms: record.duration_ms,
+            cancelled_by: record.cancelled_by,
         })
     }
 }

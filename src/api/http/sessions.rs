@@ -160,5 +160,6 @@ fn call_json(row: &CallRow) -> Value {
         "offloaded": record.offloaded,
         "started_at": humantime::format_rfc3339_millis(record.started_at).to_string(),
         "duration_ms": record.duration_ms,
+        "cancelled_by": record.cancelled_by,
     })
 }

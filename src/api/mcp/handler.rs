@@ -1,9 +1,9 @@
 //! [`McpHandler`], rmcp's `ServerHandler` for toold: `initialize` (a legacy MCP session on
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
-//! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_batch`];
-//! through [`ToolService::execute_stream`] with its progress when the request's `_meta` carries
-//! a `progressToken`, each report then a `notifications/progress` before the result; an
-//! offloaded output adds a `resource_link`) and the resources that read offloaded outputs
+//! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_stream`],
+//! so its batch id is known while it runs: with its progress when the request's `_meta`
+//! carries a `progressToken`, each report then a `notifications/progress` before the result;
+//! cancelled alone when rmcp cancels the request; an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
 //! back (`results`). Each request first finds its toold session: the one a stdio
 //! connection's handler was made for (`for_session`), the one its legacy MCP session was
 //! bound to at `initialize` (created then on `/mcp`, the named one on
@@ -21,8 +21,8 @@ use rmcp::model::{
     CompletionInfo, ContentBlock, ErrorData, GetPromptRequestMethod, GetPromptRequestParams,
     GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
     ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    Prompt, ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -30,6 +30,7 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::elicitation::{ApprovalAsks, elicit_approval};
 #[cfg(feature = "mcp-conformance-fixtures")]
 use super::fixtures;
 use super::{McpBinding, list_changed, prompts, results};
@@ -40,6 +41,7 @@ use crate::service::{
     ToolService,
 };
 use crate::tool::{ErrorKind, ToolCall, ToolResult};
+use futures::future::BoxFuture;
 
 /// Tools per `tools/list` page; `nextCursor` leads to the next.
 const TOOLS_PAGE: usize = 50;
@@ -52,6 +54,12 @@ pub struct McpHandler {
     /// The conformance fixtures' state for this handler's MCP session.
     #[cfg(feature = "mcp-conformance-fixtures")]
     fixtures: fixtures::FixtureSession,
+    /// Put before each JSON-RPC id to make a call id: `mcp-{prefix}-{id}`. JSON-RPC ids are
+    /// unique only within one MCP session (a legacy session's handler) or one request (a
+    /// stateless one's), and clients count them from 1, so within a toold session that
+    /// several MCP sessions and requests share they repeat; the handler's own random prefix
+    /// keeps the audit log's call ids apart while still showing the client's id.
+    call_prefix: String,
 }
 
 /// The toold session a legacy MCP session was bound to at `initialize`. An MCP session lives
@@ -109,6 +117,7 @@ impl McpHandler {
             template,
             #[cfg(feature = "mcp-conformance-fixtures")]
             fixtures: fixtures::FixtureSession::default(),
+            call_prefix: call_prefix(),
         }
     }
 
@@ -319,7 +328,7 @@ impl ServerHandler for McpHandler {
             return Err(ErrorData::method_not_found::<GetPromptRequestMethod>());
         }
         let session = self.session_for(&context).await?;
-        let call_id = format!("mcp-prompt-{}", context.id);
+        let call_id = format!("mcp-{}-prompt-{}", self.call_prefix, context.id);
         prompts::get(&self.service, &session, call_id, request)
             .await
             .map(GetPromptResponse::from)
@@ -399,24 +408,11 @@ impl ServerHandler for McpHandler {
         }
         let session = self.session_for(&context).await?;
         let input = Value::Object(request.arguments.unwrap_or_default());
-        let call = ToolCall::new(format!("mcp-{}", context.id), request.name, input);
+        let call_id = format!("mcp-{}-{}", self.call_prefix, context.id);
+        let call = ToolCall::new(call_id, request.name, input);
         let batch = BatchRequest::from_calls(vec![call], None)
             .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-        let result = match context.meta.get_progress_token() {
-            None => self
-                .service
-                .execute_batch(&session, batch)
-                .await
-                .map_err(rpc_error)?
-                .results
-                .first()
-                .cloned(),
-            Some(token) => {
-                self.call_with_progress(&session, batch, token, &context)
-                    .await?
-            }
-        };
-        let Some(result) = result else {
+        let Some(result) = self.run_call(&session, batch, &context).await? else {
             return Err(ErrorData::internal_error(
                 "the batch returned no result",
                 None,
@@ -427,26 +423,66 @@ impl ServerHandler for McpHandler {
 }
 
 impl McpHandler {
-    /// Runs a one-call batch as a stream with its progress, sending each report as
-    /// `notifications/progress` for `token` before the result comes back. `progress` is the
-    /// count of reports so far (it must increase; a call's total is not known), `message` the
-    /// report's JSON text.
-    async fn call_with_progress(
+    /// Runs a one-call batch as a stream and answers with its result. With a `progressToken`
+    /// in the request's `_meta`, each progress report goes out first as
+    /// `notifications/progress` (`progress` the count of reports so far, which must increase
+    /// as a call's total is not known; `message` the report's JSON text). When rmcp cancels
+    /// the request (`notifications/cancelled` in the 2025 era, the client closing a 2026
+    /// request's connection) the batch is cancelled alone, as an interrupt would, with
+    /// `mcp_client` in its audit row; the result then says so. An approval the call waits for
+    /// is also asked of a client that takes elicitations (`elicitation`).
+    async fn run_call(
         &self,
         session: &str,
         batch: BatchRequest,
-        token: ProgressToken,
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<ToolResult>, ErrorData> {
+        // Subscribed before the batch starts, so its ask cannot be missed.
+        let mut asks = ApprovalAsks::subscribe(&self.service, &context.peer);
         let mut stream = self
             .service
             .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
             .await
             .map_err(rpc_error)?;
+        let batch_id = stream.batch_id.clone();
+        let caller = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<CallerToken>())
+            .and_then(|CallerToken(token)| token.as_deref());
+        let token = context.meta.get_progress_token();
         let mut reports: u32 = 0;
-        while let Some(item) = stream.items.recv().await {
+        let mut cancelled = false;
+        // Polled here, in the request's task: see `elicitation`'s header.
+        let mut elicitation: Option<BoxFuture<'_, ()>> = None;
+        loop {
+            let item = tokio::select! {
+                item = stream.items.recv() => item,
+                ask = asks.next(&batch_id), if elicitation.is_none() => {
+                    let peer = &context.peer;
+                    elicitation = Some(Box::pin(elicit_approval(&self.service, session, peer, ask, caller)));
+                    continue;
+                }
+                () = async { if let Some(open) = elicitation.as_mut() { open.await } }, if elicitation.is_some() => {
+                    elicitation = None;
+                    continue;
+                }
+                () = context.ct.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    // A batch that ended meanwhile is not running: its result is on its way.
+                    if let Err(err) =
+                        self.service.cancel_batch(session, &stream.batch_id, MCP_CLIENT)
+                    {
+                        tracing::debug!(%err, "an MCP cancellation found no running call");
+                    }
+                    continue;
+                }
+            };
+            // An elicitation still open when the call ends is dropped: its approval is settled.
             match item {
-                BatchItem::Progress(update) => {
+                None => return Ok(None),
+                Some(BatchItem::Progress(update)) => {
+                    let Some(token) = &token else { continue };
                     reports += 1;
                     let notification =
                         ProgressNotificationParam::new(token.clone(), reports.into())
@@ -458,12 +494,11 @@ impl McpHandler {
                     }
                 }
                 // The batch holds this one call: its result is the answer.
-                BatchItem::Result(result) => return Ok(Some(result)),
+                Some(BatchItem::Result(result)) => return Ok(Some(result)),
                 // Only asked for with `StreamDetail::Events`.
-                BatchItem::Event(_) => {}
+                Some(BatchItem::Event(_)) => {}
             }
         }
-        Ok(None)
     }
 }
 
@@ -506,6 +541,15 @@ fn resource_templates() -> Result<Vec<ResourceTemplate>, ErrorData> {
     #[cfg(feature = "mcp-conformance-fixtures")]
     templates.extend(fixtures::resource_templates()?);
     Ok(templates)
+}
+
+/// Who the audit row of a call its MCP client cancelled names.
+const MCP_CLIENT: &str = "mcp_client";
+
+/// 12 random hex digits (48 bits): the random tail of a v7 UUID, whose head is a timestamp.
+fn call_prefix() -> String {
+    let uuid = uuid::Uuid::now_v7().simple().to_string();
+    uuid[uuid.len() - 12..].to_owned()
 }
 
 /// The tools a `tools/list` page holds: the cursor is the index of its first tool (opaque to

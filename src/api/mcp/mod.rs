@@ -72,9 +72,15 @@
 //!   (SEP-2164). With the feature `mcp-conformance-fixtures`, `fixtures` adds the official
 //!   conformance suite's tools, resources and prompts (`tests/mcp-conformance/`).
 //! - **Pool changes** are announced as `notifications/tools/list_changed` (`list_changed`).
+//! - **Cancellation.** rmcp cancels a request's `context.ct` on `notifications/cancelled`
+//!   (2025 era) and when a 2026 request's connection closes (its serve loop's token); the
+//!   handler then cancels that call's batch alone (`handler`).
+//! - **Elicitation** needs rmcp's `elicitation` feature (`create_elicitation`); rmcp refuses
+//!   server-to-client requests in the 2026 era (`elicitation`).
 //!
-//! Not here yet: cancellation and elicitation for approvals.
+//! Not here yet: input-required results for approvals (2026 era).
 
+mod elicitation;
 #[cfg(feature = "mcp-conformance-fixtures")]
 mod fixtures;
 mod handler;

@@ -1,12 +1,14 @@
 //! Audit phase (outermost): times the call and writes its audit row before the result is
 //! returned, whichever phase produced the result; or, for a batch answered whole, holds the
-//! row for the batch to write with the others before it answers (`HeldAudit`).
+//! row for the batch to write with the others before it answers (`HeldAudit`). A cancelled
+//! call's row says who stopped it (`cancelled_by`).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use super::{CallOutcome, CallRequest, Next, Phase, run_next};
+use super::{CallOutcome, CallRequest, CallSignals, Next, Phase, run_next};
 use crate::dispatch::ports::{AuditRecord, AuditSink};
+use crate::tool::{ErrorKind, ToolResult};
 
 pub struct Audit {
     sink: Arc<dyn AuditSink>,
@@ -27,6 +29,7 @@ impl Phase for Audit {
         let index = request.index;
         let tool = request.tool.as_ref().ok().map(|t| t.name().to_owned());
         let held = request.held_audit.clone();
+        let signals = request.signals.clone();
 
         let mut outcome = run_next(next, request).await;
         outcome.result.duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
@@ -49,6 +52,7 @@ impl Phase for Audit {
             offloaded: result.offloaded.clone(),
             started_at,
             duration_ms: result.duration_ms,
+            cancelled_by: cancelled_by(result, &signals),
         };
         if let Some(held) = held {
             // The batch writes it, with its siblings', before any result is returned.
@@ -60,4 +64,22 @@ impl Phase for Audit {
         }
         outcome
     }
+}
+
+/// Who stopped a cancelled call, from the signals that stop calls: the session's close, the
+/// batch's own canceller (set before its interrupt fires), or the session's interrupt.
+fn cancelled_by(result: &ToolResult, signals: &CallSignals) -> Option<String> {
+    if result.error_kind != Some(ErrorKind::Cancelled) {
+        return None;
+    }
+    if signals.close.is_cancelled() {
+        return Some("session_close".to_owned());
+    }
+    if let Some(by) = signals.interrupt.cancelled_by() {
+        return Some(by.to_owned());
+    }
+    signals
+        .interrupt
+        .is_cancelled()
+        .then(|| "session_interrupt".to_owned())
 }

@@ -126,7 +126,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     format!("the tool panicked: {text}")
 }
 
-fn stop_message(stop: Stop, tool: &str) -> (ErrorKind, String) {
+fn stop_message(stop: Stop, tool: &str, cancelled_by: Option<&str>) -> (ErrorKind, String) {
     match stop {
         Stop::Timeout(limit) => (
             ErrorKind::Timeout,
@@ -134,7 +134,10 @@ fn stop_message(stop: Stop, tool: &str) -> (ErrorKind, String) {
         ),
         Stop::Cancelled => (
             ErrorKind::Cancelled,
-            format!("\"{tool}\" was cancelled by an interrupt"),
+            match cancelled_by {
+                Some(by) => format!("\"{tool}\" was cancelled by its caller ({by})"),
+                None => format!("\"{tool}\" was cancelled by an interrupt"),
+            },
         ),
         Stop::Closed => (
             ErrorKind::Cancelled,
@@ -184,7 +187,8 @@ fn finish(
         }
         (None, Err(panic)) => result.output = ErrorKind::Execution.format_output(&panic),
         (Some(stop), partial) => {
-            let (kind, mut message) = stop_message(stop, name);
+            let cancelled_by = request.signals.interrupt.cancelled_by();
+            let (kind, mut message) = stop_message(stop, name, cancelled_by);
             if let Ok(Ok(mut output)) = partial {
                 if !output.text.is_empty() {
                     message.push_str("\n\npartial output:\n");

@@ -1,6 +1,8 @@
 //! Hook phase: pre-tool hooks before execution, post-tool hooks after it.
 //!
-//! A hook's deny, or its ask that no approver grants, blocks the call (kind `hook_blocked`).
+//! A hook's deny, or its ask that no approver grants, blocks the call (kind `hook_blocked`),
+//! and the call's decision is then a deny decided by that hook: published as
+//! `permission:decision` and in the audit row, as a rule's deny is.
 //! An updated input must pass the schema and the tool's own validation again, must not turn a
 //! call admitted to a parallel group into one that is unsafe there, and is re-checked by the
 //! permission policy, so a hook can narrow what a call may do but never widen it. Additional
@@ -15,7 +17,7 @@ use super::permission::publish_decision;
 use super::{CallOutcome, CallRequest, Next, Phase, run_next};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, HookEvent, HookEventName, PreChainOutcome};
-use crate::permission::{PermissionDecision, PermissionPolicy, PermissionRequest};
+use crate::permission::{DecidedBy, PermissionDecision, PermissionPolicy, PermissionRequest};
 use crate::registry::RegisteredTool;
 use crate::tool::{CallInput, ErrorKind};
 
@@ -66,11 +68,7 @@ impl Hooks {
             match self.chain.run_pre(event, &validate).await {
                 PreChainOutcome::Blocked { hook, reason } => {
                     let message = format!("hook \"{hook}\" blocked the call: {reason}");
-                    return Err(CallOutcome::refused(
-                        request,
-                        ErrorKind::HookBlocked,
-                        &message,
-                    ));
+                    return Err(self.blocked(request, tool.name(), hook, message));
                 }
                 PreChainOutcome::Proceed {
                     input,
@@ -101,6 +99,25 @@ impl Hooks {
             additional_context,
             decision,
         })
+    }
+
+    /// A call a hook refused: a deny decided by that hook, published and audited as any
+    /// other decision (the permission phase's allow, taken before the hooks ran, is replaced).
+    fn blocked(
+        &self,
+        request: &CallRequest,
+        tool: &str,
+        hook: String,
+        message: String,
+    ) -> Box<CallOutcome> {
+        let mut outcome = CallOutcome::refused(request, ErrorKind::HookBlocked, &message);
+        let decision = PermissionDecision::Deny {
+            decided_by: DecidedBy::Hook { hook },
+            reason: message,
+        };
+        publish_decision(&self.events, request, tool, &decision);
+        outcome.decision = Some(decision);
+        outcome
     }
 
     /// The tool's own validation, and the parallel group's safety, for a hook's new input.

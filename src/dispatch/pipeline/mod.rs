@@ -33,7 +33,7 @@ use super::{DispatchDeps, DispatchSettings};
 use crate::dispatch::ports::HeldAudit;
 use crate::permission::PermissionDecision;
 use crate::registry::{RegisteredTool, UnknownTool};
-use crate::session::SessionState;
+use crate::session::{BatchInterrupt, SessionState};
 use crate::tool::{
     CallInput, ContextUpdate, ErrorKind, SpilledOutput, ToolCall, ToolContext, ToolResult,
 };
@@ -42,8 +42,9 @@ use crate::tool::{
 /// executor's).
 #[derive(Clone, Debug)]
 pub struct CallSignals {
-    /// The session's interrupt; honoured by tools whose behaviour is `cancel`.
-    pub interrupt: CancellationToken,
+    /// The batch's interrupt (the session's, or the batch's alone); honoured by tools whose
+    /// behaviour is `cancel`.
+    pub interrupt: BatchInterrupt,
     /// The parallel group's abort (a sibling failed); honoured by every tool.
     pub abort: CancellationToken,
     /// The session's close; honoured by every tool.

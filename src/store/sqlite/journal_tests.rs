@@ -27,6 +27,7 @@ fn record(batch: &str, call: &str) -> AuditRecord {
         offloaded: None,
         started_at: SystemTime::now(),
         duration_ms: 0.5,
+        cancelled_by: None,
     }
 }
 

@@ -9,6 +9,7 @@
 //! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers on every request.
 
 mod bad_input;
+mod cancellation;
 mod catalog;
 mod legacy;
 mod list_changed;
@@ -105,6 +106,21 @@ impl<'t> McpClient<'t> {
 
     /// A POST of `body` with the MCP content negotiation headers and `headers`.
     pub async fn post_raw(&self, headers: &[(&str, &str)], body: Vec<u8>) -> McpReply {
+        let response = self.send_raw(headers, body).await;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        McpReply {
+            status,
+            headers,
+            message: jsonrpc_message(&text),
+            messages: jsonrpc_messages(&text),
+            text,
+        }
+    }
+
+    /// [`Self::post_raw`]'s response, its body not read yet (a stream to read as it comes).
+    pub async fn send_raw(&self, headers: &[(&str, &str)], body: Vec<u8>) -> reqwest::Response {
         let mut builder = self
             .toold
             .client
@@ -121,20 +137,10 @@ impl<'t> McpClient<'t> {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
-        let response = builder.send().await.expect("request sent");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = response.text().await.unwrap();
-        McpReply {
-            status,
-            headers,
-            message: jsonrpc_message(&text),
-            messages: jsonrpc_messages(&text),
-            text,
-        }
+        builder.send().await.expect("request sent")
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
@@ -142,9 +148,14 @@ impl<'t> McpClient<'t> {
 
     /// The 2025 handshake: `initialize`, keeping the session id, then `initialized`.
     pub async fn initialize(&mut self) -> McpReply {
+        self.initialize_with(json!({})).await
+    }
+
+    /// [`Self::initialize`] declaring `capabilities`.
+    pub async fn initialize_with(&mut self, capabilities: Value) -> McpReply {
         let body = self.request(
             "initialize",
-            json!({"protocolVersion": LEGACY, "capabilities": {},
+            json!({"protocolVersion": LEGACY, "capabilities": capabilities,
                    "clientInfo": {"name": "toold-tests", "version": "1"}}),
         );
         let reply = self.post_raw(&[], body.to_string().into_bytes()).await;

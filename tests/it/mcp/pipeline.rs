@@ -48,11 +48,33 @@ fn error_kind(reply: &McpReply) -> &str {
         .unwrap_or_else(|| panic!("no error kind: {}", reply.text))
 }
 
-/// The audit row of the call with this id and input.
-fn row<'r>(rows: &'r [Value], call: &str, input: &Value) -> &'r Value {
+/// Whether `call_id` is an MCP call id for JSON-RPC id `id`: `mcp-{12 hex digits}-{id}`.
+fn is_mcp_call_id(call_id: &str, id: u64) -> bool {
+    let Some(rest) = call_id.strip_prefix("mcp-") else {
+        return false;
+    };
+    let Some((prefix, json_rpc_id)) = rest.split_once('-') else {
+        return false;
+    };
+    prefix.len() == 12
+        && prefix.chars().all(|c| c.is_ascii_hexdigit())
+        && json_rpc_id == id.to_string()
+}
+
+/// The audit row of the call with this JSON-RPC id and input.
+fn row<'r>(rows: &'r [Value], id: u64, input: &Value) -> &'r Value {
     rows.iter()
-        .find(|row| row["call_id"] == call && &row["input"] == input)
-        .unwrap_or_else(|| panic!("no audit row for {call} {input}: {rows:?}"))
+        .find(|row| is_mcp_call_id(row["call_id"].as_str().unwrap(), id) && &row["input"] == input)
+        .unwrap_or_else(|| panic!("no audit row for {id} {input}: {rows:?}"))
+}
+
+/// Every audit row's call id differs, though JSON-RPC ids repeat across MCP clients.
+fn assert_unique_call_ids(rows: &[Value]) {
+    let ids: std::collections::HashSet<&str> = rows
+        .iter()
+        .map(|row| row["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), rows.len(), "{rows:?}");
 }
 
 /// The first pending approval of the session, once there is one (30 s guard).
@@ -126,13 +148,21 @@ async fn rules_hooks_and_approvals_decide_mcp_calls_and_the_audit_says_who() {
     assert!(asked.text_content().contains("approved"), "{}", asked.text);
 
     let rows = audit_rows(&toold, &id).await;
-    let denied_row = row(&rows, "mcp-2", &rm);
+    assert_unique_call_ids(&rows);
+    let denied_row = row(&rows, 2, &rm);
     assert_eq!(denied_row["decision"]["decision"], "deny", "{denied_row}");
     assert_eq!(denied_row["decision"]["decided_by"]["by"], "rule");
     assert_eq!(denied_row["decision"]["decided_by"]["rule"], "bash(rm:*)");
-    let blocked_row = row(&rows, "mcp-1", &secret);
+    let blocked_row = row(&rows, 1, &secret);
     assert_eq!(blocked_row["error_kind"], "hook_blocked", "{blocked_row}");
-    let asked_row = row(&rows, "mcp-2", &echo);
+    // Decided by the hook (named by its command), not allowed by the mode it passed first.
+    assert_eq!(blocked_row["decision"]["decision"], "deny", "{blocked_row}");
+    assert_eq!(blocked_row["decision"]["decided_by"]["by"], "hook");
+    let hook_name = blocked_row["decision"]["decided_by"]["hook"]
+        .as_str()
+        .unwrap();
+    assert!(hook_name.contains("no-secrets.sh"), "{blocked_row}");
+    let asked_row = row(&rows, 2, &echo);
     let decided_by = &asked_row["decision"]["decided_by"];
     assert_eq!(asked_row["decision"]["decision"], "allow", "{asked_row}");
     assert_eq!(decided_by["by"], "approver");
@@ -150,7 +180,7 @@ async fn rules_hooks_and_approvals_decide_mcp_calls_and_the_audit_says_who() {
             .values()
             .filter(|events| events.iter().any(|e| e == "permission:decision"))
             .count();
-        decided >= 2
+        decided >= 3
             && batches.len() >= 3
             && batches.values().flatten().any(|e| e == "permission:ask")
             && batches.values().flatten().any(|e| e == "tool:post")
@@ -167,14 +197,16 @@ async fn rules_hooks_and_approvals_decide_mcp_calls_and_the_audit_says_who() {
                 .push(frame.event);
         }
     }
-    // The hook-blocked call has no `permission:decision` event (the mode allowed it, then the
-    // hook refused it): it is queued, pre, then `tool:error`.
-    for (audited, decision) in [(denied_row, true), (blocked_row, false), (asked_row, true)] {
+    // Each call's batch has its decision: the rule's deny, the hook's block, the approver's
+    // allow (the mode's allow before the hook is not an event).
+    for audited in [denied_row, blocked_row, asked_row] {
         let events = &batches[audited["batch_id"].as_str().unwrap()];
         assert!(events.iter().any(|e| e == "tool:queued"), "{events:?}");
         assert!(events.iter().any(|e| e == "tool:pre"), "{events:?}");
-        let decided = events.iter().any(|e| e == "permission:decision");
-        assert_eq!(decided, decision, "{events:?}");
+        assert!(
+            events.iter().any(|e| e == "permission:decision"),
+            "{events:?}"
+        );
     }
     let blocked_events = &batches[blocked_row["batch_id"].as_str().unwrap()];
     assert!(
@@ -194,4 +226,161 @@ async fn rules_hooks_and_approvals_decide_mcp_calls_and_the_audit_says_who() {
         asked_events.iter().any(|e| e == "tool:post"),
         "{asked_events:?}"
     );
+}
+
+/// Reads a request's SSE answer message by message, as a client does while it is open.
+struct Messages {
+    body: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl Messages {
+    fn new(response: reqwest::Response) -> Messages {
+        use futures::StreamExt;
+        Messages {
+            body: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|b| b.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next JSON-RPC message (30 s guard); `None` once the stream ended.
+    async fn next(&mut self) -> Option<Value> {
+        use futures::StreamExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let data = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect::<String>();
+                if let Ok(message) = serde_json::from_str::<Value>(&data) {
+                    return Some(message);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.body.next())
+                .await
+                .expect("the answer goes on")?
+                .expect("the answer's body reads");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_approval_is_answered_by_the_legacy_clients_elicitation() {
+    let (toold, _scripts) = start();
+    let id = session(&toold, json!({"interactive": true})).await;
+    let path = format!("/v1/sessions/{id}/mcp");
+    let mut client = McpClient::new(&toold, &path);
+    client
+        .initialize_with(json!({"elicitation": {"form": {}}}))
+        .await;
+
+    let echo = json!({"command": "echo elicited"});
+    let call = client.request("tools/call", json!({"name": "bash", "arguments": echo}));
+    let response = client
+        .send_raw(
+            &[("mcp-protocol-version", super::LEGACY)],
+            call.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut answer = Messages::new(response);
+
+    // The call's own stream carries the question before the result.
+    let question = answer.next().await.expect("an elicitation/create");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let params = &question["params"];
+    assert_eq!(params["mode"], "form", "{question}");
+    let message = params["message"].as_str().unwrap();
+    assert!(message.contains("\"bash\""), "{message}");
+    assert!(message.contains("echo elicited"), "{message}");
+    assert_eq!(
+        params["requestedSchema"]["properties"]["decision"]["enum"],
+        json!(["allow", "deny"])
+    );
+    // Meanwhile the approval is pending over HTTP too.
+    let approval = pending(&toold, &id).await;
+    assert!(
+        message.contains(approval["id"].as_str().unwrap()),
+        "{message}"
+    );
+
+    let reply = json!({"jsonrpc": "2.0", "id": question["id"],
+                       "result": {"action": "accept", "content": {"decision": "allow"}}});
+    let ack = client
+        .post_raw(
+            &[("mcp-protocol-version", super::LEGACY)],
+            reply.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+    let result = loop {
+        let message = answer.next().await.expect("the call's result");
+        if message["id"] == call["id"] {
+            break message;
+        }
+    };
+    assert_eq!(result["result"]["isError"], false, "{result}");
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("elicited"), "{result}");
+
+    let rows = audit_rows(&toold, &id).await;
+    assert_unique_call_ids(&rows);
+    let asked = row(&rows, 2, &echo);
+    let decided_by = &asked["decision"]["decided_by"];
+    assert_eq!(asked["decision"]["decision"], "allow", "{asked}");
+    assert_eq!(decided_by["by"], "approver", "{asked}");
+    assert_eq!(decided_by["approver"], "mcp", "{asked}");
+    assert_eq!(decided_by["approval_id"], approval["id"], "{asked}");
+    assert_eq!(decided_by["asked_by"]["rule"], "bash(echo:*)", "{asked}");
+    assert!(
+        toold
+            .get(&format!("/v1/sessions/{id}/approvals"))
+            .await
+            .body["approvals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // On the event stream: the ask, the approver's decision, the call's end.
+    let batch = asked["batch_id"].as_str().unwrap();
+    let mut stream = toold
+        .sse(&format!("/v1/sessions/{id}/events"), None, Some(0))
+        .await;
+    let mut events = Vec::new();
+    while !events.iter().any(|e| e == "tool:post") {
+        let frame = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("events so far: {events:?}"))
+            .expect("the event stream stays open");
+        if frame.data["batch_id"] == batch {
+            if frame.event == "permission:decision" {
+                assert_eq!(
+                    frame.data["data"]["decided_by"]["approver"], "mcp",
+                    "{:?}",
+                    frame.data
+                );
+            }
+            events.push(frame.event);
+        }
+    }
+    for expected in [
+        "tool:queued",
+        "permission:ask",
+        "permission:decision",
+        "tool:pre",
+    ] {
+        assert!(
+            events.iter().any(|e| e == expected),
+            "{expected}: {events:?}"
+        );
+    }
 }

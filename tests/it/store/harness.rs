@@ -164,6 +164,7 @@ pub fn audit_record(session_id: &str, batch_id: &str, call_id: &str, index: usiz
         offloaded: None,
         started_at: now(),
         duration_ms: 0.375,
+        cancelled_by: None,
     }
 }
 
@@ -193,6 +194,7 @@ pub fn full_audit_record(session_id: &str, call_id: &str) -> AuditRecord {
             total_chars: 5_000_000,
         }),
         duration_ms: 12.625,
+        cancelled_by: Some("mcp_client".to_owned()),
         ..audit_record(session_id, "batch-full", call_id, 3)
     }
 }

@@ -1,0 +1,124 @@
+//! Cancelling an MCP request interrupts that call only: a slow `bash` cancelled by the
+//! client (`notifications/cancelled` in the 2025 era, the request's connection closed in
+//! 2026-07-28) ends promptly, its audit row is `cancelled` by `mcp_client`, and the next call
+//! in the same session runs.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::{LEGACY, McpClient, audit_rows};
+use crate::http::harness::Toold;
+
+const SLOW: &str = "sleep 30";
+
+async fn session(toold: &Toold) -> String {
+    let reply = toold.post("/v1/sessions", &json!({})).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    reply.body["id"].as_str().unwrap().to_owned()
+}
+
+/// Returns once the session's events show a `bash` call started (`tool:pre`).
+async fn started(toold: &Toold, session: &str) {
+    let mut events = toold
+        .sse(&format!("/v1/sessions/{session}/events"), None, Some(0))
+        .await;
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("the slow call starts")
+            .expect("the event stream stays open");
+        if frame.event == "tool:pre" && frame.data["data"]["input"]["command"] == SLOW {
+            return;
+        }
+    }
+}
+
+/// The audit row of the slow call, once there is one (15 s guard).
+async fn slow_row(toold: &Toold, session: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let rows = audit_rows(toold, session).await;
+        if let Some(row) = rows.iter().find(|row| row["input"]["command"] == SLOW) {
+            return row.clone();
+        }
+        assert!(Instant::now() < deadline, "no audit row: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn assert_cancelled_by_the_client(row: &Value) {
+    assert_eq!(row["error_kind"], "cancelled", "{row}");
+    assert_eq!(row["cancelled_by"], "mcp_client", "{row}");
+    assert!(row["duration_ms"].as_f64().unwrap() < 15_000.0, "{row}");
+}
+
+#[tokio::test]
+async fn a_legacy_client_cancels_its_slow_call_and_the_session_runs_on() {
+    let toold = Toold::start();
+    let id = session(&toold).await;
+    let path = format!("/v1/sessions/{id}/mcp");
+    let mut client = McpClient::new(&toold, &path);
+    client.initialize().await;
+    // The same MCP session, for the notification sent while the call's request is open.
+    let notifier = client.on_path(&path);
+
+    // `initialize` was request 1: the call is request 2.
+    let call = client.call_tool("bash", json!({"command": SLOW}));
+    let cancel = async {
+        started(&toold, &id).await;
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 2, "reason": "the user gave up"}});
+        let ack = notifier
+            .post_raw(
+                &[("mcp-protocol-version", LEGACY)],
+                cancelled.to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+        Instant::now()
+    };
+    let (reply, cancelled_at) = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(call, cancel)
+    })
+    .await
+    .expect("the cancelled call ends long before its sleep would");
+    assert!(cancelled_at.elapsed() < Duration::from_secs(10));
+    // The request's stream ends without a response, as the revision asks of a cancelled
+    // request (rmcp drops the handler's late answer).
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+    assert!(reply.message.get("result").is_none(), "{}", reply.text);
+
+    assert_cancelled_by_the_client(&slow_row(&toold, &id).await);
+    let next = client
+        .call_tool("bash", json!({"command": "echo still here"}))
+        .await;
+    assert_eq!(next.result()["isError"], false, "{}", next.text);
+    assert!(next.text_content().contains("still here"), "{}", next.text);
+}
+
+#[tokio::test]
+async fn a_2026_client_closing_its_request_cancels_the_call_and_the_session_runs_on() {
+    let toold = Toold::start();
+    let id = session(&toold).await;
+    let path = format!("/v1/sessions/{id}/mcp");
+    let mut client = McpClient::new(&toold, &path);
+
+    let call = client.call_tool("bash", json!({"command": SLOW}));
+    // Dropping the request's future closes its connection.
+    tokio::select! {
+        reply = call => panic!("the slow call answered: {}", reply.text),
+        () = started(&toold, &id) => {}
+    }
+    let closed_at = Instant::now();
+    let row = slow_row(&toold, &id).await;
+    assert!(closed_at.elapsed() < Duration::from_secs(10));
+    assert_cancelled_by_the_client(&row);
+
+    let next = client
+        .call_tool("bash", json!({"command": "echo still here"}))
+        .await;
+    assert_eq!(next.result()["isError"], false, "{}", next.text);
+    assert!(next.text_content().contains("still here"), "{}", next.text);
+}
