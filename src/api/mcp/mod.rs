@@ -67,7 +67,9 @@
 //!
 //! Not here yet: cancellation, elicitation, prompts and `list_changed`.
 
+mod envelope;
 mod handler;
+mod post;
 mod results;
 mod stdio;
 
@@ -165,13 +167,18 @@ pub fn routes(service: Arc<ToolService>, settings: &McpDoorSettings) -> Router {
     Router::new()
         .route("/mcp", any(own_session))
         .route("/v1/sessions/{id}/mcp", any(bound_session))
-        .with_state(McpDoor { service, http })
+        .with_state(McpDoor {
+            service,
+            http,
+            body_limit_bytes: settings.body_limit_bytes,
+        })
 }
 
 #[derive(Clone)]
 struct McpDoor {
     service: Arc<ToolService>,
     http: Arc<HttpService>,
+    body_limit_bytes: usize,
 }
 
 async fn own_session(State(door): State<McpDoor>, mut request: Request) -> Response {
@@ -194,6 +201,9 @@ async fn bound_session(
 
 async fn serve(door: &McpDoor, request: Request) -> Response {
     let delete = request.method() == Method::DELETE;
+    if request.method() == Method::POST {
+        return post::serve_post(&door.http, request, door.body_limit_bytes).await;
+    }
     let mut response = door.http.handle(request).await.map(axum::body::Body::new);
     // rmcp answers an ended session 202 with no body; the Python SDK takes only 200 or 204 for
     // a DELETE's success (and logs a failed termination otherwise). 204 says the same thing.
