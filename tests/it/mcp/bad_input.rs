@@ -340,6 +340,15 @@ async fn a_20_mb_body_is_413_declared_or_streamed_and_the_daemon_serves_on() {
     assert_serving(&toold, "a body past the limit").await;
 }
 
+/// (case, headers, body, code, the message says)
+type HeaderCase = (
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    Value,
+    i32,
+    &'static str,
+);
+
 #[tokio::test]
 async fn protocol_versions_missing_unsupported_or_disagreeing_with_the_headers() {
     let toold = Toold::start();
@@ -350,7 +359,7 @@ async fn protocol_versions_missing_unsupported_or_disagreeing_with_the_headers()
     };
     let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
         "name": "read_file", "arguments": {"file_path": "x"}, "_meta": meta(STATELESS)}});
-    let cases: Vec<(&str, Vec<(&str, &str)>, Value, i32, &str)> = vec![
+    let cases: Vec<HeaderCase> = vec![
         // (case, headers, body, code, the message says); each 400.
         (
             "no MCP-Protocol-Version on a 2026 request",
