@@ -232,34 +232,14 @@ async fn the_head_is_checked_before_the_body_and_a_foreign_origin_or_host_is_403
         );
 
         // The content negotiation headers, each on its own, without the client's defaults.
-        let url = format!("{}/mcp", toold.base);
-        let wrong_type = toold
-            .client
-            .post(&url)
-            .header("content-type", "text/plain")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", STATELESS)
-            .header("mcp-method", "server/discover")
-            .body(body.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            wrong_type.status(),
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "{case}"
-        );
-        let no_accept = toold
-            .client
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", STATELESS)
-            .header("mcp-method", "server/discover")
-            .body(body.clone())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(no_accept.status(), StatusCode::NOT_ACCEPTABLE, "{case}");
+        let json = ("content-type", "application/json");
+        let both = ("accept", "application/json, text/event-stream");
+        let wrong_type = post_bare(&toold, &[("content-type", "text/plain"), both], &body).await;
+        assert_eq!(wrong_type, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{case}");
+        let no_accept = post_bare(&toold, &[json], &body).await;
+        assert_eq!(no_accept, StatusCode::NOT_ACCEPTABLE, "{case}");
+        let json_only = post_bare(&toold, &[json, ("accept", "application/json")], &body).await;
+        assert_eq!(json_only, StatusCode::NOT_ACCEPTABLE, "{case}");
     }
     // The listener's own origin is accepted.
     let own_origin = toold.base.clone();
@@ -268,6 +248,21 @@ async fn the_head_is_checked_before_the_body_and_a_foreign_origin_or_host_is_403
     let with_origin = mcp.post_raw(&headers, valid.to_string().into_bytes()).await;
     assert_eq!(with_origin.status, StatusCode::OK, "{}", with_origin.text);
     assert_serving(&toold, "foreign heads").await;
+}
+
+/// The status of a 2026 `server/discover` POST with `headers` only (no content negotiation
+/// defaults).
+async fn post_bare(toold: &Toold, headers: &[(&str, &str)], body: &str) -> StatusCode {
+    let mut request = toold
+        .client
+        .post(format!("{}/mcp", toold.base))
+        .header("mcp-protocol-version", STATELESS)
+        .header("mcp-method", "server/discover")
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status()
 }
 
 /// POSTs `total` bytes of spaces to `/mcp` over a bare socket, declared in `Content-Length` or
