@@ -375,7 +375,13 @@ pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
         }
     };
     tracing::info!(%session, data_dir = %core.data_dir.display(), "toold mcp: serving one session on stdio");
-    let served = crate::api::mcp::serve_stdio(core.service.clone(), session.clone(), stop).await;
+    let served = crate::api::mcp::serve_stdio(
+        core.service.clone(),
+        session.clone(),
+        settings.server.body_limit_bytes,
+        stop,
+    )
+    .await;
     if !core
         .finish_batches(&settings, settings.server.shutdown_grace)
         .await

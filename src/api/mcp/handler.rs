@@ -18,12 +18,12 @@ use std::sync::{Arc, OnceLock};
 use axum::http::request::Parts;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, ErrorData, GetPromptRequestMethod, GetPromptRequestParams,
-    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt,
-    ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CompletionInfo, ContentBlock, CustomRequest, CustomResult, ErrorData, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    Resource, ResourceTemplate, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -420,6 +420,16 @@ impl ServerHandler for McpHandler {
         };
         call_result(&result).map(CallToolResponse::from)
     }
+
+    /// rmcp takes a request it cannot parse as its method's for a custom one: an unknown
+    /// method, or a known one whose params do not fit it.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(custom_request_error(&request.method, request.params))
+    }
 }
 
 impl McpHandler {
@@ -612,6 +622,37 @@ fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
 
 /// A service error as a JSON-RPC error: a request the service refused is invalid params,
 /// anything else an internal error; the message is the service's.
+/// `-32602` for a method this server serves whose params rmcp could not parse (the reason
+/// from parsing them as that method's), `-32601` for any other.
+fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
+    fn reason<T: serde::de::DeserializeOwned>(params: Value) -> String {
+        match serde_json::from_value::<T>(params) {
+            Err(err) => err.to_string(),
+            // Parsed alone, they fit: what rmcp refused was around them.
+            Ok(_) => "they do not fit the method".to_owned(),
+        }
+    }
+    let params = params.unwrap_or_else(|| Value::Object(Default::default()));
+    let reason = match method {
+        "tools/call" => reason::<CallToolRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+            reason::<PaginatedRequestParams>(params)
+        }
+        "prompts/get" => reason::<GetPromptRequestParams>(params),
+        "completion/complete" => reason::<CompleteRequestParams>(params),
+        "resources/read" => reason::<ReadResourceRequestParams>(params),
+        "initialize" => reason::<InitializeRequestParams>(params),
+        _ => {
+            return ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: \"{method}\""),
+                None,
+            );
+        }
+    };
+    ErrorData::invalid_params(format!("invalid params for \"{method}\": {reason}"), None)
+}
+
 pub(super) fn rpc_error(err: ServiceError) -> ErrorData {
     match err.code {
         ErrorCode::InvalidRequest | ErrorCode::NotFound | ErrorCode::Conflict => {

@@ -51,14 +51,37 @@
 //!   either way rmcp drops its handler, which closes the toold session it created. rmcp
 //!   answers a DELETE 202; this door says 204 (the Python SDK accepts only 200 or 204 there).
 //! - **Body limit.** rmcp reads the body itself (axum's `DefaultBodyLimit` does not apply) and
-//!   answers 413 past `max_request_body_bytes`; it is set to the server's body limit.
-//! - **Malformed bodies and batches.** rmcp parses the body as one `ClientJsonRpcMessage`;
-//!   anything else (invalid JSON, a JSON-RPC batch array) is answered by rmcp with HTTP 415
-//!   and a plain-text body, not a JSON-RPC error (`transport/common/server_side_http.rs`,
-//!   `expect_json`). An unknown method parses as a custom request and is answered `-32601`
-//!   (HTTP 404 on the 2026 path, 200 with the error on the legacy one).
+//!   answers 413 past `max_request_body_bytes`; it is set to the server's body limit, and
+//!   `post` stops its own read one frame past it.
+//! - **Bad input.** rmcp parses a POST body as one `ClientJsonRpcMessage` and answers what
+//!   it cannot parse with a plain-text 415; so `post` reads the body first (bounded by the
+//!   limit) and checks its outline (`envelope`), passes a message on byte for byte, and
+//!   answers a body rmcp would refuse with a JSON-RPC error, once rmcp's head checks have
+//!   passed. A known method whose params rmcp cannot parse reaches the handler as a custom
+//!   request, which answers `-32602`. What each case gets, in the order it is checked (the
+//!   gate first: 401, 429, 503):
 //!
-//! Over stdio (`toold mcp`), `stdio` serves the same handler bound to one session.
+//! | case | HTTP | body |
+//! |---|---|---|
+//! | `Host` not the listener's, a foreign `Origin` | 403 | text |
+//! | `Accept` without JSON and SSE | 406 | text |
+//! | `Content-Type` not JSON | 415 | text |
+//! | body past the limit (16 MiB; `Content-Length` or read) | 413 | text |
+//! | not JSON, empty | 400 | `-32700`, id null |
+//! | batch array, non-object, not JSON-RPC 2.0 (`jsonrpc`, `id`, `method`, `params`) | 400 | `-32600`, its id or null |
+//! | no `Mcp-Session-Id` on a request without 2026 `_meta` (not `initialize`) | 400 | text |
+//! | unknown `Mcp-Session-Id` | 404 | text |
+//! | legacy: `MCP-Protocol-Version` unknown | 400 | text |
+//! | `initialize` whose `MCP-Protocol-Version` disagrees with its body | 400 | `-32600` |
+//! | `initialize` with a version the server lacks | 200 | its own, 2025-11-25 |
+//! | 2026: `MCP-Protocol-Version` missing or disagreeing with `_meta` | 400 | `-32020` |
+//! | 2026: `Mcp-Method`, `Mcp-Name` missing or disagreeing with the body | 400 | `-32020` |
+//! | 2026: `_meta` version unsupported | 400 | `-32022`, supported versions |
+//! | unknown method | 404 (2026), 200 (legacy) | `-32601` |
+//! | params not fitting the method, unknown tool | 200 | `-32602` |
+//!
+//! Over stdio (`toold mcp`), `stdio` serves the same handler bound to one session, and answers
+//! a line that is not one JSON-RPC message with the same `-32700`/`-32600` as HTTP.
 //!
 //! - **Progress.** rmcp moves a request's `_meta` into its context (`context.meta`, where the
 //!   `progressToken` is read) and routes a `notifications/progress` carrying that token to the
@@ -81,10 +104,12 @@
 //! Not here yet: input-required results for approvals (2026 era).
 
 mod elicitation;
+mod envelope;
 #[cfg(feature = "mcp-conformance-fixtures")]
 mod fixtures;
 mod handler;
 mod list_changed;
+mod post;
 mod prompts;
 mod results;
 mod stdio;
@@ -185,13 +210,18 @@ pub fn routes(service: Arc<ToolService>, settings: &McpDoorSettings) -> Router {
     Router::new()
         .route("/mcp", any(own_session))
         .route("/v1/sessions/{id}/mcp", any(bound_session))
-        .with_state(McpDoor { service, http })
+        .with_state(McpDoor {
+            service,
+            http,
+            body_limit_bytes: settings.body_limit_bytes,
+        })
 }
 
 #[derive(Clone)]
 struct McpDoor {
     service: Arc<ToolService>,
     http: Arc<HttpService>,
+    body_limit_bytes: usize,
 }
 
 async fn own_session(State(door): State<McpDoor>, mut request: Request) -> Response {
@@ -214,6 +244,9 @@ async fn bound_session(
 
 async fn serve(door: &McpDoor, request: Request) -> Response {
     let delete = request.method() == Method::DELETE;
+    if request.method() == Method::POST {
+        return post::serve_post(&door.http, request, door.body_limit_bytes).await;
+    }
     let mut response = door.http.handle(request).await.map(axum::body::Body::new);
     // rmcp answers an ended session 202 with no body; the Python SDK takes only 200 or 204 for
     // a DELETE's success (and logs a failed termination otherwise). 204 says the same thing.

@@ -1,7 +1,7 @@
 //! `toold mcp` over stdio, the real binary: newline-delimited JSON-RPC on its stdin and
 //! stdout, one session created at start (from the flags) and closed when stdin ends, every
 //! call through the one pipeline (the audit rows in the SQLite store show it), bad input
-//! answered or dropped without ending the connection, progress notifications before a result
+//! answered without ending the connection, progress notifications before a result
 //! when the call asks for them, and nothing on stdout but the protocol.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -252,14 +252,37 @@ fn one_session_over_stdio_from_initialize_to_eof() {
     let method = mcp.request("tools/frobnicate", json!({}));
     assert_eq!(method["error"]["code"], -32601, "{method}");
 
-    // A line that is not JSON is dropped (rmcp answers nothing: there is no id to answer);
-    // JSON that is not a JSON-RPC message is answered with Invalid Request. The connection
-    // goes on either way.
-    mcp.send_line("{this is not json");
-    mcp.send_line(r#"{"hello": "world"}"#);
-    let invalid = mcp.next_message();
-    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
-    assert!(invalid["id"].is_null(), "{invalid}");
+    // Params that do not fit the method are Invalid params.
+    let nameless = mcp.request("tools/call", json!({"arguments": {}}));
+    assert_eq!(nameless["error"]["code"], -32602, "{nameless}");
+    let not_object = mcp.call_tool("read_file", json!(5));
+    assert_eq!(not_object["error"]["code"], -32602, "{not_object}");
+
+    // A line that is not one JSON-RPC message is answered (id null), and the connection goes
+    // on: not JSON is a parse error, a batch, JSON that is not a JSON-RPC message and a line
+    // with a BOM that is not JSON-RPC Invalid Request.
+    let batch = r#"[{"jsonrpc":"2.0","id":90,"method":"ping"}]"#;
+    let bad_lines = [
+        ("{this is not json", -32700, "parse error"),
+        (batch, -32600, "batch"),
+        ("42", -32600, "not a number"),
+        (r#"{"hello": "world"}"#, -32600, "\"jsonrpc\""),
+        ("\u{feff}[]", -32600, "batch"),
+    ];
+    for (line, code, says) in bad_lines {
+        mcp.send_line(line);
+        let refused = mcp.next_message();
+        assert_eq!(refused["error"]["code"], code, "{line}: {refused}");
+        assert!(
+            refused["error"]["message"].as_str().unwrap().contains(says),
+            "{line}: {refused}"
+        );
+        assert_eq!(refused.get("id"), Some(&Value::Null), "{line}: {refused}");
+    }
+    // A blank line is no message and gets no answer: the next answer is the ping's.
+    mcp.send_line("   ");
+    let ping = mcp.request("ping", json!({}));
+    assert_eq!(ping["result"], json!({}), "{ping}");
     let again = mcp.request("tools/list", json!({}));
     assert_eq!(tool_names(&again["result"]), names);
 
