@@ -16,8 +16,12 @@
 //! prints what a wake-up across CPUs costs here and makes the comparison again with the
 //! client, the floor and the daemon pinned to one CPU (`load/placement.rs`).
 //!
+//! Last, the MCP door's `tools/call read_file` over Streamable HTTP (both eras) beside the
+//! HTTP batch and the MCP reference server-filesystem over stdio (`load/mcp.rs`; it installs
+//! the reference with npm under the target directory).
+//!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
-//! `TOOLD_BENCH_ONLY=latency` (or `throughput`) measures only that after the starts.
+//! `TOOLD_BENCH_ONLY=latency` (or `throughput`, or `mcp`) measures only that after the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -27,6 +31,8 @@ mod daemon;
 mod floor;
 #[path = "load/grpc.rs"]
 mod grpc;
+#[path = "load/mcp.rs"]
+mod mcp;
 #[path = "load/placement.rs"]
 mod placement;
 #[path = "load/sandbox.rs"]
@@ -98,6 +104,10 @@ async fn run() {
     );
 
     let only = std::env::var("TOOLD_BENCH_ONLY").unwrap_or_default();
+    if only == "mcp" {
+        mcp_speed(daemon.address, &projects).await;
+        return;
+    }
     let single_calls = if only == "throughput" {
         0
     } else {
@@ -140,6 +150,7 @@ async fn run() {
         "reference:           a Python tool server measured on this kind of machine answers a \
          single read in about 0.9 ms and tops out near 1 100 calls/s"
     );
+    mcp_speed(daemon.address, &projects).await;
     let clean = daemon.terminate();
     println!(
         "shutdown:            SIGTERM → exit {}",
@@ -147,6 +158,21 @@ async fn run() {
     );
     sandbox::report().await;
     postgres_throughput().await;
+}
+
+/// The MCP door against its HTTP batch and the MCP reference server (`load/mcp.rs`), in a
+/// session of its own whose audit rows are then checked.
+async fn mcp_speed(address: SocketAddr, projects: &Path) {
+    let session = create_session(address, projects).await;
+    let figures = mcp::measure(
+        address,
+        &session,
+        projects,
+        FILE_NAME,
+        (WARM_UP, ROUNDS, ROUND),
+    )
+    .await;
+    verify_audit(address, &session, figures.toold_calls).await;
 }
 
 /// A directory with `projects/four_kib.txt` (64 lines of 64 bytes).

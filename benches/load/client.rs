@@ -3,8 +3,9 @@
 //!
 //! Hand-written so the client's own cost is small and identical for toold and the floor:
 //! reqwest's pool, header maps and body streams would add tens of microseconds to both sides
-//! and flatten the ratio being measured. Chunked bodies, redirects and TLS are deliberately
-//! absent (every response measured here has a `Content-Length`).
+//! and flatten the ratio being measured. A body is read by its `Content-Length` or, for the
+//! MCP door's legacy-era answers (an SSE stream per request), as chunks up to the last one.
+//! Redirects and TLS are deliberately absent.
 
 use std::io;
 use std::net::SocketAddr;
@@ -19,9 +20,24 @@ pub struct PreparedRequest {
 
 impl PreparedRequest {
     pub fn new(method: &str, address: SocketAddr, path: &str, body: &[u8]) -> PreparedRequest {
+        PreparedRequest::with_headers(method, address, path, &[], body)
+    }
+
+    /// [`PreparedRequest::new`] with more header lines (`name`, `value`).
+    pub fn with_headers(
+        method: &str,
+        address: SocketAddr,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> PreparedRequest {
+        let extra: String = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {value}\r\n"))
+            .collect();
         let mut bytes = format!(
             "{method} {path} HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\n\r\n",
+             {extra}content-length: {}\r\n\r\n",
             body.len()
         )
         .into_bytes();
@@ -39,16 +55,24 @@ impl PreparedRequest {
     }
 }
 
-/// A response's status and body.
+/// A response's status and body (a chunked body is given whole, its chunks joined).
 pub struct Response {
     pub status: u16,
     pub body: Vec<u8>,
+    /// The value of an `Mcp-Session-Id` header, if the response had one.
+    pub mcp_session_id: Option<String>,
 }
 
 impl Response {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
     }
+}
+
+/// How a response's body is delimited.
+enum Framing {
+    Length(usize),
+    Chunked,
 }
 
 /// One kept-alive connection; requests go one after another.
@@ -71,14 +95,55 @@ impl Connection {
     pub async fn send(&mut self, request: &PreparedRequest) -> io::Result<Response> {
         self.stream.write_all(&request.bytes).await?;
         let head_end = self.read_until_head_end().await?;
-        let (status, content_length) = parse_head(&self.buffer[..head_end])?;
-        let body_end = head_end + content_length;
-        while self.buffer.len() < body_end {
-            self.fill().await?;
+        let head = parse_head(&self.buffer[..head_end])?;
+        let body = match head.framing {
+            Framing::Length(length) => {
+                let body_end = head_end + length;
+                while self.buffer.len() < body_end {
+                    self.fill().await?;
+                }
+                let body = self.buffer[head_end..body_end].to_vec();
+                self.buffer.drain(..body_end);
+                body
+            }
+            Framing::Chunked => {
+                self.buffer.drain(..head_end);
+                self.read_chunks().await?
+            }
+        };
+        Ok(Response {
+            status: head.status,
+            body,
+            mcp_session_id: head.mcp_session_id,
+        })
+    }
+
+    /// A chunked body from the start of the buffer: `size CRLF data CRLF` up to the
+    /// zero-size chunk and its CRLF (no trailers are expected).
+    async fn read_chunks(&mut self) -> io::Result<Vec<u8>> {
+        let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+        let mut body = Vec::new();
+        loop {
+            let line_end = loop {
+                if let Some(at) = find(&self.buffer, b"\r\n") {
+                    break at;
+                }
+                self.fill().await?;
+            };
+            let size = std::str::from_utf8(&self.buffer[..line_end])
+                .ok()
+                .and_then(|line| usize::from_str_radix(line.split(';').next()?.trim(), 16).ok())
+                .ok_or_else(|| invalid("malformed chunk size"))?;
+            let chunk_end = line_end + 2 + size + 2;
+            while self.buffer.len() < chunk_end {
+                self.fill().await?;
+            }
+            body.extend_from_slice(&self.buffer[line_end + 2..line_end + 2 + size]);
+            self.buffer.drain(..chunk_end);
+            if size == 0 {
+                return Ok(body);
+            }
         }
-        let body = self.buffer[head_end..body_end].to_vec();
-        self.buffer.drain(..body_end);
-        Ok(Response { status, body })
     }
 
     /// The offset just past the head's blank line.
@@ -121,8 +186,14 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         .position(|window| window == needle)
 }
 
-/// The status code and `Content-Length` of a response head.
-fn parse_head(head: &[u8]) -> io::Result<(u16, usize)> {
+/// What this client reads from a response head.
+struct Head {
+    status: u16,
+    framing: Framing,
+    mcp_session_id: Option<String>,
+}
+
+fn parse_head(head: &[u8]) -> io::Result<Head> {
     let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
     let head = std::str::from_utf8(head).map_err(|_| invalid("response head is not UTF-8"))?;
     let mut lines = head.split("\r\n");
@@ -131,10 +202,25 @@ fn parse_head(head: &[u8]) -> io::Result<(u16, usize)> {
         .and_then(|line| line.split(' ').nth(1))
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| invalid("malformed status line"))?;
-    let content_length = lines
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.trim().parse().ok())
-        .ok_or_else(|| invalid("response without content-length"))?;
-    Ok((status, content_length))
+    let (mut framing, mut mcp_session_id) = (None, None);
+    for (name, value) in lines.filter_map(|line| line.split_once(':')) {
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            let length = value
+                .parse()
+                .map_err(|_| invalid("malformed content-length"))?;
+            framing = Some(Framing::Length(length));
+        } else if name.eq_ignore_ascii_case("transfer-encoding") && value == "chunked" {
+            framing = Some(Framing::Chunked);
+        } else if name.eq_ignore_ascii_case("mcp-session-id") {
+            mcp_session_id = Some(value.to_owned());
+        }
+    }
+    let framing =
+        framing.ok_or_else(|| invalid("response without content-length or chunked body"))?;
+    Ok(Head {
+        status,
+        framing,
+        mcp_session_id,
+    })
 }
