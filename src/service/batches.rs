@@ -135,6 +135,44 @@ impl ToolService {
         })
     }
 
+    /// A batch's results once it completes: awaited while it runs on this daemon, read back
+    /// while they are kept (in memory, or in the store for an idempotent batch). A batch
+    /// completed so long ago that its results are gone, one cut off by a restart (its record
+    /// still says running), and an
+    /// unknown one are each a `not_found` saying which.
+    pub async fn batch_results(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+    ) -> Result<Arc<[ToolResult]>, ServiceError> {
+        if let Some(mut done) = self.recent.watch(session_id, batch_id) {
+            // An error means it was evicted meanwhile, completed: the store may have it.
+            if let Ok(results) = done.wait_for(Option::is_some).await
+                && let Some(results) = results.clone()
+            {
+                return Ok(results);
+            }
+        }
+        let record = self
+            .store
+            .get_batch(session_id, batch_id)
+            .await?
+            .ok_or_else(|| ServiceError::not_found(format!("unknown batch \"{batch_id}\"")))?;
+        if let Some(results) = record.results {
+            return Ok(results.into());
+        }
+        if record.status == BatchStatus::Running {
+            return Err(ServiceError::not_found(format!(
+                "batch \"{batch_id}\" is not running on this daemon: a restart (or a takeover) \
+                 cut it off; its calls are in the audit log (GET .../calls)"
+            )));
+        }
+        Err(ServiceError::not_found(format!(
+            "batch \"{batch_id}\" completed and its results are no longer kept; its calls are in \
+             the audit log (GET .../calls)"
+        )))
+    }
+
     /// For a batch with an idempotency key: records it, or finds the earlier one with the same
     /// key and answers with its stored results. A batch without a key has nothing to find.
     pub(super) async fn claim(

@@ -1,6 +1,8 @@
 //! Batches this daemon ran lately, kept in memory: the running ones (so `GET .../batches/{id}`
 //! answers before anything is stored) and the completed ones with their results, until a
-//! byte budget pushes the oldest out.
+//! byte budget pushes the oldest out. A running batch's completion can be awaited
+//! ([`RecentBatches::watch`]): a door that answered before the batch ended (an MCP call
+//! waiting for an approval its client answers on a later request) collects the result there.
 //!
 //! Why memory and not the store: a batch's results are its outputs, often kilobytes per call;
 //! writing every output to SQLite again, beside the audit row, would make the store's write
@@ -13,6 +15,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+
+use tokio::sync::watch;
 
 use crate::store::{BatchRecord, BatchStatus};
 use crate::tool::ToolResult;
@@ -39,11 +43,20 @@ struct Inner {
     bytes: usize,
 }
 
+/// A batch's completion: `None` while it runs, then its results.
+pub type BatchDone = watch::Receiver<Option<Arc<[ToolResult]>>>;
+
 /// A batch's record (kept without results) and, once completed, its results, shared with the
-/// answer that carried them.
+/// answer that carried them. Dropping the entry (eviction) ends every watch of it.
 struct Entry {
     record: BatchRecord,
-    results: Option<Arc<[ToolResult]>>,
+    results: watch::Sender<Option<Arc<[ToolResult]>>>,
+}
+
+impl Entry {
+    fn results(&self) -> Option<Arc<[ToolResult]>> {
+        self.results.borrow().clone()
+    }
 }
 
 impl RecentBatches {
@@ -57,7 +70,7 @@ impl RecentBatches {
         let mut inner = self.inner();
         let entry = Entry {
             record: record.clone(),
-            results: None,
+            results: watch::Sender::new(None),
         };
         inner.batches.insert(record.batch_id.clone(), entry);
     }
@@ -71,7 +84,8 @@ impl RecentBatches {
         entry.record.completed_at = Some(SystemTime::now());
         let completed = entry.record.clone();
         let bytes = cost(&results);
-        entry.results = Some(results);
+        // `send_replace` stores the results whether or not anyone watches.
+        entry.results.send_replace(Some(results));
         inner.bytes += bytes;
         inner.completed.push_back(batch_id.to_owned());
         inner.evict();
@@ -86,9 +100,20 @@ impl RecentBatches {
             .get(batch_id)
             .filter(|entry| entry.record.session_id == session_id)?;
         Some(BatchRecord {
-            results: entry.results.as_deref().map(<[ToolResult]>::to_vec),
+            results: entry.results().as_deref().map(<[ToolResult]>::to_vec),
             ..entry.record.clone()
         })
+    }
+
+    /// The completion of `session_id`'s batch `batch_id`, if it is still remembered: already
+    /// done when completed, else done when it completes.
+    pub fn watch(&self, session_id: &str, batch_id: &str) -> Option<BatchDone> {
+        let inner = self.inner();
+        let entry = inner
+            .batches
+            .get(batch_id)
+            .filter(|entry| entry.record.session_id == session_id)?;
+        Some(entry.results.subscribe())
     }
 }
 
@@ -103,7 +128,7 @@ impl Inner {
                 return;
             };
             if let Some(entry) = self.batches.remove(&oldest) {
-                self.bytes -= entry.results.as_deref().map_or(0, cost);
+                self.bytes -= entry.results().as_deref().map_or(0, cost);
             }
         }
     }
@@ -162,6 +187,21 @@ mod tests {
         let done = recent.get("s1", "b1").expect("remembered");
         assert_eq!(done.status, BatchStatus::Completed);
         assert_eq!(done.results.map(|r| r.len()), Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_watch_sees_a_running_batch_complete_and_a_completed_one_at_once() {
+        let recent = RecentBatches::default();
+        recent.started(&record("b1"));
+        assert!(recent.watch("s2", "b1").is_none(), "another session's");
+        let mut running = recent.watch("s1", "b1").expect("remembered");
+        assert!(running.borrow().is_none());
+        recent.completed("b1", vec![result(3)].into());
+        let done = running.wait_for(Option::is_some).await.expect("completed");
+        assert_eq!(done.as_deref().map(<[ToolResult]>::len), Some(1));
+        let later = recent.watch("s1", "b1").expect("still kept");
+        assert!(later.borrow().is_some());
+        assert!(recent.watch("s1", "unknown").is_none());
     }
 
     #[test]

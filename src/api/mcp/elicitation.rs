@@ -1,4 +1,5 @@
-//! Approvals as MCP elicitations (DESIGN §8, the 2025 era): while a `tools/call` of a client
+//! Approvals as MCP elicitations (DESIGN §8, the 2025 era), and which channel a request's
+//! client is asked on ([`ApprovalChannel`]): while a `tools/call` of a client
 //! that declared the `elicitation` capability (form mode) at `initialize` waits for an
 //! approval (an `ask` rule), the door sends that client an `elicitation/create` naming the
 //! tool, a summary of its input and the rule's reason, with a one-field form (`decision`:
@@ -19,16 +20,19 @@
 //! - **The elicitation is sent from the request's own task.** rmcp routes a server request to
 //!   the stream of the client request it was made while handling (a task-local that does not
 //!   cross `tokio::spawn`); sent from elsewhere it would go to the standalone GET stream.
-//! - The 2026-07-28 era forbids server-to-client requests (rmcp refuses them); there an
-//!   approval waits as any other (an input-required result is not built yet).
+//! - The 2026-07-28 era forbids server-to-client requests (rmcp refuses them); there the same
+//!   question goes out inside an input-required result (`input_required`), to a client whose
+//!   request declares `elicitation` in its `_meta` capabilities ([`ApprovalChannel`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, EnumSchema,
+    ProtocolVersion,
 };
-use rmcp::service::{ElicitationMode, Peer};
+use rmcp::service::{ElicitationMode, Peer, RequestContext};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -37,7 +41,7 @@ use crate::permission::Approver;
 use crate::service::{ResolveApprovalRequest, ToolService};
 
 /// The door approvals answered by elicitation are recorded under.
-const DOOR: &str = "mcp";
+pub(super) const DOOR: &str = "mcp";
 /// How much of a call's input the question shows.
 const INPUT_SUMMARY_CHARS: usize = 300;
 
@@ -45,9 +49,55 @@ const INPUT_SUMMARY_CHARS: usize = 300;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApprovalAsk {
     pub approval_id: String,
+    pub call_id: String,
     pub tool: String,
     pub input: Value,
     pub reason: String,
+    /// How long the approval waits before it denies (zero when the event did not say).
+    pub timeout: Duration,
+}
+
+/// How a request's client is asked about the approvals its call waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalChannel {
+    /// `elicitation/create` on the request's stream: a legacy session whose client declared
+    /// form elicitation at `initialize`.
+    Elicitation,
+    /// An input-required result: a 2026-07-28 request declaring form elicitation in its
+    /// `_meta` client capabilities (`input_required`).
+    InputRequired,
+    /// Not at all: the approval waits for HTTP (or gRPC) and its timeout.
+    None,
+}
+
+impl ApprovalChannel {
+    pub fn of(context: &RequestContext<RoleServer>) -> ApprovalChannel {
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        if stateless {
+            // Declared without `form` or `url`, elicitation means form (2025-06-18 clients).
+            let form = context
+                .client_capabilities()
+                .and_then(|capabilities| capabilities.elicitation)
+                .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none());
+            return if form {
+                ApprovalChannel::InputRequired
+            } else {
+                ApprovalChannel::None
+            };
+        }
+        if elicits_form(&context.peer) {
+            ApprovalChannel::Elicitation
+        } else {
+            ApprovalChannel::None
+        }
+    }
+}
+
+fn elicits_form(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
 }
 
 /// The `permission:ask` events of one batch, subscribed before it starts.
@@ -56,13 +106,10 @@ pub struct ApprovalAsks {
 }
 
 impl ApprovalAsks {
-    /// Listens for asks when `peer` takes form elicitations; otherwise never yields one.
-    pub fn subscribe(service: &ToolService, peer: &Peer<RoleServer>) -> ApprovalAsks {
-        let elicits = peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form);
+    /// Listens for asks when the client is asked at all; otherwise never yields one.
+    pub fn subscribe(service: &ToolService, channel: ApprovalChannel) -> ApprovalAsks {
         ApprovalAsks {
-            events: elicits.then(|| service.events().subscribe()),
+            events: (channel != ApprovalChannel::None).then(|| service.events().subscribe()),
         }
     }
 
@@ -98,9 +145,11 @@ fn ask_of(event: &Event, batch_id: &str) -> Option<ApprovalAsk> {
     let data = event.data.value();
     Some(ApprovalAsk {
         approval_id: data["approval_id"].as_str()?.to_owned(),
+        call_id: data["call_id"].as_str().unwrap_or_default().to_owned(),
         tool: data["tool"].as_str().unwrap_or_default().to_owned(),
         reason: data["reason"].as_str().unwrap_or_default().to_owned(),
         input: data["input"].clone(),
+        timeout: Duration::from_millis(data["timeout_ms"].as_u64().unwrap_or_default()),
     })
 }
 
@@ -136,7 +185,7 @@ pub async fn elicit_approval(
 }
 
 /// The form: a message naming the tool, its input (cut short) and why it asks; a decision.
-fn question(ask: &ApprovalAsk) -> ElicitRequestParams {
+pub(super) fn question(ask: &ApprovalAsk) -> ElicitRequestParams {
     let mut input = ask.input.to_string();
     if input.chars().count() > INPUT_SUMMARY_CHARS {
         input = input.chars().take(INPUT_SUMMARY_CHARS).collect::<String>() + "…";
@@ -157,7 +206,7 @@ fn question(ask: &ApprovalAsk) -> ElicitRequestParams {
 }
 
 /// Accepted with `decision: allow` allows; everything else denies.
-fn resolution(answer: &ElicitResult) -> ResolveApprovalRequest {
+pub(super) fn resolution(answer: &ElicitResult) -> ResolveApprovalRequest {
     let allowed = answer.action == ElicitationAction::Accept
         && answer
             .content
@@ -206,9 +255,11 @@ mod tests {
     fn the_question_names_the_tool_and_cuts_a_long_input() {
         let ask = ApprovalAsk {
             approval_id: "appr_1".into(),
+            call_id: "c1".into(),
             tool: "bash".into(),
             input: serde_json::json!({"command": "x".repeat(1000)}),
             reason: "rule bash(echo:*) asks".into(),
+            timeout: Duration::from_secs(60),
         };
         let ElicitRequestParams::FormElicitationParams {
             message,

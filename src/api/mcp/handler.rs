@@ -30,9 +30,10 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::elicitation::{ApprovalAsks, elicit_approval};
+use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, elicit_approval};
 #[cfg(feature = "mcp-conformance-fixtures")]
 use super::fixtures;
+use super::input_required::{self, ApprovalState, Retry, Round, StateBinding};
 use super::{McpBinding, list_changed, prompts, results};
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
@@ -407,18 +408,38 @@ impl ServerHandler for McpHandler {
             return answer;
         }
         let session = self.session_for(&context).await?;
+        if let Some(sealed) = request.request_state.as_deref() {
+            let retry = Retry {
+                service: &self.service,
+                session: &session,
+                caller: caller_token(&context),
+                request: &request,
+                context: &context,
+            };
+            return match retry.run(sealed).await? {
+                Round::Done(result) => call_result(&result).map(CallToolResponse::from),
+                Round::InputRequired(asked) => Ok(asked.into()),
+            };
+        }
         let input = Value::Object(request.arguments.unwrap_or_default());
         let call_id = format!("mcp-{}-{}", self.call_prefix, context.id);
-        let call = ToolCall::new(call_id, request.name, input);
+        let call = ToolCall::new(call_id.clone(), request.name.clone(), input.clone());
         let batch = BatchRequest::from_calls(vec![call], None)
             .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-        let Some(result) = self.run_call(&session, batch, &context).await? else {
-            return Err(ErrorData::internal_error(
-                "the batch returned no result",
-                None,
-            ));
-        };
-        call_result(&result).map(CallToolResponse::from)
+        match self.run_call(&session, batch, &context).await? {
+            CallOutcome::Done(result) => call_result(&result).map(CallToolResponse::from),
+            CallOutcome::Asked { batch_id, ask } => {
+                let state = ApprovalState {
+                    session: session.clone(),
+                    batch: batch_id,
+                    call: call_id,
+                    approval: ask.approval_id.clone(),
+                };
+                let binding =
+                    StateBinding::new(&session, caller_token(&context), &request.name, &input);
+                input_required::ask(&ask, &state, &binding).map(CallToolResponse::from)
+            }
+        }
     }
 
     /// rmcp takes a request it cannot parse as its method's for a custom one: an unknown
@@ -432,6 +453,26 @@ impl ServerHandler for McpHandler {
     }
 }
 
+/// How a `tools/call`'s batch went, as far as this request follows it.
+enum CallOutcome {
+    Done(ToolResult),
+    /// The call waits for `ask`, which goes to the client in an input-required result; the
+    /// batch runs on (`input_required`).
+    Asked {
+        batch_id: String,
+        ask: ApprovalAsk,
+    },
+}
+
+/// The bearer token the request came with, if the daemon checks tokens.
+fn caller_token(context: &RequestContext<RoleServer>) -> Option<&str> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|p| p.extensions.get::<CallerToken>())
+        .and_then(|CallerToken(token)| token.as_deref())
+}
+
 impl McpHandler {
     /// Runs a one-call batch as a stream and answers with its result. With a `progressToken`
     /// in the request's `_meta`, each progress report goes out first as
@@ -440,26 +481,24 @@ impl McpHandler {
     /// the request (`notifications/cancelled` in the 2025 era, the client closing a 2026
     /// request's connection) the batch is cancelled alone, as an interrupt would, with
     /// `mcp_client` in its audit row; the result then says so. An approval the call waits for
-    /// is also asked of a client that takes elicitations (`elicitation`).
+    /// is also asked of a client that takes elicitations (`elicitation`), or, in the 2026
+    /// era, ends this request with the ask (`input_required`).
     async fn run_call(
         &self,
         session: &str,
         batch: BatchRequest,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Option<ToolResult>, ErrorData> {
+    ) -> Result<CallOutcome, ErrorData> {
+        let channel = ApprovalChannel::of(context);
         // Subscribed before the batch starts, so its ask cannot be missed.
-        let mut asks = ApprovalAsks::subscribe(&self.service, &context.peer);
+        let mut asks = ApprovalAsks::subscribe(&self.service, channel);
         let mut stream = self
             .service
             .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
             .await
             .map_err(rpc_error)?;
         let batch_id = stream.batch_id.clone();
-        let caller = context
-            .extensions
-            .get::<Parts>()
-            .and_then(|p| p.extensions.get::<CallerToken>())
-            .and_then(|CallerToken(token)| token.as_deref());
+        let caller = caller_token(context);
         let token = context.meta.get_progress_token();
         let mut reports: u32 = 0;
         let mut cancelled = false;
@@ -469,6 +508,9 @@ impl McpHandler {
             let item = tokio::select! {
                 item = stream.items.recv() => item,
                 ask = asks.next(&batch_id), if elicitation.is_none() => {
+                    if channel == ApprovalChannel::InputRequired {
+                        return Ok(CallOutcome::Asked { batch_id, ask });
+                    }
                     let peer = &context.peer;
                     elicitation = Some(Box::pin(elicit_approval(&self.service, session, peer, ask, caller)));
                     continue;
@@ -490,7 +532,12 @@ impl McpHandler {
             };
             // An elicitation still open when the call ends is dropped: its approval is settled.
             match item {
-                None => return Ok(None),
+                None => {
+                    return Err(ErrorData::internal_error(
+                        "the batch returned no result",
+                        None,
+                    ));
+                }
                 Some(BatchItem::Progress(update)) => {
                     let Some(token) = &token else { continue };
                     reports += 1;
@@ -504,7 +551,7 @@ impl McpHandler {
                     }
                 }
                 // The batch holds this one call: its result is the answer.
-                Some(BatchItem::Result(result)) => return Ok(Some(result)),
+                Some(BatchItem::Result(result)) => return Ok(CallOutcome::Done(result)),
                 // Only asked for with `StreamDetail::Events`.
                 Some(BatchItem::Event(_)) => {}
             }
@@ -554,7 +601,7 @@ fn resource_templates() -> Result<Vec<ResourceTemplate>, ErrorData> {
 }
 
 /// Who the audit row of a call its MCP client cancelled names.
-const MCP_CLIENT: &str = "mcp_client";
+pub(super) const MCP_CLIENT: &str = "mcp_client";
 
 /// 12 random hex digits (48 bits): the random tail of a v7 UUID, whose head is a timestamp.
 fn call_prefix() -> String {

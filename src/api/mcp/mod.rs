@@ -108,6 +108,7 @@ mod envelope;
 #[cfg(feature = "mcp-conformance-fixtures")]
 mod fixtures;
 mod handler;
+mod input_required;
 mod list_changed;
 mod post;
 mod prompts;

@@ -11,6 +11,7 @@
 mod bad_input;
 mod cancellation;
 mod catalog;
+mod input_required;
 mod legacy;
 mod list_changed;
 mod pipeline;
@@ -74,6 +75,8 @@ pub struct McpClient<'t> {
     next_id: u64,
     /// The bearer token sent; the daemon's first one unless changed with [`Self::token`].
     token: Option<String>,
+    /// What a stateless request declares in `_meta` (`clientCapabilities`); none by default.
+    capabilities: Value,
 }
 
 impl<'t> McpClient<'t> {
@@ -84,6 +87,7 @@ impl<'t> McpClient<'t> {
             session: None,
             next_id: 1,
             token: toold.token.clone(),
+            capabilities: json!({}),
         }
     }
 
@@ -95,12 +99,19 @@ impl<'t> McpClient<'t> {
             session: self.session.clone(),
             next_id: self.next_id,
             token: self.token.clone(),
+            capabilities: self.capabilities.clone(),
         }
     }
 
     /// Sends `token` instead of the daemon's first one.
     pub fn token(mut self, token: &str) -> McpClient<'t> {
         self.token = Some(token.to_owned());
+        self
+    }
+
+    /// Declares `capabilities` in every stateless request's `_meta`.
+    pub fn capabilities(mut self, capabilities: Value) -> McpClient<'t> {
+        self.capabilities = capabilities;
         self
     }
 
@@ -190,7 +201,7 @@ impl<'t> McpClient<'t> {
         let meta = params["_meta"].as_object().cloned().unwrap_or_default();
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": STATELESS,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": "toold-tests", "version": "1"},
         });
         params["_meta"].as_object_mut().unwrap().extend(meta);
@@ -220,7 +231,9 @@ impl<'t> McpClient<'t> {
         self.call_tool_with(name, params).await
     }
 
-    async fn call_tool_with(&mut self, name: &str, params: Value) -> McpReply {
+    /// `tools/call` with whole `params` (`name`, `arguments` and any other field, such as a
+    /// 2026 retry's `inputResponses` and `requestState`); `name` for the `Mcp-Name` header.
+    pub async fn call_tool_with(&mut self, name: &str, params: Value) -> McpReply {
         if self.session.is_some() {
             self.legacy("tools/call", params).await
         } else {

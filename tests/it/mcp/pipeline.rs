@@ -14,7 +14,12 @@ use super::{McpClient, McpReply, audit_rows};
 use crate::http::harness::Toold;
 
 /// `echo` asks, `rm` is denied, and a hook blocks any `write_file` whose input says "secret".
-fn start() -> (Toold, tempfile::TempDir) {
+pub(super) fn start() -> (Toold, tempfile::TempDir) {
+    start_with(&[])
+}
+
+/// [`start`] with `extra` flags.
+pub(super) fn start_with(extra: &[&str]) -> (Toold, tempfile::TempDir) {
     let scripts = tempfile::tempdir().unwrap();
     let hook = scripts.path().join("no-secrets.sh");
     std::fs::write(
@@ -31,17 +36,19 @@ fn start() -> (Toold, tempfile::TempDir) {
     let file = dir.path().join("toold.toml");
     std::fs::write(&file, toml).unwrap();
     let file = file.to_str().unwrap().to_owned();
-    (Toold::start_with(dir, &["--config", &file]), scripts)
+    let mut flags = vec!["--config", &file];
+    flags.extend_from_slice(extra);
+    (Toold::start_with(dir, &flags), scripts)
 }
 
-async fn session(toold: &Toold, body: Value) -> String {
+pub(super) async fn session(toold: &Toold, body: Value) -> String {
     let reply = toold.post("/v1/sessions", &body).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
     reply.body["id"].as_str().unwrap().to_owned()
 }
 
 /// A failed call's toold error kind, from the result's `_meta`.
-fn error_kind(reply: &McpReply) -> &str {
+pub(super) fn error_kind(reply: &McpReply) -> &str {
     assert_eq!(reply.result()["isError"], true, "{}", reply.text);
     reply.result()["_meta"]["dev.toold/errorKind"]
         .as_str()
@@ -62,14 +69,14 @@ fn is_mcp_call_id(call_id: &str, id: u64) -> bool {
 }
 
 /// The audit row of the call with this JSON-RPC id and input.
-fn row<'r>(rows: &'r [Value], id: u64, input: &Value) -> &'r Value {
+pub(super) fn row<'r>(rows: &'r [Value], id: u64, input: &Value) -> &'r Value {
     rows.iter()
         .find(|row| is_mcp_call_id(row["call_id"].as_str().unwrap(), id) && &row["input"] == input)
         .unwrap_or_else(|| panic!("no audit row for {id} {input}: {rows:?}"))
 }
 
 /// Every audit row's call id differs, though JSON-RPC ids repeat across MCP clients.
-fn assert_unique_call_ids(rows: &[Value]) {
+pub(super) fn assert_unique_call_ids(rows: &[Value]) {
     let ids: std::collections::HashSet<&str> = rows
         .iter()
         .map(|row| row["call_id"].as_str().unwrap())
@@ -78,7 +85,7 @@ fn assert_unique_call_ids(rows: &[Value]) {
 }
 
 /// The first pending approval of the session, once there is one (30 s guard).
-async fn pending(toold: &Toold, session: &str) -> Value {
+pub(super) async fn pending(toold: &Toold, session: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let reply = toold
