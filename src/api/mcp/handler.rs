@@ -22,8 +22,9 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    Resource, ResourceTemplate, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ProgressNotificationParam, Prompt, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -447,9 +448,16 @@ impl ServerHandler for McpHandler {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(custom_request_error(&request.method, request.params))
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        Err(custom_request_error(
+            &request.method,
+            request.params,
+            stateless,
+        ))
     }
 }
 
@@ -667,11 +675,11 @@ fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
     Ok(answer)
 }
 
-/// A service error as a JSON-RPC error: a request the service refused is invalid params,
-/// anything else an internal error; the message is the service's.
 /// `-32602` for a method this server serves whose params rmcp could not parse (the reason
-/// from parsing them as that method's), `-32601` for any other.
-fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
+/// from parsing them as that method's), `-32601` for any other; `initialize` is one of the
+/// 2025 era's only: a `stateless` (2026-07-28) request for it is an unknown method, as the
+/// conformance suite's `server-stateless` requires (404 with `-32601`).
+fn custom_request_error(method: &str, params: Option<Value>, stateless: bool) -> ErrorData {
     fn reason<T: serde::de::DeserializeOwned>(params: Value) -> String {
         match serde_json::from_value::<T>(params) {
             Err(err) => err.to_string(),
@@ -688,7 +696,7 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
         "prompts/get" => reason::<GetPromptRequestParams>(params),
         "completion/complete" => reason::<CompleteRequestParams>(params),
         "resources/read" => reason::<ReadResourceRequestParams>(params),
-        "initialize" => reason::<InitializeRequestParams>(params),
+        "initialize" if !stateless => reason::<InitializeRequestParams>(params),
         _ => {
             return ErrorData::new(
                 rmcp::model::ErrorCode::METHOD_NOT_FOUND,
@@ -700,6 +708,8 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
     ErrorData::invalid_params(format!("invalid params for \"{method}\": {reason}"), None)
 }
 
+/// A service error as a JSON-RPC error: a request the service refused is invalid params,
+/// anything else an internal error; the message is the service's.
 pub(super) fn rpc_error(err: ServiceError) -> ErrorData {
     match err.code {
         ErrorCode::InvalidRequest | ErrorCode::NotFound | ErrorCode::Conflict => {
@@ -733,6 +743,19 @@ mod tests {
         for bad in ["x", "-1", "3", "99"] {
             assert!(ToolsPage::at(Some(bad), 3).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_initialize_that_does_not_parse_is_bad_params_in_2025_and_unknown_in_2026() {
+        use rmcp::model::ErrorCode as Code;
+        let params = Some(serde_json::json!({"protocolVersion": 7}));
+        let legacy = custom_request_error("initialize", params.clone(), false);
+        assert_eq!(legacy.code, Code::INVALID_PARAMS, "{legacy:?}");
+        let stateless = custom_request_error("initialize", params.clone(), true);
+        assert_eq!(stateless.code, Code::METHOD_NOT_FOUND, "{stateless:?}");
+        // Methods of both eras keep their params check.
+        let call = custom_request_error("tools/call", params, true);
+        assert_eq!(call.code, Code::INVALID_PARAMS, "{call:?}");
     }
 
     #[test]

@@ -77,7 +77,7 @@
 //! | 2026: `MCP-Protocol-Version` missing or disagreeing with `_meta` | 400 | `-32020` |
 //! | 2026: `Mcp-Method`, `Mcp-Name` missing or disagreeing with the body | 400 | `-32020` |
 //! | 2026: `_meta` version unsupported | 400 | `-32022`, supported versions |
-//! | unknown method | 404 (2026), 200 (legacy) | `-32601` |
+//! | unknown method (`initialize` in 2026 too) | 404 (2026), 200 (legacy) | `-32601` |
 //! | params not fitting the method, unknown tool | 200 | `-32602` |
 //!
 //! Over stdio (`toold mcp`), `stdio` serves the same handler bound to one session, and answers
@@ -99,9 +99,9 @@
 //!   (2025 era) and when a 2026 request's connection closes (its serve loop's token); the
 //!   handler then cancels that call's batch alone (`handler`).
 //! - **Elicitation** needs rmcp's `elicitation` feature (`create_elicitation`); rmcp refuses
-//!   server-to-client requests in the 2026 era (`elicitation`).
-//!
-//! Not here yet: input-required results for approvals (2026 era).
+//!   server-to-client requests in the 2026 era (`elicitation`), where an approval is asked in
+//!   an input-required result instead, its `requestState` sealed with rmcp's
+//!   `RequestStateCodec` (feature `request-state`; `input_required`).
 
 mod elicitation;
 mod envelope;
