@@ -1,28 +1,26 @@
 //! [`McpHandler`], rmcp's `ServerHandler` for toold: `initialize` (a legacy MCP session on
 //! `/mcp` creates its own toold session), `tools/list` (the session's pool in the MCP format,
-//! a page at a time), `tools/call` (a one-call batch through [`ToolService::execute_stream`],
-//! so its batch id is known while it runs: with its progress when the request's `_meta`
-//! carries a `progressToken`, each report then a `notifications/progress` before the result;
-//! cancelled alone when rmcp cancels the request; an offloaded output adds a `resource_link`) and the resources that read offloaded outputs
-//! back (`results`). Each request first finds its toold session: the one a stdio
-//! connection's handler was made for (`for_session`), the one its legacy MCP session was
-//! bound to at `initialize` (created then on `/mcp`, the named one on
+//! a page at a time), `tools/call` (run by `calls`: a one-call streamed batch, with progress,
+//! cancellation and approvals asked of the client), prompts (`prompts`), completion, and the
+//! resources that read offloaded outputs back (`results`). Each request first finds its toold
+//! session: the one a stdio connection's handler was made for (`for_session`), the one its
+//! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
 //! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
 //! names, or the caller's default session.
 //!
-//! Only translation lives here; a tool failure is an `isError` result, an unknown tool a
-//! JSON-RPC error (`-32602`, as the MCP revisions say), and every other decision the service's.
+//! Only translation lives here; a request the service refuses is a JSON-RPC error
+//! ([`rpc_error`]), a request rmcp could not parse `-32601` or `-32602`, and every other
+//! decision the service's.
 
 use std::sync::{Arc, OnceLock};
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ContentBlock, CustomRequest, CustomResult, ErrorData, GetPromptRequestMethod,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, ProtocolVersion, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
+    CustomRequest, CustomResult, ErrorData, GetPromptRequestMethod, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, Reference, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
     SubscriptionFilter, Tool,
 };
@@ -31,19 +29,11 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, elicit_approval};
 #[cfg(feature = "mcp-conformance-fixtures")]
 use super::fixtures;
-use super::input_required::{self, ApprovalState, Retry, Round, StateBinding};
-use super::{McpBinding, list_changed, prompts, results};
+use super::{McpBinding, calls, list_changed, prompts, results};
 use crate::api::gate::CallerToken;
-use crate::registry::calls::BatchRequest;
-use crate::service::{
-    BatchItem, CreateSessionRequest, ErrorCode, ServiceError, StreamDetail, StreamRequest,
-    ToolService,
-};
-use crate::tool::{ErrorKind, ToolCall, ToolResult};
-use futures::future::BoxFuture;
+use crate::service::{CreateSessionRequest, ErrorCode, ServiceError, ToolService};
 
 /// Tools per `tools/list` page; `nextCursor` leads to the next.
 const TOOLS_PAGE: usize = 50;
@@ -409,38 +399,8 @@ impl ServerHandler for McpHandler {
             return answer;
         }
         let session = self.session_for(&context).await?;
-        if let Some(sealed) = request.request_state.as_deref() {
-            let retry = Retry {
-                service: &self.service,
-                session: &session,
-                caller: caller_token(&context),
-                request: &request,
-                context: &context,
-            };
-            return match retry.run(sealed).await? {
-                Round::Done(result) => call_result(&result).map(CallToolResponse::from),
-                Round::InputRequired(asked) => Ok(asked.into()),
-            };
-        }
-        let input = Value::Object(request.arguments.unwrap_or_default());
         let call_id = format!("mcp-{}-{}", self.call_prefix, context.id);
-        let call = ToolCall::new(call_id.clone(), request.name.clone(), input.clone());
-        let batch = BatchRequest::from_calls(vec![call], None)
-            .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-        match self.run_call(&session, batch, &context).await? {
-            CallOutcome::Done(result) => call_result(&result).map(CallToolResponse::from),
-            CallOutcome::Asked { batch_id, ask } => {
-                let state = ApprovalState {
-                    session: session.clone(),
-                    batch: batch_id,
-                    call: call_id,
-                    approval: ask.approval_id.clone(),
-                };
-                let binding =
-                    StateBinding::new(&session, caller_token(&context), &request.name, &input);
-                input_required::ask(&ask, &state, &binding).map(CallToolResponse::from)
-            }
-        }
+        calls::call_tool(&self.service, &session, call_id, request, &context).await
     }
 
     /// rmcp takes a request it cannot parse as its method's for a custom one: an unknown
@@ -458,112 +418,6 @@ impl ServerHandler for McpHandler {
             request.params,
             stateless,
         ))
-    }
-}
-
-/// How a `tools/call`'s batch went, as far as this request follows it.
-enum CallOutcome {
-    Done(ToolResult),
-    /// The call waits for `ask`, which goes to the client in an input-required result; the
-    /// batch runs on (`input_required`).
-    Asked {
-        batch_id: String,
-        ask: ApprovalAsk,
-    },
-}
-
-/// The bearer token the request came with, if the daemon checks tokens.
-fn caller_token(context: &RequestContext<RoleServer>) -> Option<&str> {
-    context
-        .extensions
-        .get::<Parts>()
-        .and_then(|p| p.extensions.get::<CallerToken>())
-        .and_then(|CallerToken(token)| token.as_deref())
-}
-
-impl McpHandler {
-    /// Runs a one-call batch as a stream and answers with its result. With a `progressToken`
-    /// in the request's `_meta`, each progress report goes out first as
-    /// `notifications/progress` (`progress` the count of reports so far, which must increase
-    /// as a call's total is not known; `message` the report's JSON text). When rmcp cancels
-    /// the request (`notifications/cancelled` in the 2025 era, the client closing a 2026
-    /// request's connection) the batch is cancelled alone, as an interrupt would, with
-    /// `mcp_client` in its audit row; the result then says so. An approval the call waits for
-    /// is also asked of a client that takes elicitations (`elicitation`), or, in the 2026
-    /// era, ends this request with the ask (`input_required`).
-    async fn run_call(
-        &self,
-        session: &str,
-        batch: BatchRequest,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallOutcome, ErrorData> {
-        let channel = ApprovalChannel::of(context);
-        // Subscribed before the batch starts, so its ask cannot be missed.
-        let mut asks = ApprovalAsks::subscribe(&self.service, channel);
-        let mut stream = self
-            .service
-            .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
-            .await
-            .map_err(rpc_error)?;
-        let batch_id = stream.batch_id.clone();
-        let caller = caller_token(context);
-        let token = context.meta.get_progress_token();
-        let mut reports: u32 = 0;
-        let mut cancelled = false;
-        // Polled here, in the request's task: see `elicitation`'s header.
-        let mut elicitation: Option<BoxFuture<'_, ()>> = None;
-        loop {
-            let item = tokio::select! {
-                item = stream.items.recv() => item,
-                ask = asks.next(&batch_id), if elicitation.is_none() => {
-                    if channel == ApprovalChannel::InputRequired {
-                        return Ok(CallOutcome::Asked { batch_id, ask });
-                    }
-                    let peer = &context.peer;
-                    elicitation = Some(Box::pin(elicit_approval(&self.service, session, peer, ask, caller)));
-                    continue;
-                }
-                () = async { if let Some(open) = elicitation.as_mut() { open.await } }, if elicitation.is_some() => {
-                    elicitation = None;
-                    continue;
-                }
-                () = context.ct.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    // A batch that ended meanwhile is not running: its result is on its way.
-                    if let Err(err) =
-                        self.service.cancel_batch(session, &stream.batch_id, MCP_CLIENT)
-                    {
-                        tracing::debug!(%err, "an MCP cancellation found no running call");
-                    }
-                    continue;
-                }
-            };
-            // An elicitation still open when the call ends is dropped: its approval is settled.
-            match item {
-                None => {
-                    return Err(ErrorData::internal_error(
-                        "the batch returned no result",
-                        None,
-                    ));
-                }
-                Some(BatchItem::Progress(update)) => {
-                    let Some(token) = &token else { continue };
-                    reports += 1;
-                    let notification =
-                        ProgressNotificationParam::new(token.clone(), reports.into())
-                            .with_message(update.data.to_string());
-                    // A client that went away misses its progress; the call runs on and is
-                    // recorded, as any streamed batch's.
-                    if let Err(err) = context.peer.notify_progress(notification).await {
-                        tracing::debug!(%err, "an MCP progress notification was not sent");
-                    }
-                }
-                // The batch holds this one call: its result is the answer.
-                Some(BatchItem::Result(result)) => return Ok(CallOutcome::Done(result)),
-                // Only asked for with `StreamDetail::Events`.
-                Some(BatchItem::Event(_)) => {}
-            }
-        }
     }
 }
 
@@ -608,9 +462,6 @@ fn resource_templates() -> Result<Vec<ResourceTemplate>, ErrorData> {
     Ok(templates)
 }
 
-/// Who the audit row of a call its MCP client cancelled names.
-pub(super) const MCP_CLIENT: &str = "mcp_client";
-
 /// 12 random hex digits (48 bits): the random tail of a v7 UUID, whose head is a timestamp.
 fn call_prefix() -> String {
     let uuid = uuid::Uuid::now_v7().simple().to_string();
@@ -645,34 +496,6 @@ impl ToolsPage {
             next_cursor: (end < tools).then(|| end.to_string()),
         })
     }
-}
-
-/// The `_meta` key of a failed call's toold error kind (`permission_denied`, `timeout`, ...),
-/// for clients that tell failures apart; the model reads the content's text.
-const ERROR_KIND_META: &str = "dev.toold/errorKind";
-
-/// A toold result as MCP's: an unknown tool is a protocol error, any other failure an
-/// `isError` result the model reads.
-fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
-    if result.error_kind == Some(ErrorKind::UnknownTool) {
-        return Err(ErrorData::invalid_params(result.output.clone(), None));
-    }
-    let mut content = vec![ContentBlock::text(result.output.clone())];
-    if let Some(offloaded) = &result.offloaded {
-        content.push(results::resource_link(offloaded));
-    }
-    let mut answer = if result.is_error {
-        CallToolResult::error(content)
-    } else {
-        CallToolResult::success(content)
-    };
-    answer.structured_content = result.structured.clone();
-    if let Some(kind) = result.error_kind {
-        let mut meta = serde_json::Map::new();
-        meta.insert(ERROR_KIND_META.to_owned(), kind.as_str().into());
-        answer.meta = Some(MetaObject(meta));
-    }
-    Ok(answer)
 }
 
 /// `-32602` for a method this server serves whose params rmcp could not parse (the reason
@@ -756,20 +579,5 @@ mod tests {
         // Methods of both eras keep their params check.
         let call = custom_request_error("tools/call", params, true);
         assert_eq!(call.code, Code::INVALID_PARAMS, "{call:?}");
-    }
-
-    #[test]
-    fn an_unknown_tool_is_a_protocol_error_and_other_failures_are_results() {
-        let call = ToolCall::new("c", "reed_file", serde_json::json!({}));
-        let unknown = ToolResult::refused(&call, ErrorKind::UnknownTool, "unknown tool");
-        assert_eq!(
-            call_result(&unknown).unwrap_err().code,
-            rmcp::model::ErrorCode::INVALID_PARAMS
-        );
-        let denied = ToolResult::refused(&call, ErrorKind::PermissionDenied, "no");
-        let answer = call_result(&denied).unwrap();
-        assert_eq!(answer.is_error, Some(true));
-        let meta = answer.meta.unwrap();
-        assert_eq!(meta.0[ERROR_KIND_META], "permission_denied");
     }
 }

@@ -56,8 +56,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::calls::MCP_CLIENT;
 use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, DOOR, question, resolution};
-use super::handler::{MCP_CLIENT, rpc_error};
+use super::handler::rpc_error;
 use crate::permission::Approver;
 use crate::service::{PendingApproval, ResolveApprovalRequest, ToolService};
 use crate::tool::ToolResult;

@@ -103,6 +103,7 @@
 //!   an input-required result instead, its `requestState` sealed with rmcp's
 //!   `RequestStateCodec` (feature `request-state`; `input_required`).
 
+mod calls;
 mod elicitation;
 mod envelope;
 #[cfg(feature = "mcp-conformance-fixtures")]
