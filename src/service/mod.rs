@@ -40,7 +40,8 @@ use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, Store, StoreApprovals};
-use crate::tools::{BackgroundShells, SkillSummary, skill_catalog};
+pub use crate::tools::SkillSummary;
+use crate::tools::{BackgroundShells, skill_catalog};
 use tokio_util::sync::CancellationToken;
 
 /// What the service needs to know about where it runs.

@@ -21,9 +21,9 @@ use rmcp::model::{
 use serde_json::json;
 
 use crate::registry::calls::BatchRequest;
+use crate::service::SkillSummary;
 use crate::service::{SKILL_TOOL, ToolService};
 use crate::tool::ToolCall;
-use crate::tools::SkillSummary;
 
 /// The prompt argument passed to the skill as its `args`.
 const ARGS: &str = "args";
