@@ -222,6 +222,8 @@ impl ToolService {
         calls: Vec<ToolCall>,
     ) -> Vec<ToolResult> {
         self.recent.started(record);
+        // Cancellable while it waits for its turn (`cancel_batch`).
+        let _queued = session.state.queue_batch(&record.batch_id);
         let _one_at_a_time = session.batch_lock.lock().await;
         self.dispatcher
             .collect_batch(

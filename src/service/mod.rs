@@ -278,7 +278,7 @@ impl ToolService {
 
     /// Cancels batch `batch_id` of the session alone, as an interrupt would (its calls whose
     /// tools allow it stop, queued ones never start), recording `by` as who cancelled it in
-    /// their audit rows; `not_found` unless the batch is running.
+    /// their audit rows; `not_found` unless the batch is running or waiting for its turn.
     pub fn cancel_batch(
         &self,
         session_id: &str,
@@ -289,7 +289,7 @@ impl ToolService {
             return Ok(());
         }
         Err(ServiceError::not_found(format!(
-            "batch \"{batch_id}\" of session \"{session_id}\" is not running"
+            "batch \"{batch_id}\" of session \"{session_id}\" is neither running nor queued"
         )))
     }
 

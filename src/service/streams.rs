@@ -159,6 +159,8 @@ impl ToolService {
         client: mpsc::UnboundedSender<BatchItem>,
     ) -> Vec<ToolResult> {
         self.recent.started(record);
+        // Cancellable while it waits for its turn (`cancel_batch`).
+        let _queued = session.state.queue_batch(&record.batch_id);
         let _one_at_a_time = session.batch_lock.lock().await;
         // Subscribed before the batch starts, so none of its events is missed.
         let mut events = BatchEvents {

@@ -151,6 +151,20 @@ impl Drop for RunningBatch {
     }
 }
 
+/// A batch waiting for its turn (a session runs one batch at a time), registered so that it
+/// can be cancelled before it starts; unregistered when dropped.
+#[derive(Debug)]
+pub struct QueuedBatch {
+    session: Arc<SessionState>,
+    batch_id: Arc<str>,
+}
+
+impl Drop for QueuedBatch {
+    fn drop(&mut self) {
+        self.session.queued_batches().remove(&self.batch_id);
+    }
+}
+
 /// A live session.
 #[derive(Debug)]
 pub struct SessionState {
@@ -165,6 +179,9 @@ pub struct SessionState {
     closed: CancellationToken,
     /// The running batches' own interrupts, by batch id.
     batches: Mutex<HashMap<Arc<str>, BatchInterrupt>>,
+    /// Batches waiting for their turn, each with what cancelling it alone recorded: a token
+    /// of its own, not the session's, so a session interrupt leaves them to start as before.
+    queued: Mutex<HashMap<Arc<str>, BatchInterrupt>>,
     /// The working directory with its symlinks resolved, worked out on first use.
     real_working_directory: OnceLock<PathBuf>,
     /// Carries `loaded_tools_version` to those watching the session's offered tools change.
@@ -180,6 +197,7 @@ impl SessionState {
             interrupt: Mutex::new(CancellationToken::new()),
             closed: CancellationToken::new(),
             batches: Mutex::new(HashMap::new()),
+            queued: Mutex::new(HashMap::new()),
             real_working_directory: OnceLock::new(),
             loaded_tools_watch: tokio::sync::watch::Sender::new(0),
         }
@@ -239,13 +257,34 @@ impl SessionState {
         *token = CancellationToken::new();
     }
 
+    /// Registers a batch that waits for its turn, so [`SessionState::cancel_batch`] reaches
+    /// it before it starts (it then starts cancelled: none of its calls runs).
+    pub fn queue_batch(self: &Arc<Self>, batch_id: &str) -> QueuedBatch {
+        let batch_id: Arc<str> = Arc::from(batch_id);
+        self.queued_batches().insert(
+            batch_id.clone(),
+            BatchInterrupt::detached(CancellationToken::new()),
+        );
+        QueuedBatch {
+            session: self.clone(),
+            batch_id,
+        }
+    }
+
     /// A starting batch's interrupt: fires with the session's next interrupt or when the
-    /// batch is cancelled alone. Registered until the returned guard is dropped.
+    /// batch is cancelled alone (already, if it was cancelled while queued). Registered until
+    /// the returned guard is dropped.
     pub fn start_batch(self: &Arc<Self>, batch_id: &Arc<str>) -> RunningBatch {
+        let queued = self.queued_batches().remove(batch_id);
         let interrupt = BatchInterrupt {
             token: self.interrupt_token().child_token(),
-            cancelled_by: Arc::new(OnceLock::new()),
+            cancelled_by: queued
+                .as_ref()
+                .map_or_else(|| Arc::new(OnceLock::new()), |q| q.cancelled_by.clone()),
         };
+        if queued.is_some_and(|q| q.is_cancelled()) {
+            interrupt.token.cancel();
+        }
         self.running_batches()
             .insert(batch_id.clone(), interrupt.clone());
         RunningBatch {
@@ -255,15 +294,25 @@ impl SessionState {
         }
     }
 
-    /// Interrupts batch `batch_id` alone, recording `by` as who did; whether it was running.
+    /// Interrupts batch `batch_id` alone, running or queued, recording `by` as who did
+    /// (unless something stopped it already); whether it was running or queued.
     pub fn cancel_batch(&self, batch_id: &str, by: &str) -> bool {
-        let Some(interrupt) = self.running_batches().get(batch_id).cloned() else {
+        let found = self.running_batches().get(batch_id).cloned();
+        let Some(interrupt) = found.or_else(|| self.queued_batches().get(batch_id).cloned()) else {
             return false;
         };
-        // The first canceller is the one recorded.
-        let _ = interrupt.cancelled_by.set(by.to_owned());
+        // The first canceller is the one recorded; a session interrupt that came first is
+        // not this canceller's doing.
+        if !interrupt.token.is_cancelled() {
+            let _ = interrupt.cancelled_by.set(by.to_owned());
+        }
         interrupt.token.cancel();
         true
+    }
+
+    fn queued_batches(&self) -> MutexGuard<'_, HashMap<Arc<str>, BatchInterrupt>> {
+        // Only inserts and removes happen under this lock.
+        self.queued.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn running_batches(&self) -> MutexGuard<'_, HashMap<Arc<str>, BatchInterrupt>> {
@@ -634,6 +683,33 @@ mod tests {
         assert!(
             !session.cancel_batch("b1", "mcp_client"),
             "ended batches are forgotten"
+        );
+        // Cancelling a batch the session's interrupt stopped first names no canceller.
+        assert!(session.cancel_batch("b2", "mcp_client"));
+        assert_eq!(second.interrupt.cancelled_by(), None);
+    }
+
+    #[test]
+    fn a_queued_batch_cancelled_alone_starts_cancelled_and_a_session_interrupt_spares_it() {
+        let session = Arc::new(session());
+        let (one, two): (Arc<str>, Arc<str>) = (Arc::from("q1"), Arc::from("q2"));
+        let queued_one = session.queue_batch("q1");
+        let queued_two = session.queue_batch("q2");
+        assert!(session.cancel_batch("q1", "mcp_client"));
+        // What is running now is interrupted; batches waiting for their turn start as before.
+        session.interrupt();
+        let first = session.start_batch(&one);
+        assert!(first.interrupt.is_cancelled());
+        assert_eq!(first.interrupt.cancelled_by(), Some("mcp_client"));
+        let second = session.start_batch(&two);
+        assert!(!second.interrupt.is_cancelled());
+        drop((queued_one, queued_two, first, second));
+        assert!(!session.cancel_batch("q1", "mcp_client"));
+        let abandoned = session.queue_batch("q3");
+        drop(abandoned);
+        assert!(
+            !session.cancel_batch("q3", "mcp_client"),
+            "a batch that never started is forgotten"
         );
     }
 }

@@ -136,11 +136,12 @@ async fn run_call(
             }
             () = context.ct.cancelled(), if !cancelled => {
                 cancelled = true;
-                // A batch that ended meanwhile is not running: its result is on its way.
+                // A batch queued or running is cancelled; one that ended meanwhile is neither,
+                // and its result is on its way.
                 if let Err(err) =
                     service.cancel_batch(session, &stream.batch_id, MCP_CLIENT)
                 {
-                    tracing::debug!(%err, "an MCP cancellation found no running call");
+                    tracing::debug!(%err, "an MCP cancellation found no queued or running call");
                 }
                 continue;
             }

@@ -4,8 +4,9 @@
 //! translates MCP requests into [`crate::service`] calls (`handler`) and lets rmcp own the
 //! protocol: JSON-RPC framing, Streamable HTTP, both eras, sessions, header checks.
 //!
-//! What rmcp 3.11 (pinned `=3.11.0`, features `server` + `transport-streamable-http-server`)
-//! does, read from its source, and how it shapes this door:
+//! What rmcp 3.11 (pinned `=3.11.0`; features `server`, `transport-streamable-http-server`,
+//! `transport-io`, `elicitation`, `request-state`) does, read from its source, and how it
+//! shapes this door:
 //!
 //! - **Mounting.** `transport::streamable_http_server::StreamableHttpService<S, M>` is a tower
 //!   service over `http::Request<B>`; its `handle(request)` answers with a
@@ -97,7 +98,8 @@
 //! - **Pool changes** are announced as `notifications/tools/list_changed` (`list_changed`).
 //! - **Cancellation.** rmcp cancels a request's `context.ct` on `notifications/cancelled`
 //!   (2025 era) and when a 2026 request's connection closes (its serve loop's token); the
-//!   handler then cancels that call's batch alone (`handler`).
+//!   door then cancels that call's batch alone, running or still waiting for its turn
+//!   (`calls`).
 //! - **Elicitation** needs rmcp's `elicitation` feature (`create_elicitation`); rmcp refuses
 //!   server-to-client requests in the 2026 era (`elicitation`), where an approval is asked in
 //!   an input-required result instead, its `requestState` sealed with rmcp's

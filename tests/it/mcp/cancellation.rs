@@ -88,7 +88,11 @@ async fn a_legacy_client_cancels_its_slow_call_and_the_session_runs_on() {
     // The request's stream ends without a response, as the revision asks of a cancelled
     // request (rmcp drops the handler's late answer).
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
-    assert!(reply.message.get("result").is_none(), "{}", reply.text);
+    assert!(
+        reply.messages.iter().all(|m| m["id"] != 2),
+        "{}",
+        reply.text
+    );
 
     assert_cancelled_by_the_client(&slow_row(&toold, &id).await);
     let next = client
@@ -121,4 +125,91 @@ async fn a_2026_client_closing_its_request_cancels_the_call_and_the_session_runs
         .await;
     assert_eq!(next.result()["isError"], false, "{}", next.text);
     assert!(next.text_content().contains("still here"), "{}", next.text);
+}
+
+/// Returns once the session's events show a `bash` call of `command` started.
+async fn started_command(toold: &Toold, session: &str, command: &str) {
+    let mut events = toold
+        .sse(&format!("/v1/sessions/{session}/events"), None, Some(0))
+        .await;
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("the call starts")
+            .expect("the event stream stays open");
+        if frame.event == "tool:pre" && frame.data["data"]["input"]["command"] == command {
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_call_cancelled_while_it_waits_for_its_turn_never_runs() {
+    const FIRST: &str = "sleep 3";
+    const QUEUED: &str = "echo ran anyway > queued.txt";
+    let toold = Toold::start();
+    let id = session(&toold).await;
+    let path = format!("/v1/sessions/{id}/mcp");
+    let mut client = McpClient::new(&toold, &path);
+    client.initialize().await;
+    let other = client.on_path(&path);
+    let notifier = client.on_path(&path);
+
+    // `initialize` was request 1, the first call is 2; the queued one is sent as 3.
+    let first = client.call_tool("bash", json!({"command": FIRST}));
+    let queued = async {
+        started_command(&toold, &id, FIRST).await;
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                          "params": {"name": "bash", "arguments": {"command": QUEUED}}});
+        other
+            .post_raw(
+                &[("mcp-protocol-version", LEGACY)],
+                body.to_string().into_bytes(),
+            )
+            .await
+    };
+    let cancel = async {
+        started_command(&toold, &id, FIRST).await;
+        // The queued request goes out as the first call starts; the session publishes nothing
+        // for a batch until its turn comes, so it is given time to reach the daemon (the
+        // first call runs on for seconds after).
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 3, "reason": "not any more"}});
+        let ack = notifier
+            .post_raw(
+                &[("mcp-protocol-version", LEGACY)],
+                cancelled.to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+    };
+    let (first, queued, ()) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(first, queued, cancel)
+    })
+    .await
+    .expect("both calls end");
+    assert_eq!(first.result()["isError"], false, "{}", first.text);
+    assert!(
+        queued.messages.iter().all(|m| m["id"] != 3),
+        "{}",
+        queued.text
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let row = loop {
+        let rows = audit_rows(&toold, &id).await;
+        if let Some(row) = rows.iter().find(|row| row["input"]["command"] == QUEUED) {
+            break row.clone();
+        }
+        assert!(Instant::now() < deadline, "no audit row: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(row["error_kind"], "cancelled", "{row}");
+    assert_eq!(row["cancelled_by"], "mcp_client", "{row}");
+    let workspace = toold.workspace(&id).await;
+    assert!(
+        !workspace.join("queued.txt").exists(),
+        "the cancelled call ran"
+    );
 }
