@@ -218,6 +218,10 @@ pub fn routes(service: Arc<ToolService>, settings: &McpDoorSettings) -> Router {
             service,
             http,
             body_limit_bytes: settings.body_limit_bytes,
+            heads: Arc::new(post::KnownHeads {
+                origins: settings.allowed_origins.clone(),
+                hosts: settings.allowed_hosts.clone(),
+            }),
         })
 }
 
@@ -226,6 +230,7 @@ struct McpDoor {
     service: Arc<ToolService>,
     http: Arc<HttpService>,
     body_limit_bytes: usize,
+    heads: Arc<post::KnownHeads>,
 }
 
 async fn own_session(State(door): State<McpDoor>, mut request: Request) -> Response {
@@ -249,7 +254,7 @@ async fn bound_session(
 async fn serve(door: &McpDoor, request: Request) -> Response {
     let delete = request.method() == Method::DELETE;
     if request.method() == Method::POST {
-        return post::serve_post(&door.http, request, door.body_limit_bytes).await;
+        return post::serve_post(&door.http, &door.heads, request, door.body_limit_bytes).await;
     }
     let mut response = door.http.handle(request).await.map(axum::body::Body::new);
     // rmcp answers an ended session 202 with no body; the Python SDK takes only 200 or 204 for

@@ -14,6 +14,13 @@
 //!
 //! Memory: the read stops one frame past the limit; rmcp copies a body that passed into its
 //! own buffer to parse it, so a request holds at most twice the limit.
+//!
+//! A head this door cannot see is admitted (an `Origin` or `Host` not exactly one it lists)
+//! is first shown to rmcp alone, with an empty body that notes when it is read: rmcp refusing
+//! it without reading the body (403, 406, 415) is the answer, so a foreign page never makes
+//! the daemon read its body. A head rmcp accepts goes on as any other (rmcp read the empty
+//! body and failed to parse it, which has no effect). Clients on the listener's own address
+//! and without an `Origin` (SDKs, the Inspector) never pay for that probe.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,8 +35,45 @@ use serde_json::Value;
 use super::HttpService;
 use super::envelope::{self, Outline, Refusal};
 
+/// The `Origin` and `Host` values known to be admitted, exactly as sent (rmcp's own matching
+/// is looser: a host without a port matches any port).
+#[derive(Debug, Default)]
+pub(super) struct KnownHeads {
+    pub origins: Vec<String>,
+    /// Empty: any `Host` is admitted.
+    pub hosts: Vec<String>,
+}
+
+impl KnownHeads {
+    fn surely_admitted(&self, headers: &axum::http::HeaderMap) -> bool {
+        let listed = |name: header::HeaderName, known: &[String]| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .is_some_and(|value| known.iter().any(|k| k.eq_ignore_ascii_case(value)))
+        };
+        let origin = !headers.contains_key(header::ORIGIN) || listed(header::ORIGIN, &self.origins);
+        let host = self.hosts.is_empty() || listed(header::HOST, &self.hosts);
+        origin && host
+    }
+}
+
 /// Serves a POST through rmcp, answering bodies it would mishandle itself.
-pub(super) async fn serve_post(http: &HttpService, request: Request, limit: usize) -> Response {
+pub(super) async fn serve_post(
+    http: &HttpService,
+    heads: &KnownHeads,
+    request: Request,
+    limit: usize,
+) -> Response {
+    if !heads.surely_admitted(request.headers()) {
+        let read = Arc::new(AtomicBool::new(false));
+        if let Some(probe) = head_alone(&request, read.clone()) {
+            let response = http.handle(probe).await;
+            if !read.load(Ordering::Acquire) {
+                return response.map(Body::new);
+            }
+        }
+    }
     let declared_too_large = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -58,6 +102,23 @@ pub(super) async fn serve_post(http: &HttpService, request: Request, limit: usiz
         return refused(&refusal);
     }
     response.map(Body::new)
+}
+
+/// `request`'s head with an empty body that sets `read` when polled.
+fn head_alone(request: &Request, read: Arc<AtomicBool>) -> Option<Request> {
+    let mut probe = Request::builder()
+        .method(request.method().clone())
+        .uri(request.uri().clone())
+        .version(request.version());
+    let headers = probe.headers_mut()?;
+    headers.extend(
+        request
+            .headers()
+            .iter()
+            .filter(|(name, _)| *name != header::CONTENT_LENGTH)
+            .map(|(name, value)| (name.clone(), value.clone())),
+    );
+    probe.body(noting_when_read(Bytes::new(), read)).ok()
 }
 
 fn id_of(outline: Outline) -> Value {

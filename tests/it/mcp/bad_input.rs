@@ -488,3 +488,34 @@ async fn protocol_versions_missing_unsupported_or_disagreeing_with_the_headers()
     assert_eq!(pong.result(), &json!({}));
     assert_serving(&toold, "protocol versions").await;
 }
+
+#[tokio::test]
+async fn a_foreign_origin_is_refused_before_its_body_is_read() {
+    let toold = Toold::start();
+    let base = toold.base.clone();
+    // The body is declared at 1 MB (under the limit) and never sent: a door that read it
+    // before checking the head would wait for it and answer nothing.
+    let status = tokio::task::spawn_blocking(move || {
+        let address = base.trim_start_matches("http://").to_owned();
+        let stream = TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nOrigin: http://evil.example\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: 1000000\r\n\r\n{{\"jsonrpc\""
+        );
+        (&stream).write_all(head.as_bytes()).unwrap();
+        let mut status = String::new();
+        BufReader::new(&stream)
+            .read_line(&mut status)
+            .expect("answered without the rest of the body");
+        stream.shutdown(Shutdown::Both).ok();
+        status
+    })
+    .await
+    .unwrap();
+    assert!(status.starts_with("HTTP/1.1 403"), "{status:?}");
+    assert_serving(&toold, "a foreign origin's unread body").await;
+}
