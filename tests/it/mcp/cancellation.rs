@@ -145,7 +145,7 @@ async fn started_command(toold: &Toold, session: &str, command: &str) {
 
 #[tokio::test]
 async fn a_call_cancelled_while_it_waits_for_its_turn_never_runs() {
-    const FIRST: &str = "sleep 3";
+    const FIRST: &str = "sleep 5";
     const QUEUED: &str = "echo ran anyway > queued.txt";
     let toold = Toold::start();
     let id = session(&toold).await;
@@ -173,7 +173,7 @@ async fn a_call_cancelled_while_it_waits_for_its_turn_never_runs() {
         // The queued request goes out as the first call starts; the session publishes nothing
         // for a batch until its turn comes, so it is given time to reach the daemon (the
         // first call runs on for seconds after).
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                "params": {"requestId": 3, "reason": "not any more"}});
         let ack = notifier
