@@ -19,28 +19,22 @@ async fn session(toold: &Toold) -> String {
     reply.body["id"].as_str().unwrap().to_owned()
 }
 
-/// Returns once the session's events show a `bash` call started (`tool:pre`).
+/// Returns once the session's events show the slow `bash` call started (`tool:pre`).
 async fn started(toold: &Toold, session: &str) {
-    let mut events = toold
-        .sse(&format!("/v1/sessions/{session}/events"), None, Some(0))
-        .await;
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(30), events.next())
-            .await
-            .expect("the slow call starts")
-            .expect("the event stream stays open");
-        if frame.event == "tool:pre" && frame.data["data"]["input"]["command"] == SLOW {
-            return;
-        }
-    }
+    started_command(toold, session, SLOW).await;
 }
 
 /// The audit row of the slow call, once there is one (15 s guard).
 async fn slow_row(toold: &Toold, session: &str) -> Value {
+    row_of(toold, session, SLOW).await
+}
+
+/// The audit row of the `bash` call of `command`, once there is one (15 s guard).
+async fn row_of(toold: &Toold, session: &str, command: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let rows = audit_rows(toold, session).await;
-        if let Some(row) = rows.iter().find(|row| row["input"]["command"] == SLOW) {
+        if let Some(row) = rows.iter().find(|row| row["input"]["command"] == command) {
             return row.clone();
         }
         assert!(Instant::now() < deadline, "no audit row: {rows:?}");
@@ -196,15 +190,7 @@ async fn a_call_cancelled_while_it_waits_for_its_turn_never_runs() {
         queued.text
     );
 
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let row = loop {
-        let rows = audit_rows(&toold, &id).await;
-        if let Some(row) = rows.iter().find(|row| row["input"]["command"] == QUEUED) {
-            break row.clone();
-        }
-        assert!(Instant::now() < deadline, "no audit row: {rows:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let row = row_of(&toold, &id, QUEUED).await;
     assert_eq!(row["error_kind"], "cancelled", "{row}");
     assert_eq!(row["cancelled_by"], "mcp_client", "{row}");
     let workspace = toold.workspace(&id).await;
