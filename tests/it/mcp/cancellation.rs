@@ -42,6 +42,19 @@ async fn row_of(toold: &Toold, session: &str, command: &str) -> Value {
     }
 }
 
+/// A legacy client's `notifications/cancelled` for its request `request_id`, accepted.
+async fn send_cancelled(client: &McpClient<'_>, request_id: u64) {
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": request_id, "reason": "the user gave up"}});
+    let ack = client
+        .post_raw(
+            &[("mcp-protocol-version", LEGACY)],
+            cancelled.to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+}
+
 fn assert_cancelled_by_the_client(row: &Value) {
     assert_eq!(row["error_kind"], "cancelled", "{row}");
     assert_eq!(row["cancelled_by"], "mcp_client", "{row}");
@@ -62,15 +75,7 @@ async fn a_legacy_client_cancels_its_slow_call_and_the_session_runs_on() {
     let call = client.call_tool("bash", json!({"command": SLOW}));
     let cancel = async {
         started(&toold, &id).await;
-        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                               "params": {"requestId": 2, "reason": "the user gave up"}});
-        let ack = notifier
-            .post_raw(
-                &[("mcp-protocol-version", LEGACY)],
-                cancelled.to_string().into_bytes(),
-            )
-            .await;
-        assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+        send_cancelled(&notifier, 2).await;
         Instant::now()
     };
     let (reply, cancelled_at) = tokio::time::timeout(Duration::from_secs(20), async {
@@ -168,15 +173,7 @@ async fn a_call_cancelled_while_it_waits_for_its_turn_never_runs() {
         // for a batch until its turn comes, so it is given time to reach the daemon (the
         // first call runs on for seconds after).
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                               "params": {"requestId": 3, "reason": "not any more"}});
-        let ack = notifier
-            .post_raw(
-                &[("mcp-protocol-version", LEGACY)],
-                cancelled.to_string().into_bytes(),
-            )
-            .await;
-        assert_eq!(ack.status, StatusCode::ACCEPTED, "{}", ack.text);
+        send_cancelled(&notifier, 3).await;
     };
     let (first, queued, ()) = tokio::time::timeout(Duration::from_secs(30), async {
         tokio::join!(first, queued, cancel)

@@ -80,6 +80,17 @@ async fn wait_for(response: &mut reqwest::Response, method: &str) -> Value {
     }
 }
 
+/// The tool names a `tools/list` request answers with.
+async fn listed(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    list: Value,
+) -> Vec<String> {
+    let (_, _, messages) = post(client, url, headers, list).await;
+    tool_names(result(&messages))
+}
+
 fn request(id: u64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
@@ -140,14 +151,14 @@ async fn a_legacy_client_hears_on_its_get_stream_that_a_loaded_tool_joined_the_l
         .unwrap();
     assert_eq!(stream.status(), StatusCode::OK);
 
-    let (_, _, listed) = post(
+    let names = listed(
         &client,
         &url,
         &in_session,
         request(2, "tools/list", json!({})),
     )
     .await;
-    assert!(!tool_names(result(&listed)).contains(&"echo_later".to_owned()));
+    assert!(!names.contains(&"echo_later".to_owned()), "{names:?}");
     let (_, _, loaded) = post(
         &client,
         &url,
@@ -162,14 +173,14 @@ async fn a_legacy_client_hears_on_its_get_stream_that_a_loaded_tool_joined_the_l
     assert_eq!(result(&loaded)["isError"], false, "{loaded:?}");
 
     wait_for(&mut stream, "notifications/tools/list_changed").await;
-    let (_, _, listed) = post(
+    let names = listed(
         &client,
         &url,
         &in_session,
         request(4, "tools/list", json!({})),
     )
     .await;
-    assert!(tool_names(result(&listed)).contains(&"echo_later".to_owned()));
+    assert!(names.contains(&"echo_later".to_owned()), "{names:?}");
 }
 
 #[tokio::test]
@@ -233,14 +244,13 @@ async fn a_stateless_client_hears_it_on_its_subscriptions_listen_stream() {
     assert_eq!(result(&loaded)["isError"], false, "{loaded:?}");
     wait_for(&mut stream, "notifications/tools/list_changed").await;
 
-    let (_, _, listed) = post(
+    let names = listed(
         &client,
         &url,
         &headers("tools/list", None),
         request(3, "tools/list", json!({"_meta": meta})),
     )
     .await;
-    let names = tool_names(result(&listed));
     assert!(names.contains(&"echo_much_later".to_owned()), "{names:?}");
     assert!(!names.contains(&"echo_later".to_owned()), "{names:?}");
 }
