@@ -39,16 +39,9 @@ impl StdioMcp {
             .arg("--working-directory")
             .arg(workspace(dir))
             .args(["--permission-mode", mode]);
-        // None of the caller's settings reach it (as for `support::daemon`); the logs are at
-        // the default level, info, so the test sees that they stay off stdout.
-        for (name, _) in std::env::vars_os() {
-            let is_setting = name
-                .to_str()
-                .is_some_and(|name| name.starts_with("TOOLD_") && !name.starts_with("TOOLD_TEST_"));
-            if is_setting {
-                command.env_remove(&name);
-            }
-        }
+        // None of the caller's settings reach it; the logs are at the default level, info,
+        // so the test sees that they stay off stdout.
+        crate::support::daemon::without_settings(&mut command);
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -23,8 +23,13 @@ pub fn command(dir: &Path, extra: &[&str]) -> Command {
         .arg("--allowed-root")
         .arg(dir.join("projects"))
         .args(extra);
-    // None of the caller's settings reach the daemon (a developer's TOOLD_DATABASE_URL would
-    // point every test daemon at one database); the tests' own variables are not settings.
+    without_settings(&mut command);
+    command
+}
+
+/// Keeps the caller's `TOOLD_*` settings from `command` (a developer's TOOLD_DATABASE_URL
+/// would point every test daemon at one database); the tests' own variables are not settings.
+pub fn without_settings(command: &mut Command) {
     for (name, _) in std::env::vars_os() {
         let is_setting = name
             .to_str()
@@ -33,7 +38,6 @@ pub fn command(dir: &Path, extra: &[&str]) -> Command {
             command.env_remove(&name);
         }
     }
-    command
 }
 
 impl DaemonProcess {
