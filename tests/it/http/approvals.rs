@@ -47,13 +47,14 @@ async fn run_echo(toold: &Toold, session: &str, call: &str, text: &str) -> Reply
 }
 
 /// The first pending approval of the session, once there is one (30 s guard).
-async fn pending(toold: &Toold, session: &str) -> Value {
+/// The first pending approval of the session, once there is one (30 s guard).
+pub(crate) async fn pending(toold: &Toold, session: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let reply = toold
             .get(&format!("/v1/sessions/{session}/approvals"))
             .await;
-        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         if let Some(first) = reply.body["approvals"].as_array().and_then(|a| a.first()) {
             return first.clone();
         }

@@ -3,7 +3,7 @@
 //! idempotency, interrupts, restarts, `kill -9`, auth, the gates (429, 408, 503), the ops
 //! endpoints (`/openapi.json`, `/metrics`) and scheduling judged from persisted events).
 
-mod approvals;
+pub mod approvals;
 mod bad_input;
 mod batches;
 mod defects;

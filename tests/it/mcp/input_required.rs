@@ -10,10 +10,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::pipeline::{
-    assert_unique_call_ids, error_kind, pending, row, session, start, start_with,
-};
+use super::pipeline::{assert_unique_call_ids, error_kind, row, session, start, start_with};
 use super::{McpClient, McpReply, audit_rows};
+use crate::http::approvals::pending;
 use crate::http::harness::Toold;
 
 fn elicits(client: McpClient<'_>) -> McpClient<'_> {

@@ -11,6 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::{McpClient, McpReply, audit_rows};
+use crate::http::approvals::pending;
 use crate::http::harness::Toold;
 
 /// `echo` asks, `rm` is denied, and a hook blocks any `write_file` whose input says "secret".
@@ -82,25 +83,6 @@ pub(super) fn assert_unique_call_ids(rows: &[Value]) {
         .map(|row| row["call_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids.len(), rows.len(), "{rows:?}");
-}
-
-/// The first pending approval of the session, once there is one (30 s guard).
-pub(super) async fn pending(toold: &Toold, session: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let reply = toold
-            .get(&format!("/v1/sessions/{session}/approvals"))
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-        if let Some(first) = reply.body["approvals"].as_array().and_then(|a| a.first()) {
-            return first.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no approval appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
