@@ -33,6 +33,24 @@ pub enum Command {
     Mcp(McpArgs),
     /// Print the effective settings as JSON.
     Settings(ServeArgs),
+    /// A session's sandbox spawner (started by the daemon inside the sandbox, not by hand).
+    #[command(hide = true)]
+    SandboxSpawner(SpawnerArgs),
+}
+
+/// Flags of `toold sandbox-spawner`, set by the daemon that starts it.
+#[derive(Debug, Args)]
+pub struct SpawnerArgs {
+    /// The control socket's descriptor.
+    #[arg(long)]
+    control_fd: i32,
+    /// Each command's rlimits: `cpu_seconds,open_files,processes,address_space` (0: none).
+    #[arg(long)]
+    limits: String,
+    /// The session served (only shown in process listings).
+    #[arg(long)]
+    #[allow(dead_code)]
+    session: String,
 }
 
 /// Flags of `toold mcp`: where its store lives, and its one session (over `[mcp]`).
@@ -125,9 +143,16 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut settings = Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
+    let config = cli.config;
+    let load = || Settings::load(config.as_deref(), |name| std::env::var(name).ok());
     match cli.command {
+        Command::SandboxSpawner(args) => {
+            // No settings, no logs, no runtime: it only forks commands for its session (whose
+            // id is on its command line for process listings).
+            crate::tools::serve_spawner(args.control_fd, &args.limits)?;
+        }
         Command::Serve(args) => {
+            let mut settings = load()?;
             args.flags().apply(&mut settings.server);
             init_logs(&settings.server.log)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -136,6 +161,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(crate::server::run(settings))?;
         }
         Command::Mcp(args) => {
+            let mut settings = load()?;
             args.apply(&mut settings)?;
             init_logs(&settings.server.log)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -148,6 +174,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             served?;
         }
         Command::Settings(args) => {
+            let mut settings = load()?;
             args.flags().apply(&mut settings.server);
             println!("{}", serde_json::to_string_pretty(&settings)?);
         }

@@ -31,6 +31,7 @@ pub(crate) const BUILTIN_NAMES: &[&str] = &[
     "tool_search",
     "web_fetch",
     "write_file",
+    "write_stdin",
 ];
 
 /// The built-in tools' aliases (alias, canonical name).
@@ -46,6 +47,7 @@ pub(crate) const BUILTIN_ALIASES: &[(&str, &str)] = &[
     ("TodoWrite", "todo_write"),
     ("WebFetch", "web_fetch"),
     ("Write", "write_file"),
+    ("WriteStdin", "write_stdin"),
 ];
 
 /// The built-in tools' names and aliases, for compiling rules.

@@ -8,6 +8,14 @@
 //! needed for a new one (the oldest finished task goes first). When a session's state is
 //! dropped without `kill_session`, its tasks are stopped within [`SESSION_CHECK`] anyway.
 //! Background tasks have no timeout and do not move the session's working directory.
+//!
+//! Each task's stdin is a pipe: [`BackgroundShells::write_stdin`] writes to it, so an agent
+//! can answer a prompt or drive a REPL. A read may wait ([`BackgroundShells::read_waiting`]):
+//! it returns as soon as output arrives or the task ends, or at its deadline.
+//!
+//! This is also where a session's sandbox lives ([`SpawnerSet`], the session's spawner,
+//! started by its first sandboxed call): closing the session ([`BackgroundShells::kill_session`])
+//! ends it with the tasks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::ExitStatusExt;
@@ -16,14 +24,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
-use super::process::{SharedOutput, ShellProcess};
+use super::process::{SharedOutput, ShellProcess, Stdin};
+use super::sandbox::spawner::SpawnerSet;
 use super::sandbox::{Confinement, ShellSandbox};
 use super::spill::SpillSettings;
-use crate::tool::{SessionView, ToolError};
+use crate::tool::{PermissionLevel, SessionView, ToolError};
 
 /// Tasks a session may hold at once (running or finished and unread).
 pub const MAX_TASKS_PER_SESSION: usize = 32;
@@ -72,6 +83,8 @@ struct BackgroundTask {
     output: SharedOutput,
     status: watch::Receiver<TaskStatus>,
     kill: CancellationToken,
+    /// The writing end of the task's stdin; `None` once it broke.
+    stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
 }
 
 impl BackgroundTask {
@@ -108,6 +121,8 @@ pub struct BackgroundShells {
     spill: SpillSettings,
     /// The sandbox every shell (foreground and background) runs in.
     sandbox: ShellSandbox,
+    /// Each session's sandbox (its spawner).
+    spawners: SpawnerSet,
 }
 
 impl std::fmt::Debug for BackgroundShells {
@@ -163,6 +178,7 @@ impl BackgroundShells {
         let tasks = self.lock().remove(session_id).unwrap_or_default();
         let count = tasks.len();
         futures::future::join_all(tasks.values().map(|task| task.stop())).await;
+        self.spawners.shut_down(session_id).await;
         // The session's sandbox temporary directory (Landlock's TMPDIR) goes with it; it
         // usually does not exist.
         let _ = tokio::fs::remove_dir_all(self.sandbox.session_temp_dir(session_id)).await;
@@ -174,9 +190,25 @@ impl BackgroundShells {
         self.lock().get(session_id).map_or(0, BTreeMap::len)
     }
 
+    /// How a shell of `session` authorised at `authorized` is confined: by the session's
+    /// spawner (started now if it has none) or not at all.
+    pub(crate) fn confine(
+        &self,
+        session: &dyn SessionView,
+        authorized: PermissionLevel,
+    ) -> Result<Confinement, ToolError> {
+        self.sandbox.confine(
+            &self.spawners,
+            session.id(),
+            session.working_directory(),
+            authorized,
+            session.network_requested(),
+        )
+    }
+
     /// Starts `command` in `cwd` for `session`, confined as `confinement` says; returns the
     /// task id and the shell's pid.
-    pub(crate) fn start(
+    pub(crate) async fn start(
         self: &Arc<Self>,
         session: &Arc<dyn SessionView>,
         command: &str,
@@ -185,13 +217,23 @@ impl BackgroundShells {
     ) -> Result<(String, u32), ToolError> {
         self.make_room(session.id())?;
         let output = SharedOutput::new(BACKGROUND_CAP_BYTES);
-        let process = ShellProcess::spawn(command, cwd, output.clone(), None, false, confinement)
-            .map_err(|err| {
+        let mut process = ShellProcess::spawn(
+            command,
+            cwd,
+            output.clone(),
+            None,
+            false,
+            confinement,
+            Stdin::Pipe,
+        )
+        .await
+        .map_err(|err| {
             ToolError::Execution(format!(
                 "could not start bash in \"{}\": {err}",
                 cwd.display()
             ))
         })?;
+        let stdin = process.take_stdin();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let pid = process.pid();
         let (status_tx, status_rx) = watch::channel(TaskStatus::Running);
@@ -202,6 +244,7 @@ impl BackgroundShells {
             output,
             status: status_rx,
             kill: kill.clone(),
+            stdin: tokio::sync::Mutex::new(stdin),
         });
         self.lock()
             .entry(session.id().to_owned())
@@ -282,6 +325,63 @@ impl BackgroundShells {
             status,
             output,
         })
+    }
+
+    /// [`BackgroundShells::read`], after waiting up to `wait` for output to arrive (or the
+    /// task to end) when there is none yet.
+    pub(crate) async fn read_waiting(
+        &self,
+        session_id: &str,
+        task_id: &str,
+        wait: Duration,
+    ) -> Result<TaskReport, ToolError> {
+        let (_, task) = self.find(session_id, task_id)?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut status = task.status.clone();
+        while !wait.is_zero() {
+            let arrived = task.output.arrivals().notified();
+            tokio::pin!(arrived);
+            // Registered before the check, so an arrival between the two is not missed.
+            arrived.as_mut().enable();
+            if task.output.lock().has_unread() || task.status() != TaskStatus::Running {
+                break;
+            }
+            tokio::select! {
+                () = &mut arrived => {}
+                _ = status.changed() => {}
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        self.read(session_id, task_id)
+    }
+
+    /// Writes `input` to a running task's stdin; returns the task's id.
+    pub(crate) async fn write_stdin(
+        &self,
+        session_id: &str,
+        task_id: &str,
+        input: &[u8],
+    ) -> Result<String, ToolError> {
+        let (id, task) = self.find(session_id, task_id)?;
+        if task.status() != TaskStatus::Running {
+            return Err(ToolError::Execution(format!(
+                "task \"{task_id}\" has {}; its stdin takes no more input",
+                task.status().describe()
+            )));
+        }
+        let mut stdin = task.stdin.lock().await;
+        let pipe = stdin.as_mut().ok_or_else(|| {
+            ToolError::Execution(format!(
+                "task \"{task_id}\" closed its stdin; it reads no more input"
+            ))
+        })?;
+        if let Err(err) = pipe.write_all(input).await {
+            *stdin = None;
+            return Err(ToolError::Execution(format!(
+                "task \"{task_id}\" does not read its stdin any more: {err}"
+            )));
+        }
+        Ok(task_name(id))
     }
 
     /// Stops a task, removes it, and hands back its unread output and how it ended.

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::background::BackgroundShells;
 use super::boundary;
 use super::output::TakenOutput;
-use super::process::{Ended, SharedOutput, ShellProcess};
+use super::process::{Ended, SharedOutput, ShellProcess, Stdin};
 use super::spill::SpillWriter;
 use crate::shell_syntax::{Analysis, analyze};
 use crate::tool::{
@@ -248,19 +248,17 @@ impl Tool for BashTool {
         }
         let (cwd, note) = starting_directory(ctx).await;
         check_boundary_again(&input.command, &cwd, ctx)?;
-        let confinement = self.shells.sandbox().confine(
-            ctx.session.id(),
-            ctx.session.working_directory(),
-            &cwd,
-            ctx.authorized,
-            ctx.session.network_requested(),
-        )?;
+        let confinement = self.shells.confine(&*ctx.session, ctx.authorized)?;
         let sandbox = json!(confinement.kind().as_str());
+        let limits = json!(confinement.limits_name());
         if input.run_in_background {
-            let (task_id, pid) =
-                self.shells
-                    .start(&ctx.session, &input.command, &cwd, &confinement)?;
-            return Ok(background_started(&task_id, pid, note).with_metadata("sandbox", sandbox));
+            let (task_id, pid) = self
+                .shells
+                .start(&ctx.session, &input.command, &cwd, &confinement)
+                .await?;
+            return Ok(background_started(&task_id, pid, note)
+                .with_metadata("sandbox", sandbox)
+                .with_metadata("limits", limits));
         }
         let settings = self.shells.spill_settings().clone();
         // Output up to the spill threshold is kept whole here; past it the spill has it all.
@@ -274,7 +272,9 @@ impl Tool for BashTool {
             Some(spill),
             true,
             &confinement,
+            Stdin::Null,
         )
+        .await
         .map_err(|err| {
             ToolError::Execution(format!(
                 "could not start bash in \"{}\": {err}",
@@ -291,6 +291,9 @@ impl Tool for BashTool {
             }
         };
         let (stopped, ended) = process.wait_or_stop(stop).await;
+        if let Some(why) = ended.lost {
+            return Err(ToolError::Execution(why));
+        }
         let (taken, total_bytes) = {
             let mut buffer = output.lock();
             (buffer.take(false), buffer.total_bytes())
@@ -307,7 +310,8 @@ impl Tool for BashTool {
         Ok(finished
             .into_output(&*ctx.session)
             .await
-            .with_metadata("sandbox", sandbox))
+            .with_metadata("sandbox", sandbox)
+            .with_metadata("limits", limits))
     }
 }
 

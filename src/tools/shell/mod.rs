@@ -1,5 +1,5 @@
-//! The shell tools: `bash` (alias `Bash`), `bash_output` (`BashOutput`) and `kill_shell`
-//! (`KillShell`).
+//! The shell tools: `bash` (alias `Bash`), `bash_output` (`BashOutput`), `write_stdin`
+//! (`WriteStdin`) and `kill_shell` (`KillShell`).
 //!
 //! Layout: [`bash`] checks input and words results; [`process`] runs `bash -c` in its own
 //! process group and stops the whole group; [`output`] keeps output under a memory cap;
@@ -19,6 +19,7 @@
 mod background;
 mod bash;
 mod boundary;
+mod group;
 mod output;
 mod process;
 mod sandbox;
@@ -29,19 +30,22 @@ use std::sync::Arc;
 
 pub use crate::shell_syntax::{CommandLine, SimpleCommand, simple_commands};
 pub use background::BackgroundShells;
-pub use sandbox::{SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox};
+pub use sandbox::{
+    SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox, serve_spawner,
+};
 pub use spill::SpillSettings;
 
 use crate::registry::{RegistryError, ToolRegistry};
 use crate::tool::{BuildError, Tool};
 
 impl BackgroundShells {
-    /// The three shell tools, sharing this set of background tasks. Whoever closes sessions
+    /// The four shell tools, sharing this set of background tasks. Whoever closes sessions
     /// keeps the same `Arc` to call [`BackgroundShells::kill_session`].
     pub fn tools(self: &Arc<Self>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
         Ok(vec![
             Arc::new(bash::BashTool::new(self.clone())?),
             Arc::new(tasks::BashOutputTool::new(self.clone())?),
+            Arc::new(tasks::WriteStdinTool::new(self.clone())?),
             Arc::new(tasks::KillShellTool::new(self.clone())?),
         ])
     }

@@ -64,6 +64,11 @@ impl OutputBuffer {
         }
     }
 
+    /// Whether output arrived since the last take (a lone partial character counts).
+    pub(crate) fn has_unread(&self) -> bool {
+        !self.head.is_empty() || !self.tail.is_empty() || self.omitted > 0
+    }
+
     /// Bytes received in all.
     pub(crate) fn total_bytes(&self) -> u64 {
         self.total

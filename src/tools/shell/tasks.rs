@@ -1,8 +1,12 @@
-//! `bash_output` (alias `BashOutput`) and `kill_shell` (alias `KillShell`): reading and
-//! stopping the session's background tasks. The tasks themselves live in
-//! [`BackgroundShells`]; these tools only check input and word the answer.
+//! `bash_output` (alias `BashOutput`), `write_stdin` (alias `WriteStdin`) and `kill_shell`
+//! (alias `KillShell`): reading, feeding and stopping the session's background tasks. The
+//! tasks themselves live in [`BackgroundShells`]; these tools only check input and word the
+//! answer. `bash_output` and `write_stdin` take `wait_ms`: wait up to that long for output
+//! when there is none yet, returning as soon as some arrives (or the task ends), so an agent
+//! need not poll; at most [`MAX_WAIT_MS`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -13,6 +17,9 @@ use crate::tool::{
     BuildError, ConcurrencyClass, InterruptBehavior, PermissionLevel, PreviewStyle, Tool,
     ToolContext, ToolError, ToolOutput, ToolSpec,
 };
+
+/// The longest a read waits for output.
+pub(crate) const MAX_WAIT_MS: u64 = 60_000;
 
 fn task_schema(purpose: &str) -> Value {
     json!({
@@ -26,6 +33,46 @@ fn task_schema(purpose: &str) -> Value {
         "required": ["task_id"],
         "additionalProperties": false
     })
+}
+
+/// [`task_schema`] with `wait_ms` (and, for `write_stdin`, `input`).
+fn waiting_schema(purpose: &str, with_input: bool) -> Value {
+    let mut schema = task_schema(purpose);
+    schema["properties"]["wait_ms"] = json!({
+        "type": "integer",
+        "minimum": 0,
+        "maximum": MAX_WAIT_MS,
+        "description": "Wait up to this many milliseconds for output when none has arrived yet; returns as soon as some does or the task ends (default 0: return at once)."
+    });
+    if with_input {
+        schema["properties"]["input"] = json!({
+            "type": "string",
+            "description": "The text to write to the task's stdin, as is (end a line with \"\\n\")."
+        });
+        schema["required"] = json!(["task_id", "input"]);
+    }
+    schema
+}
+
+fn wait_ms(input: &Value) -> Result<Duration, ToolError> {
+    match input.get("wait_ms") {
+        None | Some(Value::Null) => Ok(Duration::ZERO),
+        Some(value) => crate::tools::input::whole_number(value)
+            .filter(|ms| *ms <= MAX_WAIT_MS)
+            .map(Duration::from_millis)
+            .ok_or_else(|| {
+                ToolError::Validation(format!(
+                    "wait_ms {value} is out of range; give 0 to {MAX_WAIT_MS} milliseconds"
+                ))
+            }),
+    }
+}
+
+fn stdin_input(input: &Value) -> Result<&str, ToolError> {
+    input
+        .get("input")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::Validation("input must be a string".into()))
 }
 
 fn task_id(input: &Value) -> Result<&str, ToolError> {
@@ -78,11 +125,12 @@ impl BashOutputTool {
             .description(
                 "Returns the output a background bash task (started with `run_in_background`) \
                  wrote since the last read, then its status: running, exited with its code, or \
-                 killed. Each read returns only new output; call it again later for more. Output \
-                 over 30000 characters is stored and previewed (start and end) with a \
-                 `result_id` for `read_result`.",
+                 killed. Each read returns only new output. With `wait_ms` it waits up to that \
+                 long for output and returns as soon as some arrives or the task ends, instead \
+                 of returning \"(no new output)\" at once. Output over 30000 characters is \
+                 stored and previewed (start and end) with a `result_id` for `read_result`.",
             )
-            .input_schema(task_schema("the task to read"))
+            .input_schema(waiting_schema("the task to read", false))
             // Reading moves the task's "read so far" mark, bookkeeping of this tool like the
             // shell's cwd is for `cd`: still read-only, but two reads in parallel would split
             // the new output between them at random, so not concurrency-safe.
@@ -108,12 +156,83 @@ impl Tool for BashOutputTool {
     }
 
     async fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolError> {
-        task_id(input).map(|_| ())
+        task_id(input)?;
+        wait_ms(input).map(|_| ())
     }
 
     async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let report = self.shells.read(&ctx.session_id, task_id(&input)?)?;
+        let report = self
+            .shells
+            .read_waiting(&ctx.session_id, task_id(&input)?, wait_ms(&input)?)
+            .await?;
         Ok(report_output(report, "(no new output)"))
+    }
+}
+
+/// `write_stdin {task_id, input, wait_ms?}`.
+pub(crate) struct WriteStdinTool {
+    spec: ToolSpec,
+    shells: Arc<BackgroundShells>,
+}
+
+impl WriteStdinTool {
+    pub(crate) fn new(shells: Arc<BackgroundShells>) -> Result<WriteStdinTool, BuildError> {
+        let spec = ToolSpec::builder("write_stdin")
+            .alias("WriteStdin")
+            .description(
+                "Writes `input` to the stdin of a background bash task (started with \
+                 `run_in_background`): answer a prompt, drive a REPL (`python3 -i`), feed a \
+                 program. The text is written as is, so end a line with \"\\n\". Then returns \
+                 the task's new output like `bash_output`, waiting up to `wait_ms` for it to \
+                 arrive.",
+            )
+            .input_schema(waiting_schema("the task to write to", true))
+            // Input to a running program can make it do anything it can do (a REPL runs
+            // code), so it is neither read-only nor safe to run beside other calls; the
+            // program was authorised when bash started it, which is what a write here needs.
+            .read_only(false)
+            .concurrency_safe(false)
+            .destructive(false)
+            .permission(PermissionLevel::ReadOnly)
+            .concurrency_class(ConcurrencyClass::WriteExclusive)
+            .interrupt_behavior(InterruptBehavior::Cancel)
+            .max_result_size_chars(Some(MAX_RESULT_CHARS))
+            .preview_style(PreviewStyle::HeadAndTail)
+            .idempotent(false)
+            .open_world(false)
+            .build()?;
+        Ok(WriteStdinTool { spec, shells })
+    }
+}
+
+#[async_trait]
+impl Tool for WriteStdinTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolError> {
+        task_id(input)?;
+        stdin_input(input)?;
+        wait_ms(input).map(|_| ())
+    }
+
+    async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let task = task_id(&input)?;
+        let text = stdin_input(&input)?;
+        self.shells
+            .write_stdin(&ctx.session_id, task, text.as_bytes())
+            .await?;
+        let report = self
+            .shells
+            .read_waiting(&ctx.session_id, task, wait_ms(&input)?)
+            .await?;
+        let written = format!("wrote {} bytes to {task}'s stdin", text.len());
+        let output = report_output(report, "(no new output)");
+        Ok(ToolOutput {
+            text: format!("{written}\n\n{}", output.text),
+            ..output
+        })
     }
 }
 

@@ -44,6 +44,7 @@ fn sandboxed_with_network(mode: SandboxMode, server: bool, session: bool) -> San
         mode,
         allow_unsandboxed: false,
         network: server,
+        ..SandboxSettings::default()
     };
     let capability = SandboxCapability::probe();
     let sandbox = ShellSandbox::resolve(&settings, &capability, data.path());

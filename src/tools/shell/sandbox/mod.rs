@@ -1,7 +1,8 @@
 //! The sandbox `bash` runs in: the `[sandbox]` settings, what this machine can do
-//! ([`detect`]), the choice made once at start ([`ShellSandbox`]), and the confinement of one
-//! shell ([`Confinement`]): a bubblewrap command line ([`bwrap`]) or a Landlock ruleset
-//! applied between fork and exec ([`landlock`]).
+//! ([`detect`]), the choice made once at start ([`ShellSandbox`]), and how a shell is confined
+//! ([`Confinement`]): by the session's spawner ([`spawner`], one sandboxed process per session
+//! that forks each command, speaking [`wire`]), started under bubblewrap ([`bwrap`]) or with a
+//! Landlock ruleset applied once ([`landlock`]), with the session's [`limits`].
 //!
 //! `mode = "auto"` takes bubblewrap where it can create its namespaces, else Landlock, else
 //! nothing; `"bwrap"` and `"landlock"` take only that one; `"off"` takes none. With nothing,
@@ -15,16 +16,20 @@
 mod bwrap;
 mod detect;
 mod landlock;
+mod limits;
+pub(crate) mod spawner;
+mod wire;
 
-use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::tool::{PermissionLevel, ToolError};
 
-pub(crate) use landlock::restrict_self;
+use limits::{ChildLimits, LimitsBackend, SessionCgroup};
+pub use spawner::server::run as serve_spawner;
+use spawner::{SessionSpawner, SpawnerPlan, SpawnerSet};
 
 /// `[sandbox]` settings (DESIGN §5).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +40,16 @@ pub struct SandboxSettings {
     pub allow_unsandboxed: bool,
     /// Whether a sandboxed shell may use the network.
     pub network: bool,
+    /// Processes (and threads) a session's sandbox may hold at once; 0: no limit.
+    pub pids: u64,
+    /// Memory a session's sandbox may use, in bytes (per process under rlimits); 0: none.
+    pub memory_bytes: u64,
+    /// CPU seconds each process of a session's sandbox may use; 0: no limit.
+    pub cpu_seconds: u64,
+    /// Open files each process of a session's sandbox may hold; 0: no limit.
+    pub open_files: u64,
+    /// The most a foreground command's output takes in its spill file, in bytes.
+    pub spill_bytes: u64,
 }
 
 impl Default for SandboxSettings {
@@ -43,6 +58,11 @@ impl Default for SandboxSettings {
             mode: SandboxMode::Auto,
             allow_unsandboxed: false,
             network: false,
+            pids: 1024,
+            memory_bytes: 4 << 30,
+            cpu_seconds: 3600,
+            open_files: 4096,
+            spill_bytes: 1 << 30,
         }
     }
 }
@@ -97,6 +117,10 @@ impl SandboxCapability {
 
 const BWRAP: &str = "bwrap";
 
+/// Numbers session cgroups, so that a session's new spawner never meets its last one's cgroup
+/// (removed only once its processes are gone).
+static SPAWNERS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Choice {
     Bubblewrap,
@@ -110,56 +134,100 @@ enum Choice {
 pub struct ShellSandbox {
     choice: Choice,
     network: bool,
-    /// Hidden from bubblewrap sandboxes (the database, other sessions' workspaces).
+    /// Hidden from the sandboxes (the database, other sessions' workspaces).
     data_dir: Option<PathBuf>,
     /// Where Landlock sessions get their temporary directories.
     temp_root: PathBuf,
+    /// The toold binary the spawner runs as, or why there is none.
+    spawner_program: Result<PathBuf, String>,
+    limits: SessionLimits,
+}
+
+/// The `[sandbox]` limits and where they are enforced.
+#[derive(Clone, Debug)]
+struct SessionLimits {
+    backend: LimitsBackend,
+    pids: u64,
+    memory_bytes: u64,
+    cpu_seconds: u64,
+    open_files: u64,
+}
+
+impl SessionLimits {
+    fn new(settings: &SandboxSettings, backend: LimitsBackend) -> SessionLimits {
+        SessionLimits {
+            backend,
+            pids: settings.pids,
+            memory_bytes: settings.memory_bytes,
+            cpu_seconds: settings.cpu_seconds,
+            open_files: settings.open_files,
+        }
+    }
+
+    /// The rlimits each command gets: processes and memory only without a cgroup.
+    fn child(&self) -> ChildLimits {
+        let rlimits = matches!(self.backend, LimitsBackend::Rlimits { .. });
+        ChildLimits {
+            cpu_seconds: self.cpu_seconds,
+            open_files: self.open_files,
+            processes: if rlimits { self.pids } else { 0 },
+            address_space: if rlimits { self.memory_bytes } else { 0 },
+        }
+    }
 }
 
 impl Default for ShellSandbox {
     /// Unsandboxed, for libraries and tests that build the shell tools without a daemon; the
     /// shell then needs `danger_full_access` for anything that is not read-only.
     fn default() -> ShellSandbox {
+        let settings = SandboxSettings::default();
         ShellSandbox {
             choice: Choice::Unsandboxed,
             network: true,
             data_dir: None,
             temp_root: std::env::temp_dir().join("toold-sandbox"),
+            spawner_program: Err("no sandbox".into()),
+            limits: SessionLimits::new(
+                &settings,
+                LimitsBackend::Rlimits {
+                    why: "no sandbox".into(),
+                },
+            ),
         }
     }
 }
 
 impl ShellSandbox {
     /// Chooses per `settings` from what `capability` found. `data_dir` is the daemon's data
-    /// directory: hidden under bubblewrap, and home of Landlock's per-session `tmp/`.
+    /// directory: hidden from the sandboxes, and home of Landlock's per-session `tmp/`.
     pub fn resolve(
         settings: &SandboxSettings,
         capability: &SandboxCapability,
         data_dir: &Path,
     ) -> ShellSandbox {
-        let bubblewrap = capability.bubblewrap.clone();
-        let landlock = capability.landlock_abi.clone();
-        let picked = match settings.mode {
-            SandboxMode::Auto => bubblewrap.map(|()| Choice::Bubblewrap).or_else(|bw| {
-                landlock
-                    .map(|abi| Choice::Landlock { abi })
-                    .map_err(|ll| format!("{bw}; {ll}"))
-            }),
-            SandboxMode::Bwrap => bubblewrap.map(|()| Choice::Bubblewrap),
-            SandboxMode::Landlock => landlock.map(|abi| Choice::Landlock { abi }),
-            SandboxMode::Off => Err("[sandbox] mode is \"off\"".to_owned()),
-        };
-        let choice = match picked {
-            Ok(choice) => choice,
-            Err(_) if settings.allow_unsandboxed => Choice::Unsandboxed,
-            Err(why) => Choice::Refused { why },
+        let choice = choose(settings, capability);
+        let confines = matches!(choice, Choice::Bubblewrap | Choice::Landlock { .. });
+        let backend = if confines {
+            LimitsBackend::probe()
+        } else {
+            LimitsBackend::Rlimits {
+                why: "no sandbox".into(),
+            }
         };
         ShellSandbox {
             choice,
             network: settings.network,
             data_dir: Some(data_dir.to_owned()),
             temp_root: data_dir.join("sandbox-tmp"),
+            spawner_program: find_toold(),
+            limits: SessionLimits::new(settings, backend),
         }
+    }
+
+    /// The same sandbox with its spawner run as `program` (a toold binary).
+    pub fn with_spawner_program(mut self, program: PathBuf) -> ShellSandbox {
+        self.spawner_program = Ok(program);
+        self
     }
 
     /// Whether shells are confined to the workspace (so a write there needs only
@@ -171,10 +239,17 @@ impl ShellSandbox {
     /// One line for the start-up log.
     pub fn describe(&self) -> String {
         let network = if self.network { "on" } else { "off" };
+        let limits = self.limits.backend.describe();
         match &self.choice {
-            Choice::Bubblewrap => format!("bash runs in bubblewrap (network {network})"),
+            Choice::Bubblewrap => {
+                format!(
+                    "bash runs in one bubblewrap sandbox per session (network {network}); {limits}"
+                )
+            }
             Choice::Landlock { abi } => {
-                format!("bash runs under landlock ABI {abi} (network {network})")
+                format!(
+                    "bash runs under one landlock ABI {abi} sandbox per session (network {network}); {limits}"
+                )
             }
             Choice::Unsandboxed => "bash runs unsandboxed ([sandbox] allow_unsandboxed)".into(),
             Choice::Refused { why } => format!(
@@ -188,76 +263,159 @@ impl ShellSandbox {
         self.temp_root.join(session_id)
     }
 
-    /// How to confine a shell of `session_id` in `workspace`, starting in `cwd`, for a call
-    /// authorised at `authorized`. The shell gets the network only if the session asked for it
+    /// How to confine a shell of `session_id` in `workspace` for a call authorised at
+    /// `authorized`: not at all, or by the session's spawner in `spawners` (started now if the
+    /// session has none). The shell gets the network only if the session asked for it
     /// (`network_requested`) and the server allows it.
     pub(crate) fn confine(
         &self,
+        spawners: &SpawnerSet,
         session_id: &str,
         workspace: &Path,
-        cwd: &Path,
         authorized: PermissionLevel,
         network_requested: bool,
     ) -> Result<Confinement, ToolError> {
         if authorized >= PermissionLevel::DangerFullAccess {
             return Ok(Confinement::None);
         }
-        let network = self.network && network_requested;
         match &self.choice {
             Choice::Unsandboxed => Ok(Confinement::None),
             Choice::Refused { why } => Err(ToolError::Execution(format!(
                 "no sandbox can confine bash on this machine ({why}); the operator can set [sandbox] allow_unsandboxed = true, or the call needs danger_full_access"
             ))),
-            Choice::Bubblewrap => Ok(Confinement::Bubblewrap {
-                program: BWRAP.into(),
-                args: bwrap::arguments(workspace, cwd, self.data_dir.as_deref(), network),
-            }),
+            Choice::Bubblewrap | Choice::Landlock { .. } => spawners
+                .get_or_start(session_id, || {
+                    self.spawner_plan(session_id, workspace, self.network && network_requested)
+                })
+                .map(Confinement::Spawner)
+                .map_err(|err| {
+                    ToolError::Execution(format!("cannot start the session's sandbox: {err}"))
+                }),
+        }
+    }
+
+    /// How to start the spawner of `session_id`.
+    fn spawner_plan(
+        &self,
+        session_id: &str,
+        workspace: &Path,
+        network: bool,
+    ) -> std::io::Result<SpawnerPlan> {
+        let toold = self.spawner_program.clone().map_err(|why| {
+            std::io::Error::other(format!("no toold binary to run the spawner: {why}"))
+        })?;
+        let cgroup = SessionCgroup::create(
+            &self.limits.backend,
+            &format!(
+                "toold-{}-{session_id}-{}",
+                std::process::id(),
+                SPAWNERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
+            self.limits.pids,
+            self.limits.memory_bytes,
+        )?;
+        let mut plan = SpawnerPlan {
+            kind: SandboxKind::None,
+            program: toold.clone().into(),
+            args: Vec::new(),
+            landlock: None,
+            env: Vec::new(),
+            cgroup,
+            limits: self.limits.child(),
+            limits_name: self.limits.backend.name(),
+        };
+        match &self.choice {
+            Choice::Bubblewrap => {
+                plan.kind = SandboxKind::Bubblewrap;
+                plan.program = BWRAP.into();
+                plan.args =
+                    bwrap::arguments(workspace, workspace, self.data_dir.as_deref(), network);
+                plan.args.push(toold.into());
+            }
             Choice::Landlock { abi } => {
                 let temp = self.session_temp_dir(session_id);
                 std::fs::create_dir_all(&temp).map_err(|err| {
-                    ToolError::Execution(format!(
+                    std::io::Error::other(format!(
                         "cannot create the sandbox's temporary directory \"{}\": {err}",
                         temp.display()
                     ))
                 })?;
-                let ruleset = landlock::ruleset(*abi, &[workspace, &temp], network)
-                    .map_err(ToolError::Execution)?;
-                Ok(Confinement::Landlock { ruleset, temp })
+                let readable = landlock::readable_around(self.data_dir.as_deref());
+                let ruleset = landlock::ruleset(*abi, &readable, &[workspace, &temp], network)
+                    .map_err(std::io::Error::other)?;
+                plan.kind = SandboxKind::Landlock;
+                plan.landlock = Some(ruleset);
+                plan.env.push(("TMPDIR".into(), temp.into()));
+            }
+            Choice::Unsandboxed | Choice::Refused { .. } => {
+                return Err(std::io::Error::other("no sandbox was chosen"));
             }
         }
+        Ok(plan)
     }
+}
+
+fn choose(settings: &SandboxSettings, capability: &SandboxCapability) -> Choice {
+    let bubblewrap = capability.bubblewrap.clone();
+    let landlock = capability.landlock_abi.clone();
+    let picked = match settings.mode {
+        SandboxMode::Auto => bubblewrap.map(|()| Choice::Bubblewrap).or_else(|bw| {
+            landlock
+                .map(|abi| Choice::Landlock { abi })
+                .map_err(|ll| format!("{bw}; {ll}"))
+        }),
+        SandboxMode::Bwrap => bubblewrap.map(|()| Choice::Bubblewrap),
+        SandboxMode::Landlock => landlock.map(|abi| Choice::Landlock { abi }),
+        SandboxMode::Off => Err("[sandbox] mode is \"off\"".to_owned()),
+    };
+    match picked {
+        Ok(choice) => choice,
+        Err(_) if settings.allow_unsandboxed => Choice::Unsandboxed,
+        Err(why) => Choice::Refused { why },
+    }
+}
+
+/// The toold binary to run spawners as: this executable when it is toold, else a `toold`
+/// beside it or one directory up (where cargo puts it for integration tests and benches,
+/// whose executables are `deps/<name>-<hash>`).
+fn find_toold() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("no current executable: {err}"))?;
+    if exe.file_name().is_some_and(|name| name == "toold") {
+        return Ok(exe);
+    }
+    let dir = exe.parent().ok_or("the executable has no directory")?;
+    [dir.join("toold"), dir.join("../toold")]
+        .into_iter()
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            format!(
+                "\"{}\" is not toold and has no toold beside it",
+                exe.display()
+            )
+        })
 }
 
 /// How one shell is confined.
 #[derive(Debug)]
 pub(crate) enum Confinement {
     None,
-    /// Run `program args… bash …` instead of `bash …`.
-    Bubblewrap {
-        program: OsString,
-        args: Vec<OsString>,
-    },
-    /// Apply `ruleset` in the child; `TMPDIR` is `temp`.
-    Landlock {
-        ruleset: OwnedFd,
-        temp: PathBuf,
-    },
+    /// Started by the session's spawner, inside its sandbox.
+    Spawner(Arc<SessionSpawner>),
 }
 
 impl Confinement {
     pub(crate) fn kind(&self) -> SandboxKind {
         match self {
             Confinement::None => SandboxKind::None,
-            Confinement::Bubblewrap { .. } => SandboxKind::Bubblewrap,
-            Confinement::Landlock { .. } => SandboxKind::Landlock,
+            Confinement::Spawner(spawner) => spawner.kind(),
         }
     }
 
-    /// The ruleset descriptor the child applies, if any.
-    pub(crate) fn landlock_fd(&self) -> Option<RawFd> {
+    /// The result's `limits` metadata: where the session's limits are enforced.
+    pub(crate) fn limits_name(&self) -> &'static str {
         match self {
-            Confinement::Landlock { ruleset, .. } => Some(ruleset.as_raw_fd()),
-            _ => None,
+            Confinement::None => "none",
+            Confinement::Spawner(spawner) => spawner.limits_name(),
         }
     }
 }
@@ -285,9 +443,9 @@ mod tests {
         let settings = SandboxSettings {
             mode,
             allow_unsandboxed: allow,
-            network: false,
+            ..SandboxSettings::default()
         };
-        ShellSandbox::resolve(&settings, &capability(bwrap, landlock), Path::new("/d")).choice
+        super::choose(&settings, &capability(bwrap, landlock))
     }
 
     #[test]
@@ -326,8 +484,9 @@ mod tests {
         let sandbox = ShellSandbox::resolve(&settings, &capability(true, true), Path::new("/d"));
         assert!(!sandbox.confines());
         let ws = Path::new("/w");
+        let spawners = SpawnerSet::default();
         let err = sandbox
-            .confine("s", ws, ws, PermissionLevel::WorkspaceWrite, false)
+            .confine(&spawners, "s", ws, PermissionLevel::WorkspaceWrite, false)
             .unwrap_err();
         assert!(
             err.message().contains("allow_unsandboxed"),
@@ -335,7 +494,7 @@ mod tests {
             err.message()
         );
         let full = sandbox
-            .confine("s", ws, ws, PermissionLevel::DangerFullAccess, false)
+            .confine(&spawners, "s", ws, PermissionLevel::DangerFullAccess, false)
             .unwrap();
         assert_eq!(full.kind(), SandboxKind::None);
     }

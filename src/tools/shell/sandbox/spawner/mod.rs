@@ -1,0 +1,334 @@
+//! One sandbox per session: the daemon's side of a session's spawner ([`server`]).
+//!
+//! A session's first sandboxed shell call starts one long-lived process in the session's
+//! sandbox (`bwrap … toold sandbox-spawner`, or `toold sandbox-spawner` with the Landlock
+//! ruleset applied once), in a session of its own, dying with the daemon
+//! (`PR_SET_PDEATHSIG`), joined to the session's cgroup when there is one. Every later
+//! sandboxed call of that session, background shells included, is one request on its control
+//! socket: the spawner forks and execs the command, so a call costs a fork and an exec rather
+//! than new namespaces and mounts. The command's pid comes back as the kernel gives it to this
+//! side (its credentials on the reply socket, in the daemon's pid namespace), so stopping a
+//! process group works as for a shell the daemon started itself.
+//!
+//! Sessions never share a spawner ([`SpawnerSet`] keys them by session id). It ends with the
+//! session ([`SpawnerSet::shut_down`], called where background shells are stopped) and with the
+//! daemon. If it dies, the call in flight gets an error saying so, and the next call starts a
+//! new one. Deliberately absent: choosing the sandbox (that is [`super::ShellSandbox`]).
+
+pub(crate) mod server;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+use super::SandboxKind;
+use super::limits::{ChildLimits, SessionCgroup};
+use super::wire::{self, REPLY_EXITED, REPLY_STARTED, Request};
+
+/// The descriptor the spawner finds its control socket on.
+const CONTROL_FD: RawFd = 3;
+/// How long closing a session waits for its spawner to go.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// How to start a session's spawner, prepared by [`super::ShellSandbox`].
+#[derive(Debug)]
+pub(crate) struct SpawnerPlan {
+    pub kind: SandboxKind,
+    /// `bwrap` (its arguments in `args`, ending with `--` and the toold binary) or toold.
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// Applied once, to the spawner, between fork and exec.
+    pub landlock: Option<OwnedFd>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cgroup: Option<SessionCgroup>,
+    pub limits: ChildLimits,
+    /// `cgroup v2`, `cgroup v1` or `rlimits`: the result's `limits` metadata.
+    pub limits_name: &'static str,
+}
+
+/// A running spawner of one session.
+#[derive(Debug)]
+pub(crate) struct SessionSpawner {
+    kind: SandboxKind,
+    limits_name: &'static str,
+    /// `None` once shut down.
+    control: Mutex<Option<OwnedFd>>,
+    process: Mutex<Child>,
+    _cgroup: Option<SessionCgroup>,
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each critical section is a single call; a panic cannot leave the value half-changed.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SessionSpawner {
+    /// Starts the spawner for `session_id` as `plan` says.
+    pub(crate) fn start(plan: SpawnerPlan, session_id: &str) -> io::Result<SessionSpawner> {
+        let (ours, theirs) = wire::seqpacket_pair()?;
+        let mut command = Command::new(&plan.program);
+        command
+            .args(&plan.args)
+            .args(["sandbox-spawner", "--control-fd", "3", "--limits"])
+            .arg(plan.limits.to_arg())
+            .args(["--session", session_id])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(false);
+        super::super::process::clean_environment(&mut command);
+        for (key, value) in &plan.env {
+            command.env(key, value);
+        }
+        let theirs_fd = theirs.as_raw_fd();
+        let landlock = plan.landlock.as_ref().map(AsRawFd::as_raw_fd);
+        let procs = plan
+            .cgroup
+            .as_ref()
+            .map(SessionCgroup::procs_fds)
+            .unwrap_or_default();
+        // SAFETY: only async-signal-safe system calls on integers prepared above (setsid,
+        // prctl, write, landlock_restrict_self, dup2, fcntl); no allocation, no locks.
+        unsafe {
+            command.pre_exec(move || spawner_setup(theirs_fd, landlock, &procs));
+        }
+        let process = command.spawn()?;
+        drop(command);
+        drop(theirs);
+        wire::set_nonblocking(ours.as_raw_fd(), true)?;
+        Ok(SessionSpawner {
+            kind: plan.kind,
+            limits_name: plan.limits_name,
+            control: Mutex::new(Some(ours)),
+            process: Mutex::new(process),
+            _cgroup: plan.cgroup,
+        })
+    }
+
+    pub(crate) fn kind(&self) -> SandboxKind {
+        self.kind
+    }
+
+    pub(crate) fn limits_name(&self) -> &'static str {
+        self.limits_name
+    }
+
+    /// Whether the spawner still runs (and was not shut down).
+    fn alive(&self) -> bool {
+        locked(&self.control).is_some() && matches!(locked(&self.process).try_wait(), Ok(None))
+    }
+
+    /// Has the spawner start `argv` in `cwd` with these descriptors; returns once it runs.
+    pub(crate) async fn run(
+        &self,
+        cwd: &Path,
+        argv: Vec<OsString>,
+        stdio: [OwnedFd; 3],
+        report: Option<OwnedFd>,
+    ) -> io::Result<SpawnedShell> {
+        let request = Request {
+            cwd: cwd.to_owned(),
+            argv,
+            report: report.is_some(),
+        };
+        let (reply, reply_theirs) = wire::seqpacket_pair()?;
+        wire::pass_credentials(reply.as_raw_fd())?;
+        let mut fds = vec![reply_theirs.as_raw_fd()];
+        fds.extend(stdio.iter().map(AsRawFd::as_raw_fd));
+        fds.extend(report.as_ref().map(AsRawFd::as_raw_fd));
+        {
+            let control = locked(&self.control);
+            let control = control.as_ref().ok_or_else(|| gone("was shut down"))?;
+            wire::send_with_fds(control.as_raw_fd(), &request.encode(), &fds)
+                .map_err(|err| gone(&format!("does not take requests ({err})")))?;
+        }
+        // The spawner holds its own copies now; ours must close so the pipes can end.
+        drop((reply_theirs, stdio, report));
+        wire::set_nonblocking(reply.as_raw_fd(), true)?;
+        // SAFETY: `reply` is an open socket owned by the AsyncFd from here on.
+        let reply = unsafe { AsyncFd::register_with_interest(reply, Interest::READABLE) }?;
+        let mut buf = [0_u8; 256];
+        let first = receive(&reply, &mut buf).await?;
+        let message = &buf[..first.len];
+        let pid = match (message.first(), first.pid) {
+            (Some(&REPLY_STARTED), Some(pid)) => pid,
+            (Some(b'E'), _) => {
+                return Err(io::Error::other(format!(
+                    "the session's sandbox could not start the command: {}",
+                    String::from_utf8_lossy(&message[1..])
+                )));
+            }
+            (Some(&REPLY_EXITED), _) => {
+                return Err(io::Error::other(
+                    "the command ended before it could exec (its descriptors could not be set up)",
+                ));
+            }
+            _ => return Err(gone("ended before the command started")),
+        };
+        let (status_tx, status_rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let mut buf = [0_u8; 64];
+            let status = match receive(&reply, &mut buf).await {
+                Ok(got) if got.len > 1 && buf[0] == REPLY_EXITED => std::str::from_utf8(&buf[1..got.len])
+                    .ok()
+                    .and_then(|s| s.parse::<i32>().ok())
+                    .map(ExitStatus::from_raw)
+                    .ok_or_else(|| "the spawner sent a malformed exit status".to_owned()),
+                _ => Err("the session's sandbox (its spawner process) died while the command ran; the next call starts a new one".to_owned()),
+            };
+            status_tx.send_replace(Some(status));
+        });
+        Ok(SpawnedShell {
+            pid,
+            status: status_rx,
+        })
+    }
+
+    /// Closes the control socket (the spawner then kills every command's group and exits)
+    /// and waits up to [`SHUTDOWN_WAIT`] for it to go.
+    pub(crate) async fn shut_down(&self) {
+        drop(locked(&self.control).take());
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+        while matches!(locked(&self.process).try_wait(), Ok(None)) {
+            if tokio::time::Instant::now() >= deadline {
+                // SIGKILL then; under bubblewrap that takes the whole sandbox with it.
+                let _ = locked(&self.process).start_kill();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for SessionSpawner {
+    fn drop(&mut self) {
+        // Closing the control socket is the spawner's signal to stop everything and exit;
+        // tokio reaps the process once it does.
+        drop(locked(&self.control).take());
+    }
+}
+
+fn gone(what: &str) -> io::Error {
+    io::Error::other(format!(
+        "the session's sandbox (its spawner process) {what}; the next call starts a new one"
+    ))
+}
+
+async fn receive(socket: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> io::Result<wire::Received> {
+    loop {
+        let mut ready = socket.readable().await?;
+        match ready.try_io(|fd| wire::recv_with_fds(fd.as_raw_fd(), buf)) {
+            Ok(result) => return result,
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// A command the spawner runs: its pid in the daemon's pid namespace (also its process group
+/// id) and, once it ended, its wait status or why that is unknown.
+#[derive(Debug)]
+pub(crate) struct SpawnedShell {
+    pub pid: libc::pid_t,
+    status: watch::Receiver<Option<Result<ExitStatus, String>>>,
+}
+
+impl SpawnedShell {
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        let status = self
+            .status
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| gone("stopped answering"))?;
+        status
+            .clone()
+            .unwrap_or_else(|| Err(String::new()))
+            .map_err(io::Error::other)
+    }
+
+    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        match &*self.status.borrow() {
+            None => Ok(None),
+            Some(Ok(status)) => Ok(Some(*status)),
+            Some(Err(why)) => Err(io::Error::other(why.clone())),
+        }
+    }
+}
+
+/// In the spawner's process between fork and exec: a session of its own, SIGTERM at the
+/// daemon's death, the session's cgroup, the Landlock ruleset, then the control socket on
+/// [`CONTROL_FD`]. The cgroup and the ruleset come before the `dup2`, which may reuse one of
+/// their descriptor numbers.
+fn spawner_setup(control: RawFd, landlock: Option<RawFd>, procs: &[RawFd]) -> io::Result<()> {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        if libc::setsid() == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // SIGTERM, not SIGKILL: the spawner catches it and stops everything it started first.
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    super::limits::join(procs)?;
+    if let Some(ruleset) = landlock {
+        super::landlock::restrict_self(ruleset)?;
+    }
+    // SAFETY: as above.
+    unsafe {
+        let result = if control == CONTROL_FD {
+            libc::fcntl(control, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(control, CONTROL_FD)
+        };
+        if result == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The spawners of every session, at most one each.
+#[derive(Debug, Default)]
+pub(crate) struct SpawnerSet {
+    sessions: Mutex<HashMap<String, Arc<SessionSpawner>>>,
+}
+
+impl SpawnerSet {
+    /// The session's spawner, started (with `plan`) when it has none or its last one died.
+    pub(crate) fn get_or_start(
+        &self,
+        session_id: &str,
+        plan: impl FnOnce() -> io::Result<SpawnerPlan>,
+    ) -> io::Result<Arc<SessionSpawner>> {
+        let mut sessions = locked(&self.sessions);
+        if let Some(spawner) = sessions.get(session_id)
+            && spawner.alive()
+        {
+            return Ok(spawner.clone());
+        }
+        let spawner = Arc::new(SessionSpawner::start(plan()?, session_id)?);
+        sessions.insert(session_id.to_owned(), spawner.clone());
+        Ok(spawner)
+    }
+
+    /// Ends the session's spawner, if it has one.
+    pub(crate) async fn shut_down(&self, session_id: &str) {
+        let spawner = locked(&self.sessions).remove(session_id);
+        if let Some(spawner) = spawner {
+            spawner.shut_down().await;
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The spawner itself: `toold sandbox-spawner`, one per session, started inside the session's
+//! sandbox (under bubblewrap, or with the Landlock ruleset already applied), forking each
+//! command on request.
+//!
+//! One thread, no runtime: it `poll`s the control socket and a signalfd (SIGCHLD, and SIGTERM,
+//! which the daemon's death sends it through `PR_SET_PDEATHSIG`). A request
+//! ([`super::super::wire::Request`]) comes with its descriptors; the spawner forks, the child
+//! takes a session of its own (`setsid`, so the daemon stops its whole group), asks to die
+//! with the spawner (`PR_SET_PDEATHSIG`), takes the session's rlimits, puts the descriptors on
+//! 0–3, enters the directory, says it is starting on the request's reply socket (the kernel
+//! attaches its pid for the daemon) and execs. Once the spawner reaped the command it sends
+//! the wait status on the same socket.
+//!
+//! Nothing a command leaves behind outlives it unnoticed: the spawner is a child subreaper,
+//! so a process orphaned by its command (`cmd &`, `setsid cmd &`, a double fork) becomes its
+//! child, and whenever a command ends every such child not in the session of a command still
+//! running (a background shell) is killed with its process group before the exit is reported.
+//! So the next call sees only background shells. At end of file on the control socket (the
+//! session closed, the daemon died) or on SIGTERM it kills every command's group and every
+//! child, and exits. Being single-threaded, it may allocate between fork and exec; the child
+//! still only makes system calls.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+use super::super::limits::ChildLimits;
+use super::super::wire::{self, REPLY_EXITED, REPLY_STARTED, Request};
+
+/// A command the spawner started and has not reaped: where its exit goes.
+struct Running {
+    reply: OwnedFd,
+}
+
+/// `toold sandbox-spawner --control-fd N --limits L`: serves until the control socket ends.
+pub fn run(control_fd: RawFd, limits: &str) -> io::Result<()> {
+    let limits = ChildLimits::parse(limits).map_err(io::Error::other)?;
+    serve(control_fd, limits)
+}
+
+/// Serves requests on `control` until it ends; each command gets `limits`.
+fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
+    // SAFETY: the daemon handed this descriptor over for this purpose; nothing else owns it.
+    let control = unsafe { OwnedFd::from_raw_fd(control) };
+    // SAFETY: fcntl and prctl on integers. Close-on-exec, so no command inherits the
+    // session's control socket; a subreaper, so orphans come here.
+    unsafe {
+        libc::fcntl(control.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
+    let signals = signal_fd()?;
+    let mut running: HashMap<libc::pid_t, Running> = HashMap::new();
+    let mut buf = vec![0_u8; wire::MAX_REQUEST_BYTES];
+    loop {
+        let mut polled = [control.as_raw_fd(), signals.as_raw_fd()].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: poll reads and writes the array it is given.
+        let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as _, -1) };
+        if ready < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if polled[1].revents != 0 && drain_signals(&signals) {
+            break;
+        }
+        reap(&mut running);
+        if polled[0].revents != 0 {
+            match wire::recv_with_fds(control.as_raw_fd(), &mut buf) {
+                Ok(got) if got.len == 0 => break,
+                Ok(got) => start(&buf[..got.len], got.fds, limits, &mut running),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+    // The session is over: nothing it started may outlive it.
+    for pid in running.keys() {
+        // SAFETY: kill(2) on a process group id.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    running.clear();
+    sweep_orphans(&running);
+    Ok(())
+}
+
+/// SIGCHLD and SIGTERM, blocked and read from a descriptor instead.
+fn signal_fd() -> io::Result<OwnedFd> {
+    // SAFETY: sigset operations on a local set; sigprocmask and signalfd read it.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut mask);
+        libc::sigaddset(&mut mask, libc::SIGCHLD);
+        libc::sigaddset(&mut mask, libc::SIGTERM);
+        if libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::signalfd(-1, &mask, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Reads the pending signals; whether SIGTERM was among them.
+fn drain_signals(signals: &OwnedFd) -> bool {
+    let mut terminate = false;
+    loop {
+        // SAFETY: an all-zero siginfo is valid; read fills it.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: read into the struct, at most its size.
+        let read = unsafe { libc::read(signals.as_raw_fd(), (&raw mut info).cast(), size) };
+        if read != size as isize {
+            return terminate;
+        }
+        terminate |= info.ssi_signo == libc::SIGTERM as u32;
+    }
+}
+
+/// Reaps every child that ended; for a command, clears away its orphans and reports its exit.
+fn reap(running: &mut HashMap<libc::pid_t, Running>) {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status integer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return;
+        }
+        if let Some(done) = running.remove(&pid) {
+            sweep_orphans(running);
+            let message = format!("{}{status}", REPLY_EXITED as char);
+            // The daemon may have stopped listening (a dropped call); nothing to do then.
+            let _ = wire::send_with_fds(done.reply.as_raw_fd(), message.as_bytes(), &[]);
+        }
+    }
+}
+
+/// Kills every child of the spawner (and its process group) that is not a running command
+/// nor in the session of one: processes orphaned by commands that ended.
+fn sweep_orphans(running: &HashMap<libc::pid_t, Running>) {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    let Ok(children) = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) else {
+        return;
+    };
+    for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+        if running.contains_key(&child) {
+            continue;
+        }
+        let (group, session) = group_and_session(child).unwrap_or((child, child));
+        if running.contains_key(&session) {
+            continue;
+        }
+        // SAFETY: kill(2) on integers.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+            libc::kill(child, libc::SIGKILL);
+        }
+    }
+}
+
+/// A process's group and session ids (fields 5 and 6 of `/proc/PID/stat`).
+fn group_and_session(pid: libc::pid_t) -> Option<(libc::pid_t, libc::pid_t)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(2);
+    let group = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some((group, session))
+}
+
+/// Starts one request; a request that cannot start is answered with an error on its reply
+/// socket, or dropped (closing the reply socket) when it has none.
+fn start(
+    bytes: &[u8],
+    fds: Vec<OwnedFd>,
+    limits: ChildLimits,
+    running: &mut HashMap<libc::pid_t, Running>,
+) {
+    let Some(reply) = fds.first() else { return };
+    let reply = reply.as_raw_fd();
+    let result = Request::decode(bytes)
+        .map_err(io::Error::other)
+        .and_then(|request| fork_command(&request, &fds, limits));
+    match result {
+        Ok(pid) => {
+            if let Some(reply) = fds.into_iter().next() {
+                running.insert(pid, Running { reply });
+            }
+        }
+        Err(err) => {
+            let _ = wire::send_with_fds(reply, format!("E{err}").as_bytes(), &[]);
+        }
+    }
+}
+
+/// Forks the command with `fds` = `[reply, stdin, stdout, stderr, report?]`.
+fn fork_command(
+    request: &Request,
+    fds: &[OwnedFd],
+    limits: ChildLimits,
+) -> io::Result<libc::pid_t> {
+    let wanted = if request.report { 5 } else { 4 };
+    if fds.len() != wanted {
+        return Err(io::Error::other(format!(
+            "a request came with {} descriptors, not {wanted}",
+            fds.len()
+        )));
+    }
+    let cstring = |bytes: &[u8]| CString::new(bytes).map_err(io::Error::other);
+    let argv: Vec<CString> = request
+        .argv
+        .iter()
+        .map(|a| cstring(a.as_bytes()))
+        .collect::<io::Result<_>>()?;
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let command = Command {
+        spawner: std::process::id() as libc::pid_t,
+        reply: fds[0].as_raw_fd(),
+        targets: fds[1..]
+            .iter()
+            .enumerate()
+            .map(|(target, fd)| (fd.as_raw_fd(), target as RawFd))
+            .collect(),
+        cwd: cstring(request.cwd.as_os_str().as_bytes())?,
+        argv: argv_ptrs,
+        limits,
+    };
+    // SAFETY: this process has one thread, so the child may do anything; it only makes
+    // system calls on data prepared above and ends in exec or _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        command.exec();
+    }
+    Ok(pid)
+}
+
+/// What the child between fork and exec needs, prepared before the fork.
+struct Command {
+    spawner: libc::pid_t,
+    reply: RawFd,
+    /// Descriptors and the numbers they take (0, 1, 2, 3).
+    targets: Vec<(RawFd, RawFd)>,
+    cwd: CString,
+    argv: Vec<*const libc::c_char>,
+    limits: ChildLimits,
+}
+
+impl Command {
+    /// In the child: never returns.
+    fn exec(&self) -> ! {
+        // SAFETY: plain system calls on prepared data; the child ends in execvp or _exit.
+        unsafe {
+            // The spawner blocks SIGCHLD and SIGTERM for its signalfd; a command gets neither
+            // blocked (the mask survives exec).
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::setsid();
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != self.spawner {
+                libc::_exit(126);
+            }
+            for &(fd, target) in &self.targets {
+                if libc::dup2(fd, target) < 0 {
+                    libc::_exit(126);
+                }
+            }
+            if self.limits.apply().is_err() {
+                fail(b"toold sandbox: cannot set the session's limits\n", 126);
+            }
+            if libc::chdir(self.cwd.as_ptr()) != 0 {
+                fail(b"toold sandbox: cannot enter the working directory\n", 126);
+            }
+            // Sent by this process, so the kernel attaches its pid for the daemon.
+            let started = [REPLY_STARTED];
+            libc::send(self.reply, started.as_ptr().cast(), 1, libc::MSG_NOSIGNAL);
+            libc::execvp(self.argv[0], self.argv.as_ptr());
+            fail(b"toold sandbox: cannot run bash\n", 127)
+        }
+    }
+}
+
+/// Says why on the command's stderr (descriptor 2) and exits.
+fn fail(message: &[u8], code: libc::c_int) -> ! {
+    // SAFETY: write and _exit take plain arguments.
+    unsafe {
+        libc::write(2, message.as_ptr().cast(), message.len());
+        libc::_exit(code)
+    }
+}
