@@ -5,8 +5,9 @@
 //! the audit log at the end. With `TOOLD_BENCH_POSTGRES_URL` (or `TOOLD_TEST_POSTGRES_URL`)
 //! set, the batched throughput is measured again on a daemon using Postgres (a fresh schema),
 //! printed beside SQLite's. The same single-call latency and batched throughput over gRPC
-//! (`load/grpc.rs`) follow the HTTP figures, on the same daemon and listener. Then `bash true`
-//! through the daemon unsandboxed, under Landlock and under bubblewrap (`load/sandbox.rs`).
+//! (`load/grpc.rs`) follow the HTTP figures, on the same daemon and listener. Then `bash echo
+//! hi` through the daemon unsandboxed and in its per-session bubblewrap and Landlock
+//! sandboxes, beside a raw spawn, a bubblewrap spawn and SWE-ReX (`load/sandbox.rs`).
 //!
 //! Run with `cargo bench --bench load`: cargo builds the `toold` binary with the bench
 //! profile (release settings) first and hands its path over as `CARGO_BIN_EXE_toold`.
@@ -21,7 +22,8 @@
 //! the reference with npm under the target directory).
 //!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
-//! `TOOLD_BENCH_ONLY=latency` (or `throughput`, or `mcp`) measures only that after the starts.
+//! `TOOLD_BENCH_ONLY=latency` (or `throughput`, or `mcp`) measures only that after the starts;
+//! `TOOLD_BENCH_ONLY=shell` measures only the shell, without the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -73,6 +75,10 @@ fn main() {
 }
 
 async fn run() {
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "shell") {
+        sandbox::report().await;
+        return;
+    }
     let dirs: Vec<tempfile::TempDir> = (0..STARTS).map(|_| fixture_dir()).collect();
     let mut ready = Vec::new();
     let mut daemon = None;

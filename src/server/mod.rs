@@ -437,6 +437,7 @@ fn build_service(
     let shells = Arc::new(BackgroundShells::with_settings(
         SpillSettings {
             directory: spill_dir,
+            cap_bytes: settings.sandbox.spill_bytes,
             ..SpillSettings::default()
         },
         sandbox,

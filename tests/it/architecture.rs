@@ -72,8 +72,9 @@ const LAYERS: &[Layer] = &[
                             "dispatch", "tools", "store", "telemetry", "service", "config",
                             "api"],
           "wires settings into a running daemon: everything below it"),
-    layer("cli",          &["config", "server"],
-          "parses flags into settings and starts the server"),
+    layer("cli",          &["config", "server", "tools"],
+          "parses flags into settings and starts the server, or (hidden `sandbox-spawner`) \
+           runs a session's shell spawner, which needs neither settings nor a server"),
     // The crate root and the binary, which reaches the library as `toold::`.
     layer("lib",          &[], "declares the modules"),
     layer("main",         &[], "the binary calls `toold::cli`"),

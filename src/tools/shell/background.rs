@@ -85,6 +85,8 @@ struct BackgroundTask {
     kill: CancellationToken,
     /// The writing end of the task's stdin; `None` once it broke.
     stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+    /// Whether it runs in the session's sandbox.
+    confined: bool,
 }
 
 impl BackgroundTask {
@@ -245,6 +247,7 @@ impl BackgroundShells {
             status: status_rx,
             kill: kill.clone(),
             stdin: tokio::sync::Mutex::new(stdin),
+            confined: matches!(confinement, Confinement::Spawner(_)),
         });
         self.lock()
             .entry(session.id().to_owned())
@@ -353,6 +356,17 @@ impl BackgroundShells {
             }
         }
         self.read(session_id, task_id)
+    }
+
+    /// What writing to a task's stdin needs: input can make a program do anything it can
+    /// (`sed -f -` writes files, a REPL runs code), so `workspace_write` for a task in the
+    /// session's sandbox, which confines it to the workspace, and `danger_full_access` for
+    /// one that runs unconfined (or is unknown: fail closed).
+    pub(crate) fn input_permission(&self, session_id: &str, task_id: &str) -> PermissionLevel {
+        match self.find(session_id, task_id) {
+            Ok((_, task)) if task.confined => PermissionLevel::WorkspaceWrite,
+            _ => PermissionLevel::DangerFullAccess,
+        }
     }
 
     /// Writes `input` to a running task's stdin; returns the task's id.

@@ -335,7 +335,9 @@ fn check_boundary_again(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<
 /// note) when that directory is gone.
 async fn starting_directory(ctx: &ToolContext) -> (PathBuf, Option<String>) {
     let stored = ctx.session.shell_cwd();
-    match tokio::fs::metadata(&stored).await {
+    // One stat on the async thread: a `spawn_blocking` round trip costs more than the call
+    // itself, and the shell about to start in that directory would wait on it anyway.
+    match std::fs::metadata(&stored) {
         Ok(metadata) if metadata.is_dir() => (stored, None),
         _ => {
             let workspace = ctx.session.working_directory().to_path_buf();

@@ -188,12 +188,18 @@ impl WriteStdinTool {
             )
             .input_schema(waiting_schema("the task to write to", true))
             // Input to a running program can make it do anything it can do (a REPL runs
-            // code), so it is neither read-only nor safe to run beside other calls; the
-            // program was authorised when bash started it, which is what a write here needs.
+            // code), so it is neither read-only nor safe to run beside other calls, and it
+            // needs what running any command there needs (`input_permission`).
             .read_only(false)
             .concurrency_safe(false)
             .destructive(false)
-            .permission(PermissionLevel::ReadOnly)
+            .permission_for(PermissionLevel::WorkspaceWrite, {
+                let shells = shells.clone();
+                move |input, ctx| {
+                    let task = task_id(input).map_err(|err| err.message().to_owned())?;
+                    Ok(shells.input_permission(&ctx.session_id, task))
+                }
+            })
             .concurrency_class(ConcurrencyClass::WriteExclusive)
             .interrupt_behavior(InterruptBehavior::Cancel)
             .max_result_size_chars(Some(MAX_RESULT_CHARS))

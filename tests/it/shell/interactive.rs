@@ -50,12 +50,21 @@ async fn drives_a_repl(shell: &Shell) {
     let second = answer(shell, &task, "print('ab' * 2)\n", "abab").await;
     assert!(second.contains("abab"), "{second}");
     assert!(!second.contains("42\n"), "only new output: {second}");
-    let quit = shell
+    let mut quit = shell
         .call(
             "write_stdin",
             json!({"task_id": task, "input": "exit()\n", "wait_ms": 10000}),
         )
         .await;
+    // A prompt may still have been on its way; the end follows.
+    for _ in 0..20 {
+        if quit.metadata["status"] == json!("exited") {
+            break;
+        }
+        quit = shell
+            .call("bash_output", json!({"task_id": task, "wait_ms": 2000}))
+            .await;
+    }
     assert_eq!(quit.metadata["status"], json!("exited"), "{}", quit.output);
     let after = shell
         .call(
@@ -145,4 +154,26 @@ async fn bad_waits_and_inputs_are_refused_with_the_value() {
             result.output
         );
     }
+}
+
+#[tokio::test]
+async fn input_needs_what_running_a_command_there_needs() {
+    // Unsandboxed, a workspace_write session may start `cat` but not feed it: input can make
+    // a program do anything (`sed -f -` writes files), and nothing confines it.
+    let shell = Shell::with_mode(toold::permission::PermissionLevel::WorkspaceWrite);
+    let task = start(&shell, "cat").await;
+    let refused = shell
+        .call("write_stdin", json!({"task_id": task, "input": "x\n"}))
+        .await;
+    assert_eq!(
+        refused.error_kind,
+        Some(toold::tool::ErrorKind::PermissionDenied),
+        "{}",
+        refused.output
+    );
+    assert!(
+        refused.output.contains("danger_full_access"),
+        "{}",
+        refused.output
+    );
 }
