@@ -12,8 +12,7 @@ use std::io;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use tokio::process::Child;
-
+use super::direct::DirectChild;
 use super::sandbox::spawner::SpawnedShell;
 
 /// How long a stopped process group gets between SIGTERM and SIGKILL.
@@ -28,7 +27,7 @@ const POLL: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub(crate) enum Leader {
     /// Started by the daemon (unsandboxed).
-    Direct(Child),
+    Direct(DirectChild),
     /// Started by the session's spawner.
     Spawned(SpawnedShell),
 }

@@ -19,6 +19,7 @@
 mod background;
 mod bash;
 mod boundary;
+mod direct;
 mod group;
 mod output;
 mod process;

@@ -1,7 +1,7 @@
 //! `ShellProcess`: one `bash -c` child in a process group of its own, its output captured, and
 //! the whole group stopped when it must stop.
 //!
-//! Unsandboxed, the daemon starts the shell itself; sandboxed, the session's spawner (see
+//! Unsandboxed, the daemon starts the shell itself ([`DirectChild`]); sandboxed, the session's spawner (see
 //! [`super::sandbox::spawner`]) starts it inside the session's sandbox from the same argument
 //! list and descriptors. Either way the child gets a new session (`setsid`, so also a new
 //! process group whose id is its pid), stdin from `/dev/null` (or, for a background task, a
@@ -28,10 +28,10 @@
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ use tokio::task::JoinHandle;
 
 use tokio_util::sync::CancellationToken;
 
+use super::direct::DirectChild;
 use super::group::{GroupGuard, Leader, terminate_group};
 use super::output::OutputBuffer;
 use super::sandbox::Confinement;
@@ -50,8 +51,6 @@ use super::spill::SpillWriter;
 
 /// How long to wait for the last output (and the cwd report) once the shell is gone.
 const DRAIN_WAIT: Duration = Duration::from_millis(200);
-/// The descriptor the wrapper reports the final directory on.
-const REPORT_FD: RawFd = 3;
 
 /// Runs the command (`$1`) with descriptor 3 closed, then reports the directory on 3 and
 /// exits with the command's status. `set --` hides the command text from `$1`.
@@ -128,7 +127,8 @@ fn bash_arguments(command: &str, report_cwd: bool) -> Vec<OsString> {
     argv
 }
 
-/// Takes the daemon's `TOOLD_*` variables and `CDPATH` out of a child's environment.
+/// Takes the daemon's `TOOLD_*` variables and `CDPATH` out of a child's environment (the
+/// spawner's; [`DirectChild`] builds its environment the same way).
 pub(crate) fn clean_environment(command: &mut Command) {
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("TOOLD_") {
@@ -171,14 +171,15 @@ impl ShellProcess {
             Confinement::Spawner(spawner) => {
                 Leader::Spawned(spawner.run(cwd, argv, stdio, report_write).await?)
             }
-            Confinement::None => Leader::Direct(spawn_directly(cwd, &argv, stdio, report_write)?),
+            Confinement::None => {
+                Leader::Direct(DirectChild::spawn(cwd, &argv, stdio, report_write)?)
+            }
         };
         let pid = match &leader {
-            Leader::Direct(child) => child
-                .id()
-                .ok_or_else(|| io::Error::other("the shell exited before its pid was known"))?,
-            Leader::Spawned(shell) => u32::try_from(shell.pid).map_err(io::Error::other)?,
+            Leader::Direct(child) => child.pid(),
+            Leader::Spawned(shell) => shell.pid,
         };
+        let pid = u32::try_from(pid).map_err(io::Error::other)?;
         let pgid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
         let guard = GroupGuard { pgid, armed: true };
         let cwd_report = report_read
@@ -249,57 +250,6 @@ impl ShellProcess {
         };
         (reason, ended)
     }
-}
-
-/// Starts the shell as the daemon's own child (no sandbox).
-fn spawn_directly(
-    cwd: &Path,
-    argv: &[OsString],
-    [stdin, stdout, stderr]: [OwnedFd; 3],
-    report: Option<OwnedFd>,
-) -> io::Result<tokio::process::Child> {
-    let mut shell = Command::new(&argv[0]);
-    shell
-        .args(&argv[1..])
-        .current_dir(cwd)
-        .stdin(Stdio::from(stdin))
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr))
-        .kill_on_drop(false);
-    clean_environment(&mut shell);
-    let report_fd = report.as_ref().map(AsRawFd::as_raw_fd);
-    // SAFETY: `child_setup` runs between fork and exec and only makes async-signal-safe
-    // calls (setsid, dup2, fcntl); it allocates nothing and takes no locks.
-    unsafe {
-        shell.pre_exec(move || child_setup(report_fd));
-    }
-    let child = shell.spawn()?;
-    // The parent's copies of the write ends must close, or the reads never see EOF.
-    drop(shell);
-    drop(report);
-    Ok(child)
-}
-
-/// In the child, between fork and exec: a new session (and process group) and the report
-/// pipe on descriptor 3 without close-on-exec.
-fn child_setup(report_fd: Option<RawFd>) -> io::Result<()> {
-    // SAFETY: plain syscalls on integers; async-signal-safe.
-    unsafe {
-        if libc::setsid() == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        if let Some(fd) = report_fd {
-            let result = if fd == REPORT_FD {
-                libc::fcntl(fd, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, REPORT_FD)
-            };
-            if result == -1 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Copies the pipe into the buffer (and the spill) until EOF or `stop`.

@@ -238,3 +238,26 @@ async fn killing_the_spawner_mid_call_fails_that_call_and_the_next_works_under_b
 async fn killing_the_spawner_mid_call_fails_that_call_and_the_next_works_under_landlock() {
     a_dead_spawner_fails_its_call_and_the_next_starts_anew(SandboxMode::Landlock).await;
 }
+
+/// A command starts with SIGPIPE at its default (Rust ignores it in the daemon and in the
+/// spawner, and an ignored signal would stay ignored across exec: `yes | head` would not end
+/// by the signal).
+async fn sigpipe_is_at_its_default(shell: &Shell) {
+    let status = script(shell, "grep SigIgn /proc/self/status\n").await;
+    let mask = status
+        .output
+        .trim()
+        .strip_prefix("SigIgn:\t")
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .unwrap_or_else(|| panic!("{}", status.output));
+    assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "{}", status.output);
+}
+
+#[tokio::test]
+async fn commands_start_with_sigpipe_at_its_default_unsandboxed_and_in_either_sandbox() {
+    let unsandboxed = Shell::new();
+    sigpipe_is_at_its_default(&unsandboxed).await;
+    for mode in [SandboxMode::Bwrap, SandboxMode::Landlock] {
+        sigpipe_is_at_its_default(&Sandbox::with_mode(mode).session()).await;
+    }
+}

@@ -268,6 +268,9 @@ impl Command {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Rust ignores SIGPIPE, and an ignored signal stays ignored across exec; a
+            // command gets the default (`yes | head` ends).
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             libc::setsid();
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if libc::getppid() != self.spawner {
