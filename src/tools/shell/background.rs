@@ -196,12 +196,12 @@ impl BackgroundShells {
     /// spawner (started now if it has none) or not at all.
     pub(crate) fn confine(
         &self,
-        session: &dyn SessionView,
+        session: &Arc<dyn SessionView>,
         authorized: PermissionLevel,
     ) -> Result<Confinement, ToolError> {
         self.sandbox.confine(
             &self.spawners,
-            session.id(),
+            (session.id(), Some(Arc::downgrade(session))),
             session.working_directory(),
             authorized,
             session.network_requested(),

@@ -248,7 +248,7 @@ impl Tool for BashTool {
         }
         let (cwd, note) = starting_directory(ctx).await;
         check_boundary_again(&input.command, &cwd, ctx)?;
-        let confinement = self.shells.confine(&*ctx.session, ctx.authorized)?;
+        let confinement = self.shells.confine(&ctx.session, ctx.authorized)?;
         let sandbox = json!(confinement.kind().as_str());
         let limits = json!(confinement.limits_name());
         if input.run_in_background {

@@ -11,7 +11,7 @@ use toold::tools::{
     BackgroundShells, SandboxCapability, SandboxMode, SandboxSettings, ShellSandbox, SpillSettings,
 };
 
-use crate::shell::harness::{Shell, process_gone};
+use crate::shell::harness::{Shell, process_gone, wait_gone};
 
 /// Shells of one daemon-like data directory (outside /tmp) with `[sandbox]` as `settings`.
 pub struct Sandbox {
@@ -260,4 +260,32 @@ async fn commands_start_with_sigpipe_at_its_default_unsandboxed_and_in_either_sa
     for mode in [SandboxMode::Bwrap, SandboxMode::Landlock] {
         sigpipe_is_at_its_default(&Sandbox::with_mode(mode).session()).await;
     }
+}
+
+#[tokio::test]
+async fn a_spawner_ends_with_its_session_closed_or_dropped() {
+    let sandbox = Sandbox::with_mode(SandboxMode::Bwrap);
+    let closed = sandbox.session();
+    assert!(!closed.bash("true").await.is_error);
+    let spawner = spawner_pids(closed.session.id());
+    assert_eq!(spawner.len(), 1, "{spawner:?}");
+    // The session-close path: gone when kill_session returns.
+    sandbox.shells.kill_session(closed.session.id()).await;
+    assert!(
+        process_gone(spawner[0]),
+        "the closed session's spawner still runs"
+    );
+
+    let dropped = sandbox.session();
+    assert!(!dropped.bash("true").await.is_error);
+    let spawner = spawner_pids(dropped.session.id());
+    assert_eq!(spawner.len(), 1, "{spawner:?}");
+    drop(dropped);
+    // Dropped without closing: the next session's first call ends it.
+    let other = sandbox.session();
+    assert!(!other.bash("true").await.is_error);
+    assert!(
+        wait_gone(spawner[0]).await,
+        "the dropped session's spawner still runs"
+    );
 }

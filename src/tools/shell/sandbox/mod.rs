@@ -263,14 +263,14 @@ impl ShellSandbox {
         self.temp_root.join(session_id)
     }
 
-    /// How to confine a shell of `session_id` in `workspace` for a call authorised at
-    /// `authorized`: not at all, or by the session's spawner in `spawners` (started now if the
-    /// session has none). The shell gets the network only if the session asked for it
+    /// How to confine a shell of `session_id` (whose state is `owner`) in `workspace` for a
+    /// call authorised at `authorized`: not at all, or by the session's spawner in `spawners`
+    /// (started now if the session has none). The shell gets the network only if the session asked for it
     /// (`network_requested`) and the server allows it.
     pub(crate) fn confine(
         &self,
         spawners: &SpawnerSet,
-        session_id: &str,
+        (session_id, owner): (&str, spawner::Owner),
         workspace: &Path,
         authorized: PermissionLevel,
         network_requested: bool,
@@ -284,7 +284,7 @@ impl ShellSandbox {
                 "no sandbox can confine bash on this machine ({why}); the operator can set [sandbox] allow_unsandboxed = true, or the call needs danger_full_access"
             ))),
             Choice::Bubblewrap | Choice::Landlock { .. } => spawners
-                .get_or_start(session_id, || {
+                .get_or_start(session_id, owner, || {
                     self.spawner_plan(session_id, workspace, self.network && network_requested)
                 })
                 .map(Confinement::Spawner)
@@ -486,7 +486,13 @@ mod tests {
         let ws = Path::new("/w");
         let spawners = SpawnerSet::default();
         let err = sandbox
-            .confine(&spawners, "s", ws, PermissionLevel::WorkspaceWrite, false)
+            .confine(
+                &spawners,
+                ("s", None),
+                ws,
+                PermissionLevel::WorkspaceWrite,
+                false,
+            )
             .unwrap_err();
         assert!(
             err.message().contains("allow_unsandboxed"),
@@ -494,7 +500,13 @@ mod tests {
             err.message()
         );
         let full = sandbox
-            .confine(&spawners, "s", ws, PermissionLevel::DangerFullAccess, false)
+            .confine(
+                &spawners,
+                ("s", None),
+                ws,
+                PermissionLevel::DangerFullAccess,
+                false,
+            )
             .unwrap();
         assert_eq!(full.kind(), SandboxKind::None);
     }

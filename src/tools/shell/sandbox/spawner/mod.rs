@@ -24,7 +24,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::io::Interest;
@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use super::SandboxKind;
 use super::limits::{ChildLimits, SessionCgroup};
 use super::wire::{self, REPLY_EXITED, REPLY_STARTED, Request};
+use crate::tool::SessionView;
 
 /// The descriptor the spawner finds its control socket on.
 const CONTROL_FD: RawFd = 3;
@@ -300,34 +301,41 @@ fn spawner_setup(control: RawFd, landlock: Option<RawFd>, procs: &[RawFd]) -> io
     Ok(())
 }
 
+/// The session a spawner serves, when known: once it is gone (dropped without being
+/// closed), its spawner is too.
+pub(crate) type Owner = Option<Weak<dyn SessionView>>;
+
 /// The spawners of every session, at most one each.
 #[derive(Debug, Default)]
 pub(crate) struct SpawnerSet {
-    sessions: Mutex<HashMap<String, Arc<SessionSpawner>>>,
+    sessions: Mutex<HashMap<String, (Owner, Arc<SessionSpawner>)>>,
 }
 
 impl SpawnerSet {
     /// The session's spawner, started (with `plan`) when it has none or its last one died.
+    /// Spawners of sessions that are gone are dropped on the way (which ends them).
     pub(crate) fn get_or_start(
         &self,
         session_id: &str,
+        owner: Owner,
         plan: impl FnOnce() -> io::Result<SpawnerPlan>,
     ) -> io::Result<Arc<SessionSpawner>> {
         let mut sessions = locked(&self.sessions);
-        if let Some(spawner) = sessions.get(session_id)
+        sessions.retain(|_, (owner, _)| owner.as_ref().is_none_or(|o| o.strong_count() > 0));
+        if let Some((_, spawner)) = sessions.get(session_id)
             && spawner.alive()
         {
             return Ok(spawner.clone());
         }
         let spawner = Arc::new(SessionSpawner::start(plan()?, session_id)?);
-        sessions.insert(session_id.to_owned(), spawner.clone());
+        sessions.insert(session_id.to_owned(), (owner, spawner.clone()));
         Ok(spawner)
     }
 
     /// Ends the session's spawner, if it has one.
     pub(crate) async fn shut_down(&self, session_id: &str) {
         let spawner = locked(&self.sessions).remove(session_id);
-        if let Some(spawner) = spawner {
+        if let Some((_, spawner)) = spawner {
             spawner.shut_down().await;
         }
     }
