@@ -1,7 +1,9 @@
 //! One sandbox per session (issue 19): two sessions' sandboxes cannot see or signal each
 //! other's processes or read each other's workspaces; a call leaves nothing for the next one
 //! but its working directory and its background shells; a spawner killed mid-call fails that
-//! call clearly and the next call starts a new one. Each under bubblewrap and under Landlock.
+//! call clearly and the next call starts a new one; a spawner ends with its session; a call
+//! dropped while its command starts leaves nothing running; commands get SIGPIPE at its
+//! default. Each under bubblewrap and under Landlock where the sandbox matters.
 
 use std::sync::Arc;
 
@@ -288,4 +290,46 @@ async fn a_spawner_ends_with_its_session_closed_or_dropped() {
         wait_gone(spawner[0]).await,
         "the dropped session's spawner still runs"
     );
+}
+
+/// Pids whose command line contains `marker`, from `/proc`.
+fn running_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let found = String::from_utf8_lossy(&cmdline).contains(marker);
+            (found && !process_gone(pid)).then_some(pid)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_call_dropped_while_its_command_starts_leaves_nothing_running() {
+    let sandbox = Sandbox::with_mode(SandboxMode::Bwrap);
+    let shell = sandbox.session();
+    assert!(!shell.bash("true").await.is_error);
+    // The tool itself, not a batch (which runs on when its caller goes), dropped at various
+    // points: before the spawner answered (it then kills the command itself) or after (the
+    // call's guard kills the group).
+    let bash = shell.registry.get("bash").unwrap().tool.clone();
+    for delay_us in [0, 200, 1_000, 5_000] {
+        let marker = format!("toold-dropped-{}-{delay_us}", std::process::id());
+        let ctx = toold::tool::ToolContext::detached(shell.session.clone());
+        let call = bash.execute(
+            json!({"command": format!("exec -a {marker} sleep 300")}),
+            &ctx,
+        );
+        let _ = tokio::time::timeout(std::time::Duration::from_micros(delay_us), call).await;
+        // The spawner takes requests in order: once this call is answered, the dropped one
+        // was started and, if abandoned, killed.
+        assert!(!shell.bash("true").await.is_error);
+        let deadline = tokio::time::Instant::now() + crate::shell::harness::PATIENCE;
+        while !running_with(&marker).is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(running_with(&marker).is_empty(), "{marker} still runs");
+    }
 }

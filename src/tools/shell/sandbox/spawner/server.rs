@@ -9,7 +9,9 @@
 //! with the spawner (`PR_SET_PDEATHSIG`), takes the session's rlimits, puts the descriptors on
 //! 0–3, enters the directory, says it is starting on the request's reply socket (the kernel
 //! attaches its pid for the daemon) and execs. Once the spawner reaped the command it sends
-//! the wait status on the same socket.
+//! the wait status on the same socket. If the daemon hangs up on a reply socket before that
+//! (a call dropped before it learnt the pid, so it cannot stop the command itself), the
+//! spawner kills the command's group.
 //!
 //! Nothing a command leaves behind outlives it unnoticed: the spawner is a child subreaper,
 //! so a process orphaned by its command (`cmd &`, `setsid cmd &`, a double fork) becomes its
@@ -32,6 +34,9 @@ use super::super::wire::{self, REPLY_EXITED, REPLY_STARTED, Request};
 /// A command the spawner started and has not reaped: where its exit goes.
 struct Running {
     reply: OwnedFd,
+    /// The daemon closed the reply socket before the command ended (the call was dropped
+    /// before it learnt the pid, so nobody else can stop it): its group was killed.
+    abandoned: bool,
 }
 
 /// `toold sandbox-spawner --control-fd N --limits L`: serves until the control socket ends.
@@ -54,11 +59,27 @@ fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
     let mut running: HashMap<libc::pid_t, Running> = HashMap::new();
     let mut buf = vec![0_u8; wire::MAX_REQUEST_BYTES];
     loop {
-        let mut polled = [control.as_raw_fd(), signals.as_raw_fd()].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        // The control socket and the signals; then each command's reply socket, watched for
+        // the daemon hanging up on it.
+        let watched: Vec<libc::pid_t> = running
+            .iter()
+            .filter(|(_, r)| !r.abandoned)
+            .map(|(pid, _)| *pid)
+            .collect();
+        let mut polled: Vec<libc::pollfd> = [control.as_raw_fd(), signals.as_raw_fd()]
+            .into_iter()
+            .map(|fd| (fd, libc::POLLIN))
+            .chain(
+                watched
+                    .iter()
+                    .map(|pid| (running[pid].reply.as_raw_fd(), 0)),
+            )
+            .map(|(fd, events)| libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            })
+            .collect();
         // SAFETY: poll reads and writes the array it is given.
         let ready = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as _, -1) };
         if ready < 0 {
@@ -70,6 +91,19 @@ fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
         }
         if polled[1].revents != 0 && drain_signals(&signals) {
             break;
+        }
+        for (pid, entry) in watched.iter().zip(&polled[2..]) {
+            if entry.revents & (libc::POLLHUP | libc::POLLERR) != 0
+                && let Some(command) = running.get_mut(pid)
+            {
+                command.abandoned = true;
+                // The process itself too: it may not have made its own group yet.
+                // SAFETY: kill(2) on the command and its process group.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+            }
         }
         reap(&mut running);
         if polled[0].revents != 0 {
@@ -193,7 +227,13 @@ fn start(
     match result {
         Ok(pid) => {
             if let Some(reply) = fds.into_iter().next() {
-                running.insert(pid, Running { reply });
+                running.insert(
+                    pid,
+                    Running {
+                        reply,
+                        abandoned: false,
+                    },
+                );
             }
         }
         Err(err) => {
