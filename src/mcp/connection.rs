@@ -10,7 +10,7 @@
 //!   toold even after `kill -9`; its environment is only the base variables `config` read
 //!   (`PATH`, `HOME`, …) plus the server's `env`, so the daemon's secrets (`TOOLD_AUTH_TOKENS`)
 //!   never reach a third-party program. Its stderr is logged a line at a time (each cut to
-//!   1 KiB) and its last 4 KiB kept for the error a crash reports.
+//!   1 KiB, at most 50 a second) and its last 4 KiB kept for the error a crash reports.
 //! - **Size.** A message up to 64 MiB is read and a larger result offloaded like any tool's.
 //!   A larger stdio line is dropped by rmcp; [`LineMeter`] counts it, so the call left
 //!   unanswered ends at its timeout saying so. A larger HTTP body fails the call with rmcp's
@@ -48,6 +48,8 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 const STDERR_TAIL_BYTES: usize = 4096;
 /// The longest stderr line logged.
 const STDERR_LINE_BYTES: usize = 1024;
+/// The most stderr lines a server gets logged per second.
+const STDERR_LINES_PER_SECOND: usize = 50;
 
 /// What the server sends unasked, routed to whoever waits for it.
 #[derive(Default)]
@@ -346,10 +348,13 @@ pub async fn connect_http(
         .map_err(|err| ConnectError::Handshake(err.to_string()))
 }
 
-/// Logs `server`'s stderr a line at a time and keeps its end.
+/// Logs `server`'s stderr a line at a time (at most [`STDERR_LINES_PER_SECOND`]; the rest are
+/// counted and the count logged) and keeps its end.
 async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
     let mut lines = tokio::io::BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut window = Instant::now();
+    let (mut logged, mut dropped) = (0usize, 0usize);
     loop {
         line.clear();
         // A line longer than this is taken in pieces, so memory stays bounded.
@@ -360,7 +365,18 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: A
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
-        tracing::info!(mcp_server = %server, "stderr: {text}");
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::info!(mcp_server = %server, "stderr: {dropped} more lines not logged");
+            }
+            (window, logged, dropped) = (Instant::now(), 0, 0);
+        }
+        if logged < STDERR_LINES_PER_SECOND {
+            logged += 1;
+            tracing::info!(mcp_server = %server, "stderr: {text}");
+        } else {
+            dropped += 1;
+        }
         let mut kept = tail.lock().unwrap_or_else(|p| p.into_inner());
         kept.push_str(text);
         kept.push('\n');
