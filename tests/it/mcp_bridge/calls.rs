@@ -16,7 +16,13 @@ async fn read_text_file_through_the_bridge_returns_the_file() {
     let id = session(&toold, &["fs"]).await;
     let content = "first line\nsecond line, ünïcode\n";
     let path = workspace_file(&toold, &id, "notes.txt", content).await;
-    let result = call(&toold, &id, "mcp__fs__read_text_file", json!({"path": path})).await;
+    let result = call(
+        &toold,
+        &id,
+        "mcp__fs__read_text_file",
+        json!({"path": path}),
+    )
+    .await;
     assert_eq!(ok_output(&result), content);
     assert_eq!(result["name"], "mcp__fs__read_text_file");
 }
@@ -73,13 +79,7 @@ async fn a_long_output_is_offloaded_and_reads_back_in_full() {
     let toold = start("", &[eager(servers.everything("every"))]);
     let id = session(&toold, &["every"]).await;
     let message: String = (0..60_000).map(|n| format!("{:09}\n", n)).collect();
-    let result = call(
-        &toold,
-        &id,
-        "mcp__every__echo",
-        json!({"message": message}),
-    )
-    .await;
+    let result = call(&toold, &id, "mcp__every__echo", json!({"message": message})).await;
     assert_eq!(result["is_error"], false, "{result}");
     let offloaded = &result["offloaded"];
     let result_id = offloaded["result_id"]

@@ -43,7 +43,12 @@ fn start_up(entries: &[ServerEntry]) -> (ExitStatus, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     (status, stderr)
 }
 
@@ -53,7 +58,10 @@ fn refused(entries: &[ServerEntry], expected: &[&str]) {
     let (status, stderr) = start_up(entries);
     assert!(!status.success(), "exit {status}; stderr: {stderr}");
     for part in expected {
-        assert!(stderr.contains(part), "{part:?} not in the message: {stderr}");
+        assert!(
+            stderr.contains(part),
+            "{part:?} not in the message: {stderr}"
+        );
     }
 }
 
@@ -120,7 +128,10 @@ fn a_duplicate_name_is_refused() {
 #[test]
 fn a_name_with_a_double_underscore_is_refused() {
     // Named by its index or by the name it has (the contract prefers the index).
-    refused(&[cat("fs"), cat("a__b")], &["mcp_servers", ": name", "a__b"]);
+    refused(
+        &[cat("fs"), cat("a__b")],
+        &["mcp_servers", ": name", "a__b"],
+    );
 }
 
 #[test]

@@ -45,7 +45,13 @@ async fn one_daemon_s_tools_are_called_from_another_s_session() {
         std::fs::read_to_string(projects.join("from_b.txt")).unwrap(),
         "written by B\n"
     );
-    let read = call(&b, &id, "mcp__a__read_file", json!({"file_path": "from_b.txt"})).await;
+    let read = call(
+        &b,
+        &id,
+        "mcp__a__read_file",
+        json!({"file_path": "from_b.txt"}),
+    )
+    .await;
     assert!(ok_output(&read).contains("written by B"), "{read}");
 
     let b_tools: Vec<Value> = audit_rows(&b, &id)
@@ -53,12 +59,20 @@ async fn one_daemon_s_tools_are_called_from_another_s_session() {
         .iter()
         .map(|row| row["tool"].clone())
         .collect();
-    assert_eq!(b_tools, [json!("mcp__a__write_file"), json!("mcp__a__read_file")]);
+    assert_eq!(
+        b_tools,
+        [json!("mcp__a__write_file"), json!("mcp__a__read_file")]
+    );
     let a_sessions = a.get("/v1/sessions").await;
     let mut a_tools = Vec::new();
     for session in a_sessions.body["sessions"].as_array().unwrap() {
         let rows = audit_rows(&a, session["id"].as_str().unwrap()).await;
         a_tools.extend(rows.iter().map(|row| row["tool"].clone()));
     }
-    assert_eq!(a_tools, [json!("write_file"), json!("read_file")], "{}", a_sessions.body);
+    assert_eq!(
+        a_tools,
+        [json!("write_file"), json!("read_file")],
+        "{}",
+        a_sessions.body
+    );
 }

@@ -112,7 +112,13 @@ async fn the_listing_shows_a_daemon_server_once_and_a_session_server_per_session
     let servers = listing(&toold).await;
     let described: Vec<_> = servers
         .iter()
-        .map(|s| (s["name"].clone(), s["scope"].clone(), s["session_id"].clone()))
+        .map(|s| {
+            (
+                s["name"].clone(),
+                s["scope"].clone(),
+                s["session_id"].clone(),
+            )
+        })
         .collect();
     let mut sessions = [first.clone(), second.clone()];
     sessions.sort();
@@ -134,19 +140,28 @@ async fn the_listing_shows_a_daemon_server_once_and_a_session_server_per_session
     assert_eq!(fs["transport"], "stdio");
     assert!(fs["pid"].as_u64().is_some_and(|pid| pid > 1), "{fs}");
     assert!(
-        fs["tools"].as_array().unwrap().contains(&json!("mcp__fs__read_text_file")),
+        fs["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__fs__read_text_file")),
         "{fs}"
     );
     assert_eq!(web["transport"], "http");
     assert_eq!(web["pid"], json!(null));
     assert!(
-        web["tools"].as_array().unwrap().contains(&json!("mcp__web__echo")),
+        web["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__web__echo")),
         "{web}"
     );
     // A daemon-scoped server's tools are in every session's pool, named or not.
     let names = tool_names(&toold, &third, "toold").await;
     assert!(names.iter().any(|n| n == "mcp__web__echo"), "{names:?}");
-    assert!(!names.iter().any(|n| n.starts_with("mcp__fs__")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp__fs__")),
+        "{names:?}"
+    );
 }
 
 #[tokio::test]

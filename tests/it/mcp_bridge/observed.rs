@@ -38,7 +38,13 @@ async fn bridged_calls_are_audited_and_published() {
     };
     let toold = start("", &[eager(servers.everything("every"))]);
     let id = session(&toold, &["every"]).await;
-    let echoed = call(&toold, &id, "mcp__every__echo", json!({"message": "audited"})).await;
+    let echoed = call(
+        &toold,
+        &id,
+        "mcp__every__echo",
+        json!({"message": "audited"}),
+    )
+    .await;
     assert_eq!(ok_output(&echoed), "Echo: audited");
     let summed = call(&toold, &id, "mcp__every__get-sum", json!({"a": 2, "b": 3})).await;
     assert!(ok_output(&summed).contains('5'), "{summed}");
@@ -49,14 +55,32 @@ async fn bridged_calls_are_audited_and_published() {
     let rows = audit_rows(&toold, &id).await;
     let described: Vec<(Value, Value, Value)> = rows
         .iter()
-        .map(|row| (row["tool"].clone(), row["is_error"].clone(), row["input"].clone()))
+        .map(|row| {
+            (
+                row["tool"].clone(),
+                row["is_error"].clone(),
+                row["input"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         described,
         vec![
-            (json!("mcp__every__echo"), json!(false), json!({"message": "audited"})),
-            (json!("mcp__every__get-sum"), json!(false), json!({"a": 2, "b": 3})),
-            (json!("mcp__every__echo"), json!(true), json!({"message": 7})),
+            (
+                json!("mcp__every__echo"),
+                json!(false),
+                json!({"message": "audited"})
+            ),
+            (
+                json!("mcp__every__get-sum"),
+                json!(false),
+                json!({"a": 2, "b": 3})
+            ),
+            (
+                json!("mcp__every__echo"),
+                json!(true),
+                json!({"message": 7})
+            ),
         ],
         "{rows:?}"
     );
@@ -71,8 +95,15 @@ async fn bridged_calls_are_audited_and_published() {
     );
     assert!(!sum.contains(&"tool:error"), "{sum:?}");
     let echo = types_of(&frames, "mcp__every__echo");
-    assert_eq!(in_order(&echo, &["tool:pre", "tool:post", "tool:error"]), Some(()), "{echo:?}");
-    for frame in frames.iter().filter(|f| f.data["tool"] == "mcp__every__echo") {
+    assert_eq!(
+        in_order(&echo, &["tool:pre", "tool:post", "tool:error"]),
+        Some(()),
+        "{echo:?}"
+    );
+    for frame in frames
+        .iter()
+        .filter(|f| f.data["tool"] == "mcp__every__echo")
+    {
         assert_eq!(frame.data["session_id"], id.as_str(), "{:?}", frame.data);
         assert_eq!(frame.data["call_id"], "c1", "{:?}", frame.data);
     }

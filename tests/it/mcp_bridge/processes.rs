@@ -21,7 +21,10 @@ fn own_group_under(toold: &Toold, pid: u32) -> u32 {
         .iter()
         .find(|proc| proc.pid == pid)
         .unwrap_or_else(|| panic!("server pid {pid} is not in /proc"));
-    assert_eq!(server.group, pid, "a server leads its own process group: {server:?}");
+    assert_eq!(
+        server.group, pid,
+        "a server leads its own process group: {server:?}"
+    );
     assert!(
         descendants(toold.pid()).iter().any(|proc| proc.pid == pid),
         "server {pid} is not the daemon's descendant"
@@ -33,14 +36,20 @@ async fn session_with_servers(toold: &Toold) -> (String, Vec<u32>) {
     let id = session(toold, &["fs", "every"]).await;
     let mut groups = Vec::new();
     for name in ["fs", "every"] {
-        groups.push(own_group_under(toold, ready_pid(toold, name, Some(&id)).await));
+        groups.push(own_group_under(
+            toold,
+            ready_pid(toold, name, Some(&id)).await,
+        ));
     }
     (id, groups)
 }
 
 async fn assert_all_gone(toold: &Toold, groups: &[u32]) {
     for &group in groups {
-        wait_until_gone("the server's process group", GONE_WITHIN, || in_group(group)).await;
+        wait_until_gone("the server's process group", GONE_WITHIN, || {
+            in_group(group)
+        })
+        .await;
     }
     let daemon = toold.pid();
     wait_until_gone("the daemon's children", GONE_WITHIN, || descendants(daemon)).await;
@@ -64,7 +73,9 @@ async fn closing_a_session_leaves_none_of_its_server_processes() {
     assert_all_gone(&toold, &groups).await;
     let listed = super::listing(&toold).await;
     assert!(
-        listed.iter().all(|server| server["session_id"] != id.as_str()),
+        listed
+            .iter()
+            .all(|server| server["session_id"] != id.as_str()),
         "a closed session's servers are no longer listed: {listed:?}"
     );
 }
@@ -117,9 +128,15 @@ async fn stopping_the_daemon_leaves_no_server_process() {
         ],
     );
     let (_id, mut groups) = session_with_servers(&toold).await;
-    groups.push(own_group_under(&toold, ready_pid(&toold, "shared", None).await));
+    groups.push(own_group_under(
+        &toold,
+        ready_pid(&toold, "shared", None).await,
+    ));
     let status = toold.terminate();
-    assert!(status.success(), "SIGTERM ends the daemon cleanly: {status}");
+    assert!(
+        status.success(),
+        "SIGTERM ends the daemon cleanly: {status}"
+    );
     for &group in &groups {
         wait_until_gone("a server's process group", GONE_WITHIN, || in_group(group)).await;
     }

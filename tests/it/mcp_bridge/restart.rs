@@ -31,12 +31,19 @@ async fn a_killed_server_is_restarted_and_its_in_flight_call_names_it() {
     let (result, ()) = tokio::join!(in_flight, kill);
     assert_eq!(result["is_error"], true, "{result}");
     assert!(
-        result["output"].as_str().unwrap().contains("MCP server \"every\""),
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server \"every\""),
         "the error names the server: {result}"
     );
-    let restarted = wait_for(&toold, "every", Some(&id), Duration::from_secs(30), |server| {
-        server["state"] == "ready" && server["restarts"].as_u64() >= Some(1)
-    })
+    let restarted = wait_for(
+        &toold,
+        "every",
+        Some(&id),
+        Duration::from_secs(30),
+        |server| server["state"] == "ready" && server["restarts"].as_u64() >= Some(1),
+    )
     .await;
     assert_ne!(restarted["pid"], json!(pid), "{restarted}");
     let next = call(&toold, &id, "mcp__every__echo", json!({"message": "again"})).await;

@@ -30,10 +30,19 @@ async fn a_deny_rule_on_the_bridged_name_refuses_the_call() {
     let rows = audit_rows(&toold, &id).await;
     let decision = &rows[0]["decision"];
     assert_eq!(decision["decision"], "deny", "{rows:?}");
-    assert_eq!(decision["decided_by"]["rule"], "mcp__fs__write_file", "{rows:?}");
+    assert_eq!(
+        decision["decided_by"]["rule"], "mcp__fs__write_file",
+        "{rows:?}"
+    );
     // The same server's other tools are not refused.
     let path = workspace_file(&toold, &id, "a.txt", "fine").await;
-    let read = call(&toold, &id, "mcp__fs__read_text_file", json!({"path": path})).await;
+    let read = call(
+        &toold,
+        &id,
+        "mcp__fs__read_text_file",
+        json!({"path": path}),
+    )
+    .await;
     assert_eq!(ok_output(&read), "fine");
 }
 
@@ -61,15 +70,30 @@ async fn a_hook_sees_the_bridged_name_and_blocks_the_call() {
     let toold = start(&head, &[eager(servers.filesystem("fs", "."))]);
     let id = session(&toold, &["fs"]).await;
     let secret = workspace_file(&toold, &id, "secret.txt", "hidden").await;
-    let blocked = call(&toold, &id, "mcp__fs__read_text_file", json!({"path": secret})).await;
+    let blocked = call(
+        &toold,
+        &id,
+        "mcp__fs__read_text_file",
+        json!({"path": secret}),
+    )
+    .await;
     assert_eq!(blocked["is_error"], true, "{blocked}");
     assert_eq!(blocked["error_kind"], "hook_blocked", "{blocked}");
     assert!(
-        blocked["output"].as_str().unwrap().contains("no secrets over MCP"),
+        blocked["output"]
+            .as_str()
+            .unwrap()
+            .contains("no secrets over MCP"),
         "{blocked}"
     );
     let public = workspace_file(&toold, &id, "public.txt", "open").await;
-    let allowed = call(&toold, &id, "mcp__fs__read_text_file", json!({"path": public})).await;
+    let allowed = call(
+        &toold,
+        &id,
+        "mcp__fs__read_text_file",
+        json!({"path": public}),
+    )
+    .await;
     assert_eq!(ok_output(&allowed), "open");
 
     let inputs: Vec<Value> = std::fs::read_to_string(&seen)

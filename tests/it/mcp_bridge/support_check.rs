@@ -71,8 +71,16 @@ async fn server_everything_over_http_lists_the_tools_the_tests_call() {
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let listed = post(list.to_string(), Some(&session)).await.unwrap();
     let names = names(&message(&listed.text().await.unwrap()));
-    for tool in ["echo", "get-sum", "get-tiny-image", "trigger-long-running-operation"] {
-        assert!(names.iter().any(|name| name == tool), "no {tool} in {names:?}");
+    for tool in [
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "trigger-long-running-operation",
+    ] {
+        assert!(
+            names.iter().any(|name| name == tool),
+            "no {tool} in {names:?}"
+        );
     }
     let url = server.url.clone();
     drop(server);
@@ -114,12 +122,18 @@ fn server_filesystem_over_stdio_lists_read_text_file() {
     let mut listed = Value::Null;
     while listed["id"] != 1 {
         let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "the server closed stdout");
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the server closed stdout"
+        );
         listed = serde_json::from_str(&line).unwrap();
     }
     let names = names(&listed);
     for tool in ["read_text_file", "write_file"] {
-        assert!(names.iter().any(|name| name == tool), "no {tool} in {names:?}");
+        assert!(
+            names.iter().any(|name| name == tool),
+            "no {tool} in {names:?}"
+        );
     }
     child.kill().unwrap();
     child.wait().unwrap();
@@ -145,13 +159,24 @@ async fn the_proc_helpers_see_a_process_tree_and_its_group_until_it_is_killed() 
         tree.len() == 2 && tree.iter().all(|p| p.name == "sleep" && p.parent == leader),
         "{tree:?}"
     );
-    assert!(descendants(std::process::id()).iter().any(|p| p.pid == leader));
+    assert!(
+        descendants(std::process::id())
+            .iter()
+            .any(|p| p.pid == leader)
+    );
     let group = in_group(leader);
     assert_eq!(group.len(), 3, "{group:?}");
     // SAFETY: kill(2) on the process group this test created; no memory is involved.
     assert_eq!(unsafe { libc::kill(-(leader as i32), libc::SIGKILL) }, 0);
     // The sleeps are orphaned to init, which reaps them; the shell is our child: reaped here.
     child.wait().unwrap();
-    wait_until_gone("the killed group", Duration::from_secs(5), || in_group(leader)).await;
-    assert!(descendants(std::process::id()).iter().all(|p| p.pid != leader));
+    wait_until_gone("the killed group", Duration::from_secs(5), || {
+        in_group(leader)
+    })
+    .await;
+    assert!(
+        descendants(std::process::id())
+            .iter()
+            .all(|p| p.pid != leader)
+    );
 }

@@ -30,7 +30,9 @@ async fn the_server_s_progress_arrives_as_tool_progress_events() {
             assert_eq!(frame.data["call_id"], "c1", "{:?}", frame.data);
             let data = &frame.data["data"];
             (
-                data["progress"].as_u64().unwrap_or_else(|| panic!("{data}")),
+                data["progress"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{data}")),
                 data["total"].as_u64().unwrap_or_else(|| panic!("{data}")),
             )
         })
@@ -61,6 +63,12 @@ async fn a_call_past_tool_timeout_ms_times_out_naming_the_server() {
         took < Duration::from_secs(10),
         "the call ended at its timeout, not the operation's end: {took:?}"
     );
-    let next = call(&toold, &id, "mcp__every__echo", json!({"message": "still here"})).await;
+    let next = call(
+        &toold,
+        &id,
+        "mcp__every__echo",
+        json!({"message": "still here"}),
+    )
+    .await;
     assert_eq!(ok_output(&next), "Echo: still here");
 }

@@ -71,12 +71,20 @@ impl McpServers {
     /// server-filesystem over stdio, serving `directory` (relative to its cwd, which is the
     /// session's workspace unless `cwd` is set).
     pub fn filesystem(&self, name: &str, directory: &str) -> ServerEntry {
-        ServerEntry::stdio(name, &self.node, &[&self.entry(FILESYSTEM), Path::new(directory)])
+        ServerEntry::stdio(
+            name,
+            &self.node,
+            &[&self.entry(FILESYSTEM), Path::new(directory)],
+        )
     }
 
     /// server-everything over stdio.
     pub fn everything(&self, name: &str) -> ServerEntry {
-        ServerEntry::stdio(name, &self.node, &[&self.entry(EVERYTHING), Path::new("stdio")])
+        ServerEntry::stdio(
+            name,
+            &self.node,
+            &[&self.entry(EVERYTHING), Path::new("stdio")],
+        )
     }
 
     /// server-everything over Streamable HTTP on a free loopback port, up and listening.
@@ -199,7 +207,9 @@ fn toml_value(value: &Value) -> String {
         Value::Object(map) => {
             let pairs: Vec<String> = map
                 .iter()
-                .map(|(key, value)| format!("{} = {}", Value::from(key.as_str()), toml_value(value)))
+                .map(|(key, value)| {
+                    format!("{} = {}", Value::from(key.as_str()), toml_value(value))
+                })
                 .collect();
             format!("{{ {} }}", pairs.join(", "))
         }
