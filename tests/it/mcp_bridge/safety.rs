@@ -1,10 +1,13 @@
 //! Rules and hooks see the bridged name: `deny = ["mcp__fs__write_file"]` refuses the call
 //! (the file is not written, the audit row says which rule), and a pre-tool-use command hook
-//! matching `mcp__fs__.*` receives `mcp__fs__read_text_file` with its input and blocks it.
+//! matching `mcp__fs__.*` receives `mcp__fs__read_text_file` with its input and blocks it;
+//! a server's annotations (`readOnlyHint` on server-everything's `echo`) are untrusted
+//! unless `trust_annotations = true`, and `permission` is what every tool of it requires.
 
 use serde_json::{Value, json};
 
 use super::{audit_rows, call, eager, ok_output, servers, session, start, workspace_file};
+use crate::http::harness::Toold;
 
 #[tokio::test]
 async fn a_deny_rule_on_the_bridged_name_refuses_the_call() {
@@ -106,4 +109,44 @@ async fn a_hook_sees_the_bridged_name_and_blocks_the_call() {
     assert_eq!(inputs[0]["tool_input"], json!({"path": secret}));
     assert_eq!(inputs[0]["hook_event_name"], "PreToolUse");
     assert_eq!(inputs[0]["session_id"], id.as_str());
+}
+
+/// The toold-format definition of `name` in the session's pool.
+async fn definition(toold: &Toold, session: &str, name: &str) -> Value {
+    let reply = toold
+        .get(&format!("/v1/sessions/{session}/tools?format=toold"))
+        .await;
+    reply.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == name)
+        .unwrap_or_else(|| panic!("no {name}: {}", reply.body))
+        .clone()
+}
+
+#[tokio::test]
+async fn a_read_only_hint_counts_only_when_annotations_are_trusted() {
+    let Some(servers) = servers("trust_annotations") else {
+        return;
+    };
+    let toold = start(
+        "",
+        &[
+            eager(servers.everything("every")),
+            eager(servers.everything("trusted"))
+                .set("trust_annotations", true)
+                .set("permission", "read_only"),
+        ],
+    );
+    let id = session(&toold, &["every", "trusted"]).await;
+    let untrusted = definition(&toold, &id, "mcp__every__echo").await;
+    assert_eq!(untrusted["read_only"], false, "{untrusted}");
+    assert_eq!(untrusted["concurrency_safe"], false, "{untrusted}");
+    assert_eq!(untrusted["required_permission"], "workspace_write", "{untrusted}");
+    assert_eq!(untrusted["source"], "external", "{untrusted}");
+    let trusted = definition(&toold, &id, "mcp__trusted__echo").await;
+    assert_eq!(trusted["read_only"], true, "{trusted}");
+    assert_eq!(trusted["concurrency_safe"], true, "{trusted}");
+    assert_eq!(trusted["required_permission"], "read_only", "{trusted}");
 }

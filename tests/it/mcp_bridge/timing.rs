@@ -22,7 +22,7 @@ async fn the_server_s_progress_arrives_as_tool_progress_events() {
     let result = call(&toold, &id, LONG, json!({"duration": 1, "steps": 4})).await;
     assert!(ok_output(&result).contains("Steps: 4"), "{result}");
     let frames = events_through_batches(&toold, &id, 1).await;
-    let progress: Vec<(u64, u64)> = frames
+    let progress: Vec<(f64, f64)> = frames
         .iter()
         .filter(|frame| frame.event == "tool:progress")
         .map(|frame| {
@@ -37,7 +37,11 @@ async fn the_server_s_progress_arrives_as_tool_progress_events() {
             )
         })
         .collect();
-    assert_eq!(progress, [(1, 4), (2, 4), (3, 4), (4, 4)], "{frames:?}");
+    assert_eq!(
+        progress,
+        [(1.0, 4.0), (2.0, 4.0), (3.0, 4.0), (4.0, 4.0)],
+        "{frames:?}"
+    );
 }
 
 #[tokio::test]
