@@ -11,6 +11,7 @@
 //!   are partitioned into parallel and serial groups, and pass through a `tower` pipeline of
 //!   phases (validation, permission, hooks, execution, offload, audit).
 //! - [`tools`]: the built-in tools and the path rules they share.
+//! - [`mcp`]: the bridge: external MCP servers' tools in a session's pool.
 //! - [`permission`], [`hooks`]: the decisions the pipeline asks for.
 //! - [`session`]: state calls read and leave behind.
 //! - [`shell_syntax`]: what a bash line does, read from its syntax tree (for `bash`'s flags and
@@ -25,7 +26,7 @@
 //! - [`telemetry`]: the metrics toold reports and the Prometheus recorder they land in.
 //!
 //! The core modules above know nothing of HTTP, gRPC or SQL; only `api` names the doors'
-//! crates and only `store` names SQL.
+//! crates (and `mcp`, the bridge, `rmcp` too) and only `store` names SQL.
 
 pub mod api;
 pub mod cli;
@@ -33,6 +34,7 @@ pub mod config;
 pub mod dispatch;
 pub mod event;
 pub mod hooks;
+pub mod mcp;
 pub mod permission;
 pub mod registry;
 pub mod server;

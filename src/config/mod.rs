@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
 use crate::hooks::{HookConfigError, HookSettings};
+use crate::mcp::{McpServerSettings, McpSettingsError};
 use crate::permission::PermissionSettings;
 use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
@@ -32,6 +33,9 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub hooks: HookSettings,
     pub mcp: McpSettings,
+    /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
+    #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
+    pub mcp_servers: Vec<McpServerSettings>,
 }
 
 /// How an environment variable's text becomes a setting's value.
@@ -97,6 +101,8 @@ pub enum ConfigError {
     OutOfRange { key: &'static str, value: usize },
     #[error("invalid settings: {0}")]
     Hooks(#[from] HookConfigError),
+    #[error("invalid settings: {0}")]
+    McpServers(#[from] McpSettingsError),
 }
 
 impl Settings {
@@ -152,7 +158,7 @@ impl Settings {
                 }
             };
         }
-        let settings: Settings = figment.extract().map_err(|err| match file {
+        let mut settings: Settings = figment.extract().map_err(|err| match file {
             Some(path) => ConfigError::File {
                 path: path.display().to_string(),
                 source: Box::new(err),
@@ -160,6 +166,7 @@ impl Settings {
             None => ConfigError::Invalid(Box::new(err)),
         })?;
         settings.check()?;
+        crate::mcp::settings::check_servers(&mut settings.mcp_servers, &env)?;
         Ok(settings)
     }
 

@@ -340,6 +340,8 @@ struct CachedPool {
     /// being reused, so comparing addresses tells this session from a later one with its id.
     session: Weak<SessionState>,
     loaded_version: u64,
+    /// The generation of the external tools it was assembled with.
+    external_version: u64,
     /// What it was assembled from (its loaded tools are `loaded_version`'s).
     options: PoolOptions,
     pool: Arc<ToolPool>,
@@ -348,15 +350,17 @@ struct CachedPool {
 impl PoolCache {
     /// The pool for a batch of `session` shaped by `options`: the kept one while it is
     /// current, else `assemble`d from `options` with the session's loaded tools (`loaded` as
-    /// given is ignored) and kept.
+    /// given is ignored) and kept. `external_version` names the external tools `assemble`
+    /// adds (a number that changes when they do).
     pub fn get_or_assemble(
         &self,
         session: &Arc<SessionState>,
         options: &PoolOptions,
+        external_version: u64,
         assemble: impl FnOnce(&PoolOptions) -> ToolPool,
     ) -> Arc<ToolPool> {
         let version = session.loaded_tools_version();
-        if let Some(pool) = self.current(session, version, options) {
+        if let Some(pool) = self.current(session, version, external_version, options) {
             return pool;
         }
         // Read together, so the pool kept under `version` has exactly those tools loaded.
@@ -374,6 +378,7 @@ impl PoolCache {
             CachedPool {
                 session: Arc::downgrade(session),
                 loaded_version: version,
+                external_version,
                 options,
                 pool: pool.clone(),
             },
@@ -385,12 +390,14 @@ impl PoolCache {
         &self,
         session: &Arc<SessionState>,
         version: u64,
+        external_version: u64,
         options: &PoolOptions,
     ) -> Option<Arc<ToolPool>> {
         let pools = self.lock();
         let cached = pools.get(session.id())?;
         let same = std::ptr::eq(cached.session.as_ptr(), Arc::as_ptr(session))
             && cached.loaded_version == version
+            && cached.external_version == external_version
             && cached.options.same_shape(options);
         same.then(|| cached.pool.clone())
     }

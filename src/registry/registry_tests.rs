@@ -301,7 +301,7 @@ fn a_kept_pool_is_reused_until_the_session_loads_a_tool() {
     let cache = PoolCache::default();
     let assembled = std::cell::Cell::new(0);
     let pool = |s: &Arc<SessionState>, options: &PoolOptions| {
-        cache.get_or_assemble(s, options, |options| {
+        cache.get_or_assemble(s, options, 0, |options| {
             assembled.set(assembled.get() + 1);
             ToolPool::assemble(&registry, &[], s, options)
         })
