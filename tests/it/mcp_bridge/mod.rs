@@ -14,6 +14,7 @@
 mod calls;
 mod config;
 mod door;
+mod grpc;
 mod names;
 mod observed;
 mod processes;

@@ -183,3 +183,37 @@ async fn a_session_naming_an_unknown_server_is_refused_naming_it() {
         reply.body
     );
 }
+
+#[tokio::test]
+async fn a_name_over_64_characters_is_cut_stably_and_still_calls_the_server_s_tool() {
+    let Some(servers) = servers("a bridged name over 64 characters") else {
+        return;
+    };
+    let server = "an-everything-server-with-a-rather-long-name";
+    let full = format!("mcp__{server}__trigger-long-running-operation");
+    assert!(full.len() > 64);
+    let mut seen = Vec::new();
+    // Two daemons (a restart): the cut name is the same.
+    for _ in 0..2 {
+        let toold = start("", &[eager(servers.everything(server))]);
+        let id = session(&toold, &[server]).await;
+        let names = tool_names(&toold, &id, "toold").await;
+        let cut: Vec<&String> = names
+            .iter()
+            .filter(|name| name.starts_with(&full[..40]) && name.len() == 64)
+            .collect();
+        let [name] = cut[..] else {
+            panic!("one cut name for {full}: {names:?}");
+        };
+        let (kept, hash) = name.rsplit_once('_').unwrap();
+        assert!(full.starts_with(kept), "{name} keeps the name's start");
+        assert!(
+            hash.len() == 8 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+            "{name} ends in an 8-digit hash"
+        );
+        let result = call(&toold, &id, name, json!({"duration": 0, "steps": 1})).await;
+        assert!(ok_output(&result).contains("Steps: 1"), "{result}");
+        seen.push(name.clone());
+    }
+    assert_eq!(seen[0], seen[1]);
+}

@@ -31,9 +31,9 @@ async fn the_server_s_progress_arrives_as_tool_progress_events() {
             let data = &frame.data["data"];
             (
                 data["progress"]
-                    .as_u64()
+                    .as_f64()
                     .unwrap_or_else(|| panic!("{data}")),
-                data["total"].as_u64().unwrap_or_else(|| panic!("{data}")),
+                data["total"].as_f64().unwrap_or_else(|| panic!("{data}")),
             )
         })
         .collect();
