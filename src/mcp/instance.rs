@@ -153,6 +153,19 @@ impl Instance {
         Err(why)
     }
 
+    /// The connection to send a call on, waiting (at most the startup timeout, or until
+    /// `cancel` fires) while the server starts or restarts.
+    pub async fn ready_peer(&self, cancel: &CancellationToken) -> Result<Peer<RoleClient>, String> {
+        let mut phase = self.phase.subscribe();
+        let limit = Duration::from_millis(self.settings.startup_timeout_ms);
+        let ready = phase.wait_for(|p| matches!(p, Phase::Ready | Phase::Stopped));
+        tokio::select! {
+            _ = tokio::time::timeout(limit, ready) => {}
+            () = cancel.cancelled() => {}
+        }
+        self.peer()
+    }
+
     /// The tools it offers now and their generation.
     pub fn tools(&self) -> (u64, Arc<Vec<Arc<RegisteredTool>>>) {
         let tools = self.lock().tools.clone();
@@ -351,8 +364,10 @@ impl Instance {
                 reason = &mut quit => {
                     quit_seen = true;
                     break match reason {
+                        Ok(Ok(rmcp::service::QuitReason::Closed)) | Err(_) => {
+                            "the connection closed".to_owned()
+                        }
                         Ok(reason) => format!("the connection ended ({reason:?})"),
-                        Err(_) => "the connection ended".to_owned(),
                     };
                 }
             }

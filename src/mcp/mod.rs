@@ -166,6 +166,11 @@ impl McpBridge {
             .collect()
     }
 
+    /// Whether any server is configured.
+    pub fn has_servers(&self) -> bool {
+        !self.servers.is_empty()
+    }
+
     /// Sees a change whenever any server's tools change.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()

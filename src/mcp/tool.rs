@@ -113,7 +113,7 @@ impl Tool for BridgedTool {
         let Some(instance) = self.instance.upgrade() else {
             return Ok(self.failure("the server was stopped"));
         };
-        let peer = match instance.peer() {
+        let peer = match instance.ready_peer(&ctx.cancellation).await {
             Ok(peer) => peer,
             Err(why) => return Ok(self.failure(why)),
         };

@@ -257,12 +257,34 @@ impl ToolService {
     }
 
     /// Sees a number change each time the tools `session_id` offers may have changed (a
-    /// deferred tool loaded); it closes when the session ends.
+    /// deferred tool loaded, a bridged server's listing); it closes when the session ends.
+    /// Must be called inside a Tokio runtime when MCP servers are configured.
     pub fn watch_tool_list(
         &self,
         session_id: &str,
     ) -> Result<tokio::sync::watch::Receiver<u64>, ServiceError> {
-        Ok(self.session(session_id)?.state.watch_loaded_tools())
+        let mut loaded = self.session(session_id)?.state.watch_loaded_tools();
+        if !self.bridge.has_servers() {
+            return Ok(loaded);
+        }
+        // Any server's listing counts: a change another session's server saw is a spurious
+        // "may have changed", which costs a client one tools/list.
+        let mut bridged = self.bridge.watch();
+        let (merged, changes) = tokio::sync::watch::channel(0u64);
+        tokio::spawn(async move {
+            loop {
+                let open = tokio::select! {
+                    changed = loaded.changed() => changed.is_ok(),
+                    changed = bridged.changed() => changed.is_ok(),
+                    () = merged.closed() => false,
+                };
+                if !open {
+                    return;
+                }
+                merged.send_modify(|n| *n += 1);
+            }
+        });
+        Ok(changes)
     }
 
     /// Whether the daemon has skill directories: the MCP door then offers prompts.
