@@ -20,6 +20,7 @@ mod grpc;
 mod hooks;
 mod http;
 mod mcp;
+mod mcp_bridge;
 mod misc;
 mod search;
 mod service;

@@ -61,6 +61,11 @@ impl Toold {
         PathBuf::from(reply.body["working_directory"].as_str().unwrap())
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// Sends SIGTERM without waiting for the exit.
     pub fn signal_terminate(&self) {
         self.process.signal_terminate();

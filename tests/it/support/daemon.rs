@@ -61,6 +61,11 @@ impl DaemonProcess {
         DaemonProcess { child, base }
     }
 
+    /// The daemon's process id (to find its children in `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends SIGTERM without waiting for the exit.
     pub fn signal_terminate(&self) {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
