@@ -552,10 +552,11 @@ impl<R> LineMeter<R> {
             if self.line <= SHORT_LINE {
                 self.short_line();
             }
-            if over && !self.told {
-                if let Some(id) = trailing_id(&self.tail) {
-                    self.routes.discarded_answer(id);
-                }
+            if over
+                && !self.told
+                && let Some(id) = trailing_id(&self.tail)
+            {
+                self.routes.discarded_answer(id);
             }
             self.line = 0;
             self.head.clear();
