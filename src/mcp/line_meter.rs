@@ -103,7 +103,13 @@ impl<R> LineMeter<R> {
     /// A whole short line: a progress notification is delivered.
     fn short_line(&self) {
         const PROGRESS: &[u8] = b"\"notifications/progress\"";
-        if !self.short.windows(PROGRESS.len()).any(|w| w == PROGRESS) {
+        const RESULT: &[u8] = b"\"result\"";
+        let has = |text: &[u8], what: &[u8]| text.windows(what.len()).any(|w| w == what);
+        // The SDKs write a notification's method first: the head usually tells. An answer
+        // (its "result" early) is not searched through.
+        let progress =
+            has(&self.head, PROGRESS) || !has(&self.head, RESULT) && has(&self.short, PROGRESS);
+        if !progress {
             return;
         }
         let Ok(message) = serde_json::from_slice::<Value>(&self.short) else {
