@@ -1,6 +1,7 @@
 //! `toold tail -o json` across a graceful restart of the daemon: every event of the session
 //! is printed exactly once, in seq order, as the server's event JSON, including those of a
-//! batch that ran while the client was disconnected (replayed after the last seq it printed).
+//! batch running when the daemon was stopped and of one that ran while the client was
+//! disconnected (replayed after the last seq it printed).
 
 use std::time::Duration;
 
@@ -20,6 +21,14 @@ fn echo_batch(tag: &str, n: usize) -> Value {
 
 /// Lines of the tail until (and with) the next `batch:end`, each parsed (30 s guard).
 async fn until_batch_end(lines: &mut Lines<BufReader<ChildStdout>>) -> Vec<Value> {
+    until_batch_end_or(lines, |_| false).await
+}
+
+/// Lines of the tail until (and with) the next `batch:end` or event that `stop` picks.
+async fn until_batch_end_or(
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    stop: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
     let mut events = Vec::new();
     loop {
         let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
@@ -29,7 +38,7 @@ async fn until_batch_end(lines: &mut Lines<BufReader<ChildStdout>>) -> Vec<Value
             .expect("the tail goes on");
         let event: Value = serde_json::from_str(&line)
             .unwrap_or_else(|err| panic!("a line that is not JSON ({err}): {line:?}"));
-        let end = event["type"] == "batch:end";
+        let end = event["type"] == "batch:end" || stop(&event);
         events.push(event);
         if end {
             return events;
@@ -47,6 +56,24 @@ async fn stored_until(stream: &mut SseReader, ends: usize) -> Vec<Value> {
         events.push(frame.data);
     }
     events
+}
+
+/// Reads the tail's lines until one is `event` of call `call`; they are kept in `printed`.
+async fn until_event(
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    printed: &mut Vec<Value>,
+    event: &str,
+    call: &str,
+) {
+    loop {
+        let mut batch =
+            until_batch_end_or(lines, |e| e["type"] == event && e["call_id"] == call).await;
+        let found = batch.last().is_some_and(|e| e["type"] == event);
+        printed.append(&mut batch);
+        if found {
+            return;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,8 +100,32 @@ async fn tail_json_prints_every_event_exactly_once_across_a_daemon_restart() {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let mut printed = until_batch_end(&mut lines).await;
 
-    let toold = toold.terminate_and_restart(&[]);
-    // Runs while the client is away or reconnecting: it must come from the replay.
+    // A batch running when SIGTERM comes: the daemon drains it while the stream goes away,
+    // so the rest of its events reach the tail from the next daemon's replay.
+    let running =
+        json!({"calls": [{"id": "s0", "name": "bash", "input": {"command": "sleep 1; echo s0"}}]});
+    let url = format!("{}{batches}", toold.base);
+    let draining = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .body(running.to_string())
+            .send()
+            .await
+            .map(|reply| reply.status())
+    });
+    until_event(&mut lines, &mut printed, "tool:pre", "s0").await;
+    let toold = tokio::task::spawn_blocking(move || toold.terminate_and_restart(&[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        draining.await.unwrap().ok(),
+        Some(StatusCode::OK),
+        "the drain finished the batch"
+    );
+    printed.extend(until_batch_end(&mut lines).await);
+
+    // A batch run while the client is away or reconnecting: it must come from the replay.
     let reply = toold.post(&batches, &echo_batch("b", 3)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     printed.extend(until_batch_end(&mut lines).await);
@@ -90,12 +141,16 @@ async fn tail_json_prints_every_event_exactly_once_across_a_daemon_restart() {
             .filter(|e| e["type"] == "tool:post" && e["call_id"].as_str().unwrap().starts_with(tag))
             .count()
     };
-    assert_eq!((posts("a"), posts("b")), (3, 3), "{printed:?}");
+    assert_eq!(
+        (posts("a"), posts("s"), posts("b")),
+        (3, 1, 3),
+        "{printed:?}"
+    );
     // Exactly what the store holds for the session, event for event (no gap).
     let mut stored = toold
         .sse(&format!("/v1/sessions/{session}/events"), None, Some(0))
         .await;
-    assert_eq!(printed, stored_until(&mut stored, 2).await);
+    assert_eq!(printed, stored_until(&mut stored, 3).await);
 
     tail.kill().await.unwrap();
     let mut notices = String::new();
