@@ -180,20 +180,11 @@ impl Spinner {
         }
     }
 
-    /// A `tool:progress` frame's `data` (`{"call_id","tool","data"}`), shortened to a line.
+    /// A `tool:progress` frame's `data` (`{"call_id","tool","data"}`), as a line.
     fn show(&self, frame_data: &str) {
         let parsed: Value = serde_json::from_str(frame_data).unwrap_or(Value::Null);
-        let text = match &parsed["data"] {
-            Value::String(text) => text.clone(),
-            Value::Null => String::new(),
-            other => ["message", "text", "line"]
-                .iter()
-                .find_map(|key| other[key].as_str().map(str::to_owned))
-                .unwrap_or_else(|| other.to_string()),
-        };
-        let line: String = text.lines().last().unwrap_or("").chars().take(60).collect();
         if let Ok(mut latest) = self.latest.lock() {
-            *latest = line;
+            *latest = progress_line(&parsed["data"]);
         }
     }
 
@@ -202,5 +193,52 @@ impl Spinner {
             ticker.abort();
             eprint!("\r\x1b[K");
         }
+    }
+}
+
+/// What a tool reported, on one short line: its text (a string, or a `message`, `text` or
+/// `line` field), else its fields as `key=value` (nulls left out).
+fn progress_line(data: &Value) -> String {
+    let text = match data {
+        Value::String(text) => text.clone(),
+        Value::Object(fields) => ["message", "text", "line"]
+            .iter()
+            .find_map(|key| fields.get(*key).and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| {
+                let pairs: Vec<String> = fields
+                    .iter()
+                    .filter(|(_, value)| !value.is_null())
+                    .map(|(key, value)| match value {
+                        Value::String(text) => format!("{key}={text}"),
+                        other => format!("{key}={other}"),
+                    })
+                    .collect();
+                pairs.join(" ")
+            }),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    text.lines().last().unwrap_or("").chars().take(60).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{Value, progress_line};
+
+    #[test]
+    fn progress_is_shown_as_its_text_or_its_fields_on_one_short_line() {
+        assert_eq!(
+            progress_line(&json!({"description": null, "pid": 42})),
+            "pid=42"
+        );
+        assert_eq!(
+            progress_line(&json!({"message": "step 2", "pid": 42})),
+            "step 2"
+        );
+        assert_eq!(progress_line(&json!("one\ntwo")), "two");
+        assert_eq!(progress_line(&json!("x".repeat(100))).len(), 60);
+        assert_eq!(progress_line(&Value::Null), "");
     }
 }
