@@ -64,10 +64,15 @@ pub enum ClientSubcommand {
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
     /// The daemon's base URL.
-    #[arg(long, env = "TOOLD_URL", default_value = "http://127.0.0.1:7070")]
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLD_URL",
+        default_value = "http://127.0.0.1:7070"
+    )]
     url: String,
     /// The bearer token.
-    #[arg(long, env = "TOOLD_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "TOOLD_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
 

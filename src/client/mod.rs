@@ -14,7 +14,8 @@
 //!   can follow it). HTTP has no "caller's default session" (that is the MCP door's), and a
 //!   session left behind by every call would pile up. The session is interactive: an `ask`
 //!   rule waits for `toold approvals allow|deny ID` (or the approval timeout) instead of
-//!   failing at once, since a person is the one calling.
+//!   failing at once, since a person is the one calling. Ctrl-C interrupts that session, so
+//!   the call is cancelled (exit 1) and the session still closed.
 //! - `call` prints the tool's output on stdout whether it failed or not (an error's output is
 //!   the tool's message); a failure adds one line on stderr naming the error kind and exits 1.
 //!   An offloaded output is printed whole, paged from `GET /v1/results/{id}`.

@@ -29,7 +29,11 @@ pub async fn call(
         )));
     }
     let result = in_session(client, session, async |id: &str| {
-        run_one(client, id, tool, &input).await
+        let run = run_one(client, id, tool, &input);
+        match session {
+            Some(_) => run.await,
+            None => interrupted_on_ctrl_c(client, id, run).await,
+        }
     })
     .await?;
     print_output(client, &result).await?;
@@ -67,6 +71,29 @@ pub async fn in_session<T>(
         eprintln!("toold: the session {id} was left open: {err}");
     }
     outcome
+}
+
+/// `run`, in a session of the client's own: Ctrl-C interrupts the session (so its call is
+/// cancelled and its result comes back as any other), a second Ctrl-C gives up waiting. The
+/// session is closed afterwards either way. (In a session given with `--session`, Ctrl-C
+/// keeps its default: an interrupt would stop the other calls running there too.)
+async fn interrupted_on_ctrl_c(
+    client: &ApiClient,
+    session: &str,
+    run: impl Future<Output = Result<Value, ClientError>>,
+) -> Result<Value, ClientError> {
+    let mut run = std::pin::pin!(run);
+    tokio::select! {
+        result = &mut run => return result,
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    eprintln!("toold: interrupting the call (Ctrl-C again to stop waiting)");
+    let path = format!("/v1/sessions/{}/interrupt", encode(session));
+    client.post_json(&path, &json!({})).await?;
+    tokio::select! {
+        result = run => result,
+        _ = tokio::signal::ctrl_c() => Err(ClientError::Failed("interrupted".to_owned())),
+    }
 }
 
 /// The call's result in the toold shape (`{"id","name","is_error","output",…}`).

@@ -1,11 +1,12 @@
 //! `toold call`: exit 0 with the output, 1 when the tool failed (its error printed), 2 for a
 //! malformed JSON argument, 3 for a refused token, 4 with nothing listening; an offloaded
-//! output printed whole; `--session` runs in a session that stays open. And the listings,
-//! `sessions` and `tools`.
+//! output printed whole; `--session` runs in a session that stays open; Ctrl-C cancels the
+//! call and closes the session the call made. And the listings, `sessions` and `tools`.
 
 use std::sync::Arc;
 
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 
 use super::harness::{Ran, client_at, finish, run};
 use crate::http::harness::Toold;
@@ -206,5 +207,46 @@ async fn sessions_and_tools_list_what_the_daemon_has() {
     assert!(
         unknown_format.stderr.contains("klingon"),
         "{unknown_format:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_the_call_and_closes_the_session_the_call_made() {
+    let toold = Toold::start();
+    let mut call = super::harness::client(&toold, &["call", "bash", r#"{"command":"sleep 60"}"#])
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(call.stderr.take().unwrap()).lines();
+    let first = stderr.next_line().await.unwrap().expect("the session line");
+    let session = first
+        .strip_prefix("toold: session ")
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
+    // The shell is running once bash reports its pid.
+    let mut events = toold
+        .sse(&format!("/v1/sessions/{session}/events"), None, Some(0))
+        .await;
+    while events.next().await.expect("the stream goes on").event != "tool:progress" {}
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    unsafe { libc::kill(call.id().unwrap() as i32, libc::SIGINT) };
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), call.wait())
+        .await
+        .expect("the call ends well before the sleep would")
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    let mut rest = String::new();
+    while let Some(line) = stderr.next_line().await.unwrap() {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    assert!(rest.contains("interrupting the call"), "{rest}");
+    assert!(rest.contains("bash failed (cancelled)"), "{rest}");
+    // Closed: the daemon no longer knows it.
+    let described = toold.get(&format!("/v1/sessions/{session}")).await;
+    assert_eq!(
+        described.status,
+        reqwest::StatusCode::NOT_FOUND,
+        "{}",
+        described.body
     );
 }
