@@ -28,15 +28,17 @@ pub async fn call(
             "the input {input} is not a JSON object"
         )));
     }
+    // Printed before the session is closed: an offloaded output is paged while it is open.
     let result = in_session(client, session, async |id: &str| {
         let run = run_one(client, id, tool, &input);
-        match session {
-            Some(_) => run.await,
-            None => interrupted_on_ctrl_c(client, id, run).await,
-        }
+        let result = match session {
+            Some(_) => run.await?,
+            None => interrupted_on_ctrl_c(client, id, run).await?,
+        };
+        print_output(client, &result).await?;
+        Ok(result)
     })
     .await?;
-    print_output(client, &result).await?;
     if result["is_error"] == true {
         let kind = result["error_kind"].as_str().unwrap_or("error");
         eprintln!("toold: {tool} failed ({kind})");
