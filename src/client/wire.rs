@@ -101,20 +101,20 @@ impl ApiClient {
         let response = self
             .send(self.request(reqwest::Method::GET, path), path)
             .await?;
-        read_json(response, path).await
+        self.read_json(response, path).await
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         let builder = with_json(self.request(reqwest::Method::POST, path), body);
         let response = self.send(builder, path).await?;
-        read_json(response, path).await
+        self.read_json(response, path).await
     }
 
     pub async fn delete(&self, path: &str) -> Result<Value, ClientError> {
         let response = self
             .send(self.request(reqwest::Method::DELETE, path), path)
             .await?;
-        read_json(response, path).await
+        self.read_json(response, path).await
     }
 
     /// Sends `builder`; a response that is not a success becomes the error it names.
@@ -128,6 +128,23 @@ impl ApiClient {
             return Ok(response);
         }
         Err(self.refusal(response, what).await)
+    }
+
+    /// A success's body as JSON.
+    async fn read_json(
+        &self,
+        response: reqwest::Response,
+        what: &str,
+    ) -> Result<Value, ClientError> {
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|err| ClientError::Unreachable {
+                url: self.base.clone(),
+                reason: format!("the answer to {what} was cut short: {}", error_chain(&err)),
+            })?;
+        serde_json::from_slice(&bytes)
+            .map_err(|err| ClientError::Failed(format!("{what} answered with no JSON: {err}")))
     }
 
     /// A transport error as the client reports it.
@@ -168,18 +185,6 @@ pub fn with_json(builder: reqwest::RequestBuilder, body: &Value) -> reqwest::Req
     builder
         .header("content-type", "application/json")
         .body(body.to_string())
-}
-
-async fn read_json(response: reqwest::Response, what: &str) -> Result<Value, ClientError> {
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|err| ClientError::Unreachable {
-            url: what.to_owned(),
-            reason: format!("the answer was cut short: {}", error_chain(&err)),
-        })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|err| ClientError::Failed(format!("{what} answered with no JSON: {err}")))
 }
 
 /// `err` and its sources, joined (reqwest's own message alone says only "error sending
