@@ -47,12 +47,20 @@ async fn list_mcp_servers_over_grpc_shows_each_instance() {
     };
     let (every, shared) = (&listed[0], &listed[1]);
     assert_eq!(
-        (every.name.as_str(), every.scope.as_str(), every.session_id.as_str()),
+        (
+            every.name.as_str(),
+            every.scope.as_str(),
+            every.session_id.as_str()
+        ),
         ("every", "session", session.id.as_str()),
         "{listed:?}"
     );
     assert_eq!(
-        (shared.name.as_str(), shared.scope.as_str(), shared.session_id.as_str()),
+        (
+            shared.name.as_str(),
+            shared.scope.as_str(),
+            shared.session_id.as_str()
+        ),
         ("shared", "daemon", ""),
         "{listed:?}"
     );

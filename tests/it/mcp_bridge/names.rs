@@ -198,9 +198,15 @@ async fn a_name_over_64_characters_is_cut_stably_and_still_calls_the_server_s_to
         let toold = start("", &[eager(servers.everything(server))]);
         let id = session(&toold, &[server]).await;
         let names = tool_names(&toold, &id, "toold").await;
+        // The cut name: 64 characters, the full name's start, `_`, the hash.
         let cut: Vec<&String> = names
             .iter()
-            .filter(|name| name.starts_with(&full[..40]) && name.len() == 64)
+            .filter(|name| {
+                name.len() == 64
+                    && name
+                        .rsplit_once('_')
+                        .is_some_and(|(kept, _)| kept.len() > 40 && full.starts_with(kept))
+            })
             .collect();
         let [name] = cut[..] else {
             panic!("one cut name for {full}: {names:?}");

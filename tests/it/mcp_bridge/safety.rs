@@ -143,7 +143,10 @@ async fn a_read_only_hint_counts_only_when_annotations_are_trusted() {
     let untrusted = definition(&toold, &id, "mcp__every__echo").await;
     assert_eq!(untrusted["read_only"], false, "{untrusted}");
     assert_eq!(untrusted["concurrency_safe"], false, "{untrusted}");
-    assert_eq!(untrusted["required_permission"], "workspace_write", "{untrusted}");
+    assert_eq!(
+        untrusted["required_permission"], "workspace_write",
+        "{untrusted}"
+    );
     assert_eq!(untrusted["source"], "external", "{untrusted}");
     let trusted = definition(&toold, &id, "mcp__trusted__echo").await;
     assert_eq!(trusted["read_only"], true, "{trusted}");
