@@ -10,14 +10,20 @@
 //!   toold even after `kill -9`; its environment is only the base variables `config` read
 //!   (`PATH`, `HOME`, …) plus the server's `env`, so the daemon's secrets (`TOOLD_AUTH_TOKENS`)
 //!   never reach a third-party program. Its stderr is logged a line at a time (each cut to
-//!   1 KiB) and its last 4 KiB kept for the error a crash reports.
-//! - **Size.** A message up to 64 MiB is read (a larger stdio line is dropped by rmcp, and the
-//!   call ends at its timeout; a larger HTTP body fails the call with rmcp's error).
+//!   1 KiB, at most 50 a second) and its last 4 KiB kept for the error a crash reports.
+//! - **Size.** A message up to 64 MiB is read and a larger result offloaded like any tool's.
+//!   A larger stdio line is dropped by rmcp; [`LineMeter`] counts it, so the call left
+//!   unanswered ends at its timeout saying so. A larger HTTP body fails the call with rmcp's
+//!   error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
+use std::pin::Pin;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -29,53 +35,108 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
-use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::sync::Notify;
 
 use super::settings::McpServerSettings;
 use crate::tool::ProgressSink;
 
 /// The largest message read from a server.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How much of a stdio server's stderr is kept for a crash's error.
 const STDERR_TAIL_BYTES: usize = 4096;
 /// The longest stderr line logged.
 const STDERR_LINE_BYTES: usize = 1024;
+/// The most stderr lines a server gets logged per second.
+const STDERR_LINES_PER_SECOND: usize = 50;
 
 /// What the server sends unasked, routed to whoever waits for it.
 #[derive(Default)]
 pub struct Routes {
-    /// Running calls' progress sinks, by the progress token their request carried.
-    progress: Mutex<HashMap<ProgressToken, ProgressSink>>,
+    /// Running calls' progress sinks, by the progress token their request carried (with the
+    /// route's own number, so a stale route never removes a newer call's).
+    progress: Mutex<HashMap<ProgressToken, (u64, ProgressSink)>>,
+    next_route: AtomicU64,
+    /// Progress that came before its call's route: rmcp sends the request before it hands
+    /// back the token, so a fast server's first report can win the race.
+    unrouted: Mutex<VecDeque<(ProgressToken, Value, Instant)>>,
     /// Fired on `notifications/tools/list_changed`.
     pub list_changed: Notify,
+    /// How many stdio messages were over [`MAX_MESSAGE_BYTES`] (rmcp discards them): a call
+    /// that then goes unanswered says why.
+    pub oversized: AtomicU64,
 }
 
+/// How many early reports are kept, and for how long.
+const UNROUTED_KEPT: usize = 64;
+const UNROUTED_FOR: Duration = Duration::from_secs(5);
+
 impl Routes {
-    /// Sends `token`'s progress to `sink` until the guard is dropped.
+    /// Sends `token`'s progress to `sink` until the guard is dropped (reports that came
+    /// before it first).
     pub fn route_progress(self: &Arc<Self>, token: ProgressToken, sink: ProgressSink) -> Route {
-        self.lock().insert(token.clone(), sink);
+        let number = self.next_route.fetch_add(1, Ordering::Relaxed);
+        let mut early = Vec::new();
+        {
+            let mut progress = lock(&self.progress);
+            progress.insert(token.clone(), (number, sink.clone()));
+            let mut unrouted = lock(&self.unrouted);
+            unrouted.retain(|(for_token, report, _)| {
+                let mine = *for_token == token;
+                if mine {
+                    early.push(report.clone());
+                }
+                !mine
+            });
+        }
+        for report in early {
+            sink.report(report);
+        }
         Route {
             routes: self.clone(),
             token,
+            number,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressSink>> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    fn deliver(&self, token: ProgressToken, report: Value) {
+        let progress = lock(&self.progress);
+        if let Some((_, sink)) = progress.get(&token) {
+            sink.report(report);
+            return;
+        }
+        let mut unrouted = lock(&self.unrouted);
+        let now = Instant::now();
+        unrouted.retain(|(_, _, at)| now.duration_since(*at) < UNROUTED_FOR);
+        if unrouted.len() >= UNROUTED_KEPT {
+            unrouted.pop_front();
+        }
+        unrouted.push_back((token, report, now));
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Only whole entries are inserted or removed under these locks.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A call's progress route; removed when dropped.
 pub struct Route {
     routes: Arc<Routes>,
     token: ProgressToken,
+    number: u64,
 }
 
 impl Drop for Route {
     fn drop(&mut self) {
-        self.routes.lock().remove(&self.token);
+        let mut progress = lock(&self.routes.progress);
+        if progress
+            .get(&self.token)
+            .is_some_and(|(n, _)| *n == self.number)
+        {
+            progress.remove(&self.token);
+        }
     }
 }
 
@@ -91,14 +152,12 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let sink = self.routes.lock().get(&params.progress_token).cloned();
-        if let Some(sink) = sink {
-            sink.report(json!({
-                "progress": params.progress,
-                "total": params.total,
-                "message": params.message,
-            }));
-        }
+        let report = json!({
+            "progress": params.progress,
+            "total": params.total,
+            "message": params.message,
+        });
+        self.routes.deliver(params.progress_token, report);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -123,6 +182,19 @@ pub struct ChildProcess {
     pub pid: u32,
     /// The end of its stderr, for the error a crash reports.
     pub stderr_tail: Arc<Mutex<String>>,
+    /// [`ChildProcess::stop`] ran: the group is gone.
+    stopped: bool,
+}
+
+impl Drop for ChildProcess {
+    /// A start abandoned half-way (a stop, the startup timeout) drops the process unstopped:
+    /// the whole group gets SIGKILL, not only the leader (tokio's `kill_on_drop` kills and
+    /// reaps that one), so an `npx`'s grandchildren go too.
+    fn drop(&mut self) {
+        if !self.stopped {
+            signal_group(self.pid, libc::SIGKILL);
+        }
+    }
 }
 
 impl ChildProcess {
@@ -138,6 +210,7 @@ impl ChildProcess {
             let _ = self.child.wait().await;
         }
         signal_group(self.pid, libc::SIGKILL);
+        self.stopped = true;
     }
 
     /// The last lines it wrote to stderr.
@@ -222,6 +295,12 @@ pub async fn connect_stdio(
         child,
         pid,
         stderr_tail,
+        stopped: false,
+    };
+    let stdout = LineMeter {
+        inner: stdout,
+        line: 0,
+        routes: routes.clone(),
     };
     let transport =
         AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
@@ -269,10 +348,13 @@ pub async fn connect_http(
         .map_err(|err| ConnectError::Handshake(err.to_string()))
 }
 
-/// Logs `server`'s stderr a line at a time and keeps its end.
+/// Logs `server`'s stderr a line at a time (at most [`STDERR_LINES_PER_SECOND`]; the rest are
+/// counted and the count logged) and keeps its end.
 async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
     let mut lines = tokio::io::BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut window = Instant::now();
+    let (mut logged, mut dropped) = (0usize, 0usize);
     loop {
         line.clear();
         // A line longer than this is taken in pieces, so memory stays bounded.
@@ -283,7 +365,18 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: A
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end();
-        tracing::info!(mcp_server = %server, "stderr: {text}");
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::info!(mcp_server = %server, "stderr: {dropped} more lines not logged");
+            }
+            (window, logged, dropped) = (Instant::now(), 0, 0);
+        }
+        if logged < STDERR_LINES_PER_SECOND {
+            logged += 1;
+            tracing::info!(mcp_server = %server, "stderr: {text}");
+        } else {
+            dropped += 1;
+        }
         let mut kept = tail.lock().unwrap_or_else(|p| p.into_inner());
         kept.push_str(text);
         kept.push('\n');
@@ -294,5 +387,39 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: A
             }
             kept.drain(..from);
         }
+    }
+}
+
+/// A server's stdout, counting the bytes of the line being read: a line that passes
+/// [`MAX_MESSAGE_BYTES`] is counted in [`Routes::oversized`] (rmcp drops it without a word
+/// to the call waiting for it).
+struct LineMeter<R> {
+    inner: R,
+    /// Bytes since the last newline.
+    line: usize,
+    routes: Arc<Routes>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineMeter<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let mut line = self.line;
+        for chunk in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
+            let was_under = line <= MAX_MESSAGE_BYTES;
+            line += chunk.len();
+            if was_under && line > MAX_MESSAGE_BYTES {
+                self.routes.oversized.fetch_add(1, Ordering::AcqRel);
+            }
+            if chunk.ends_with(b"\n") {
+                line = 0;
+            }
+        }
+        self.line = line;
+        polled
     }
 }

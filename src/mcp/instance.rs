@@ -20,8 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rmcp::model::{ClientRequest, CustomRequest, CustomResult, ServerResult};
 use rmcp::service::{Peer, RoleClient};
 use serde::Serialize;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +39,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE: Duration = Duration::from_secs(60);
 /// How long a stdio server has to exit after SIGTERM.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// The longest a stop waits: closing the client and the process, each within its grace.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// Where an instance is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -143,10 +147,14 @@ impl Instance {
     /// The connection to send a call on, or why there is none.
     pub fn peer(&self) -> Result<Peer<RoleClient>, String> {
         let state = self.lock();
-        if let Some(peer) = &state.peer {
-            return Ok(peer.clone());
-        }
-        let mut why = format!("the server is not ready (state {})", state.phase.as_str());
+        let mut why = match &state.peer {
+            // A connection whose loop ended is stale even before the supervisor notices.
+            Some(peer) if peer.is_transport_closed() => {
+                "its connection closed; it is being restarted".to_owned()
+            }
+            Some(peer) => return Ok(peer.clone()),
+            None => format!("the server is not ready (state {})", state.phase.as_str()),
+        };
         if let Some(error) = &state.last_error {
             why.push_str(&format!("; last error: {error}"));
         }
@@ -156,14 +164,26 @@ impl Instance {
     /// The connection to send a call on, waiting (at most the startup timeout, or until
     /// `cancel` fires) while the server starts or restarts.
     pub async fn ready_peer(&self, cancel: &CancellationToken) -> Result<Peer<RoleClient>, String> {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.settings.startup_timeout_ms);
         let mut phase = self.phase.subscribe();
-        let limit = Duration::from_millis(self.settings.startup_timeout_ms);
-        let ready = phase.wait_for(|p| matches!(p, Phase::Ready | Phase::Stopped));
-        tokio::select! {
-            _ = tokio::time::timeout(limit, ready) => {}
-            () = cancel.cancelled() => {}
+        loop {
+            let current = *phase.borrow_and_update();
+            match self.peer() {
+                Ok(peer) => return Ok(peer),
+                Err(why) if current == Phase::Stopped => return Err(why),
+                Err(_) => {}
+            }
+            // Not ready, or ready on a connection that just closed: wait for the next phase.
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, phase.changed()) => {
+                    if !matches!(changed, Ok(Ok(()))) {
+                        return self.peer();
+                    }
+                }
+                () = cancel.cancelled() => return self.peer(),
+            }
         }
-        self.peer()
     }
 
     /// The tools it offers now and their generation.
@@ -179,12 +199,15 @@ impl Instance {
         let _ = tokio::time::timeout(limit, phase.wait_for(|p| *p != Phase::Starting)).await;
     }
 
-    /// Stops it and waits until its process is gone.
+    /// Stops it and waits until its process is gone (at most [`STOP_WAIT`]: a supervisor
+    /// that died of a panic would never say so).
     pub async fn stop(&self) {
         let notified = self.stopped.notified();
         self.stop.cancel();
-        if self.lock().phase != Phase::Stopped {
-            notified.await;
+        if self.lock().phase != Phase::Stopped
+            && tokio::time::timeout(STOP_WAIT, notified).await.is_err()
+        {
+            tracing::error!(mcp_server = %self.settings.name, "an MCP server did not stop in time");
         }
     }
 
@@ -228,8 +251,9 @@ impl Instance {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let connected = tokio::select! {
-                connected = self.connect() => connected,
+                biased;
                 () = self.stop.cancelled() => break,
+                connected = self.connect() => connected,
             };
             let started = Instant::now();
             match connected {
@@ -310,21 +334,28 @@ impl Instance {
     }
 
     async fn list_tools(self: &Arc<Self>, peer: &Peer<RoleClient>) -> Result<(), String> {
-        let listed = peer
-            .list_all_tools()
-            .await
-            .map_err(|err| format!("tools/list failed: {err}"))?;
+        let listed = list_raw_tools(peer).await?;
         let settings = &self.settings;
         let offered = |name: &str| {
             (settings.enabled_tools.is_empty() || settings.enabled_tools.iter().any(|t| t == name))
                 && !settings.disabled_tools.iter().any(|t| t == name)
         };
-        let mut tools = Vec::new();
+        let mut tools: Vec<Arc<RegisteredTool>> = Vec::new();
         let mut skipped = Vec::new();
-        for tool in listed.iter().filter(|tool| offered(&tool.name)) {
-            let listed = serde_json::to_value(tool).unwrap_or_default();
-            let name = bridged_name(&settings.name, &tool.name);
-            let registered = BridgedTool::new(self, name, &listed)
+        for listed in &listed {
+            let Some(raw) = listed.get("name").and_then(Value::as_str) else {
+                skipped.push("a tool without a name".to_owned());
+                continue;
+            };
+            if !offered(raw) {
+                continue;
+            }
+            let name = bridged_name(&settings.name, raw);
+            if tools.iter().any(|tool| tool.name() == name) {
+                skipped.push(format!("\"{raw}\": another tool's name is also {name}"));
+                continue;
+            }
+            let registered = BridgedTool::new(self, name, listed)
                 .map_err(|err| err.to_string())
                 .and_then(|tool| {
                     RegisteredTool::new(Arc::new(tool), ToolSource::External)
@@ -332,11 +363,10 @@ impl Instance {
                 });
             match registered {
                 Ok(registered) => tools.push(Arc::new(registered)),
-                Err(err) => skipped.push(format!("\"{}\": {err}", tool.name)),
+                Err(err) => skipped.push(format!("\"{raw}\": {err}")),
             }
         }
         tools.sort_by(|a, b| a.name().cmp(b.name()));
-        tools.dedup_by(|a, b| a.name() == b.name());
         self.set_tools(tools, skipped);
         Ok(())
     }
@@ -357,9 +387,17 @@ impl Instance {
             tokio::select! {
                 () = self.stop.cancelled() => break "stopped".to_owned(),
                 () = self.routes.list_changed.notified() => {
-                    if let Err(error) = self.list_tools(&peer).await {
-                        self.lock().last_error = Some(error);
-                    }
+                    let limit = Duration::from_millis(self.settings.startup_timeout_ms);
+                    let listed = tokio::select! {
+                        listed = tokio::time::timeout(limit, self.list_tools(&peer)) => listed,
+                        () = self.stop.cancelled() => break "stopped".to_owned(),
+                    };
+                    let error = match listed {
+                        Ok(Ok(())) => continue,
+                        Ok(Err(error)) => error,
+                        Err(_) => format!("tools/list did not answer within {} ms", limit.as_millis()),
+                    };
+                    self.lock().last_error = Some(error);
                 }
                 reason = &mut quit => {
                     quit_seen = true;
@@ -373,6 +411,10 @@ impl Instance {
             }
         };
         self.lock().peer = None;
+        if !self.stop.is_cancelled() {
+            // The listing must not show a dead server as ready while it is cleaned up.
+            self.set_phase(Phase::Restarting);
+        }
         if let Some(close) = close.take() {
             close.cancel();
         }
@@ -393,4 +435,43 @@ impl Instance {
         }
         why
     }
+}
+
+/// The most pages and tools a listing may have: a server that pages for ever is refused.
+const MAX_PAGES: usize = 100;
+const MAX_TOOLS: usize = 10_000;
+
+/// Every tool the server lists, page by page, as JSON. Sent as a custom request and read
+/// as JSON rather than as rmcp's `ListToolsResult`, so one tool that does not parse (an
+/// input schema that is not an object) is left out alone instead of failing the listing.
+async fn list_raw_tools(peer: &Peer<RoleClient>) -> Result<Vec<Value>, String> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor.as_ref().map(|cursor| json!({"cursor": cursor}));
+        let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+        let page = match peer.send_request(request).await {
+            Ok(ServerResult::ListToolsResult(page)) => {
+                serde_json::to_value(page).map_err(|err| err.to_string())?
+            }
+            Ok(ServerResult::CustomResult(CustomResult(page))) => page,
+            Ok(_) => return Err("tools/list answered with something else".into()),
+            Err(err) => return Err(format!("tools/list failed: {err}")),
+        };
+        let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+            return Err("tools/list answered without a tools array".into());
+        };
+        tools.extend(listed.iter().cloned());
+        if tools.len() > MAX_TOOLS {
+            return Err(format!("tools/list gave more than {MAX_TOOLS} tools"));
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            return Ok(tools);
+        }
+    }
+    Err(format!("tools/list gave more than {MAX_PAGES} pages"))
 }

@@ -136,12 +136,28 @@ const KEYS: &[&str] = &[
 /// A refused `[[mcp_servers]]` entry: which one (its name, or its index when it has no usable
 /// name), which key, and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("mcp_servers {server}: {key}: {problem}")]
 pub struct McpSettingsError {
     /// `"fs"` or `[2]`.
     pub server: String,
+    /// Empty when the entry as a whole is wrong.
     pub key: String,
     pub problem: String,
+}
+
+/// `mcp_servers "fs": url: problem`, `mcp_servers[2]: name: problem`.
+impl std::fmt::Display for McpSettingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gap = if self.server.starts_with('[') {
+            ""
+        } else {
+            " "
+        };
+        write!(f, "mcp_servers{gap}{}: ", self.server)?;
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.problem)
+    }
 }
 
 impl McpSettingsError {
@@ -213,7 +229,7 @@ impl McpServerSettings {
             return fail(
                 "name",
                 format!(
-                    "\"{}\" must match [A-Za-z0-9_-]+ and not contain \"__\"",
+                    "\"{}\" must match [A-Za-z0-9_-]{{1,{MAX_SERVER_NAME}}} and not contain \"__\"",
                     self.name
                 ),
             );
@@ -280,9 +296,14 @@ impl McpServerSettings {
     }
 }
 
-/// `[A-Za-z0-9_-]+` without `__`.
+/// The longest server name: `mcp__{server}__` stays inside the part of a bridged name that
+/// is never cut (55 characters), so a rule naming the whole server always matches.
+pub const MAX_SERVER_NAME: usize = 32;
+
+/// `[A-Za-z0-9_-]{1,32}` without `__`.
 pub fn is_valid_server_name(name: &str) -> bool {
     !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME
         && !name.contains("__")
         && name
             .bytes()
@@ -335,7 +356,8 @@ pub fn check_servers(
     Ok(())
 }
 
-/// `command` itself when it has a `/`, else the first executable of that name on `path`.
+/// `command` itself (made absolute) when it has a `/`, else the first executable of that name
+/// in an absolute directory of `path`.
 fn find_program(command: &str, path: Option<&str>) -> Option<PathBuf> {
     let executable = |candidate: &Path| {
         use std::os::unix::fs::PermissionsExt;
@@ -343,11 +365,14 @@ fn find_program(command: &str, path: Option<&str>) -> Option<PathBuf> {
             .metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
+    // Absolute: the server runs in another directory (a session's workspace, which the agent
+    // writes), where a relative path would name another file.
     if command.contains('/') {
-        let candidate = PathBuf::from(command);
+        let candidate = std::path::absolute(command).ok()?;
         return executable(&candidate).then_some(candidate);
     }
     std::env::split_paths(path?)
+        .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(command))
         .find(|candidate| executable(candidate))
 }

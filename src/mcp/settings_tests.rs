@@ -73,7 +73,7 @@ fn each_bad_entry_is_refused_naming_the_server_and_the_key() {
             json!([{"name": "f s", "command": "x"}]),
             "mcp_servers \"f s\": name:",
         ),
-        (json!([{"command": "x"}]), "mcp_servers [0]: name:"),
+        (json!([{"command": "x"}]), "mcp_servers[0]: name:"),
         (
             json!([{"name": "fs"}]),
             "mcp_servers \"fs\": command: give command (stdio) or url (HTTP)",
@@ -106,7 +106,11 @@ fn each_bad_entry_is_refused_naming_the_server_and_the_key() {
             json!([{"name": "fs", "command": "x", "tool_timeout_ms": 0}]),
             "mcp_servers \"fs\": tool_timeout_ms: must be at least 1",
         ),
-        (json!(["fs"]), "mcp_servers [0]: : an entry must be a table"),
+        (json!(["fs"]), "mcp_servers[0]: an entry must be a table"),
+        (
+            json!([{"name": "a".repeat(33), "command": "x"}]),
+            "mcp_servers \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": name:",
+        ),
     ];
     for (entries, expected) in cases {
         let err = parse(entries.clone()).expect_err(&entries.to_string());
@@ -137,6 +141,19 @@ fn what_needs_the_environment_is_checked_with_the_whole_list() {
     let mut absent = parse(json!([{"name": "fs", "command": "/no/such/file"}])).unwrap();
     assert!(check_servers(&mut absent, env_with_path).is_err());
 
+    // A relative command is made absolute against the daemon's directory: the server runs in
+    // the session's workspace, where the same text would name another file.
+    let mut relative = parse(json!([{"name": "fs", "command": "./toold-test-relative"}])).unwrap();
+    let dir = std::env::current_dir().unwrap();
+    let file = dir.join("toold-test-relative");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let checked = check_servers(&mut relative, env_with_path);
+    std::fs::remove_file(&file).unwrap();
+    checked.unwrap();
+    assert_eq!(relative[0].program.as_deref(), Some(file.as_path()));
+
     let mut unset = parse(json!([
         {"name": "web", "url": "http://127.0.0.1:1/mcp", "bearer_token_env": "NOT_SET"}
     ]))
@@ -162,4 +179,6 @@ fn server_names_follow_the_bridged_name_rules() {
     assert!(!is_valid_server_name(""));
     assert!(!is_valid_server_name("a__b"));
     assert!(!is_valid_server_name("a.b"));
+    assert!(is_valid_server_name(&"a".repeat(MAX_SERVER_NAME)));
+    assert!(!is_valid_server_name(&"a".repeat(MAX_SERVER_NAME + 1)));
 }

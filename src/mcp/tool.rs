@@ -22,6 +22,9 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
 
+use std::sync::atomic::Ordering;
+
+use super::connection::MAX_MESSAGE_BYTES;
 use super::content;
 use super::instance::Instance;
 use crate::tool::{
@@ -131,6 +134,7 @@ impl Tool for BridgedTool {
             Err(err) => return Ok(self.failure(describe(&err))),
         };
         let id = handle.id.clone();
+        let oversized_before = instance.routes().oversized.load(Ordering::Acquire);
         let _progress = instance
             .routes()
             .route_progress(handle.progress_token.clone(), ctx.progress.clone());
@@ -147,7 +151,15 @@ impl Tool for BridgedTool {
                 )
                 .await;
                 let told = if matches!(sent, Ok(Ok(()))) { "" } else { " (the notice could not be sent)" };
-                return Ok(self.failure(format!("the call was cancelled{told}")));
+                let mut why = format!("the call was cancelled{told}");
+                if instance.routes().oversized.load(Ordering::Acquire) != oversized_before {
+                    why.push_str(&format!(
+                        "; meanwhile the server sent a message over {} MiB, which was discarded \
+                         (it may have been this call's answer)",
+                        MAX_MESSAGE_BYTES >> 20
+                    ));
+                }
+                return Ok(self.failure(why));
             }
         };
         match response {
@@ -156,8 +168,8 @@ impl Tool for BridgedTool {
                 Err(err) => Ok(self.failure(format!("its result could not be read: {err}"))),
             },
             Ok(_) => Ok(self.failure(
-                "it answered tools/call with something other than a tool result (toold's \
-                 bridge answers no input requests and runs no tasks)",
+                "its answer to tools/call could not be read as a tool result (toold's bridge \
+                 answers no input requests and runs no tasks)",
             )),
             Err(err) => Ok(self.failure(describe(&err))),
         }

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{RegisteredTool, ToolRegistry, closest};
+use crate::permission::rules::mcp_server_prefix;
 use crate::session::SessionState;
 use crate::tool::{DeferredTool, PermissionLevel, ToolCatalog};
 
@@ -200,9 +201,15 @@ impl ToolPool {
         session: &SessionState,
         options: &PoolOptions,
     ) -> ToolPool {
-        // Canonical tool name → the first bare entry naming it.
+        // Canonical tool name → the first bare entry naming it; and the bare entries naming a
+        // whole MCP server (`mcp__fs`, `mcp__fs__*`), by its tools' name prefix.
         let mut denied: BTreeMap<&str, &PoolDeny> = BTreeMap::new();
+        let mut denied_servers: Vec<(String, &PoolDeny)> = Vec::new();
         for deny in options.deny.iter().filter(|deny| !deny.rule.contains('(')) {
+            if let Some(prefix) = mcp_server_prefix(&deny.rule) {
+                denied_servers.push((prefix, deny));
+                continue;
+            }
             let tool = registry.canonical_name(&deny.rule).unwrap_or(&deny.rule);
             denied.entry(tool).or_insert(deny);
         }
@@ -216,11 +223,21 @@ impl ToolPool {
                     tool_filter: options.mode_is_tool_filter,
                 });
             }
-            denied.get(tool.name()).map(|deny| PoolExclusion::Denied {
-                tool: tool.name().to_owned(),
-                rule: deny.rule.clone(),
-                source: deny.source,
-            })
+            let by_server = || {
+                denied_servers
+                    .iter()
+                    .find(|(prefix, _)| tool.name().starts_with(prefix.as_str()))
+                    .map(|(_, deny)| *deny)
+            };
+            denied
+                .get(tool.name())
+                .copied()
+                .or_else(by_server)
+                .map(|deny| PoolExclusion::Denied {
+                    tool: tool.name().to_owned(),
+                    rule: deny.rule.clone(),
+                    source: deny.source,
+                })
         };
         let mut excluded = BTreeMap::new();
         let mut admitted = |tool: &&Arc<RegisteredTool>| {
