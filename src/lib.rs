@@ -24,12 +24,15 @@
 //!   behind one gate, on one listener.
 //! - [`server`]: wiring from settings to a listening daemon, and its shutdown.
 //! - [`telemetry`]: the metrics toold reports and the Prometheus recorder they land in.
+//! - [`client`]: the terminal client (`toold sessions | tools | call | tail | approvals`),
+//!   which speaks to a daemon over its HTTP API and imports none of the modules above.
 //!
 //! The core modules above know nothing of HTTP, gRPC or SQL; only `api` names the doors'
 //! crates (and `mcp`, the bridge, `rmcp` too) and only `store` names SQL.
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod dispatch;
 pub mod event;

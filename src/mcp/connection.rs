@@ -12,17 +12,14 @@
 //!   never reach a third-party program. Its stderr is logged a line at a time (each cut to
 //!   1 KiB, at most 50 a second) and its last 4 KiB kept for the error a crash reports.
 //! - **Size.** A message up to 64 MiB is read and a larger result offloaded like any tool's.
-//!   A larger stdio line is dropped by rmcp; [`LineMeter`] counts it, so the call left
-//!   unanswered ends at its timeout saying so. A larger HTTP body fails the call with rmcp's
-//!   error.
+//!   A larger stdio line is dropped by rmcp, and its call failed by `line_meter`; a larger
+//!   HTTP body fails the call with rmcp's error.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use rmcp::ClientHandler;
@@ -36,7 +33,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::Notify;
 
 use super::settings::McpServerSettings;
@@ -66,6 +63,14 @@ pub struct Routes {
     /// How many stdio messages were over [`MAX_MESSAGE_BYTES`] (rmcp discards them): a call
     /// that then goes unanswered says why.
     pub oversized: AtomicU64,
+    /// The ids (as JSON text) of discarded answers whose id came early in the message, and
+    /// the signal that one was added: their calls fail at once rather than at their timeout.
+    oversized_answers: Mutex<Vec<String>>,
+    pub oversized_answer: Notify,
+    /// Progress is read off the stdio stream by [`LineMeter`], in order and before the answer
+    /// that follows it (rmcp hands each notification to a task of its own, so they can pass
+    /// each other and the answer); the handler then leaves it alone.
+    pub(super) progress_read_in_order: AtomicBool,
 }
 
 /// How many early reports are kept, and for how long.
@@ -100,6 +105,15 @@ impl Routes {
         }
     }
 
+    pub(super) fn deliver_progress(&self, params: ProgressNotificationParam) {
+        let report = json!({
+            "progress": params.progress,
+            "total": params.total,
+            "message": params.message,
+        });
+        self.deliver(params.progress_token, report);
+    }
+
     fn deliver(&self, token: ProgressToken, report: Value) {
         let progress = lock(&self.progress);
         if let Some((_, sink)) = progress.get(&token) {
@@ -113,6 +127,31 @@ impl Routes {
             unrouted.pop_front();
         }
         unrouted.push_back((token, report, now));
+    }
+}
+
+impl Routes {
+    /// Whether the answer to request `id` (as JSON text) was discarded for its size; forgets it.
+    pub fn take_oversized(&self, id: &str) -> bool {
+        let mut answers = lock(&self.oversized_answers);
+        let found = answers.iter().position(|answer| answer == id);
+        found.map(|at| answers.swap_remove(at)).is_some()
+    }
+
+    /// A message over the limit began: counted.
+    pub(super) fn discarded(&self) {
+        self.oversized.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The discarded message was the answer to `id`: its call fails now.
+    pub(super) fn discarded_answer(&self, id: String) {
+        let mut answers = lock(&self.oversized_answers);
+        if answers.len() >= UNROUTED_KEPT {
+            answers.remove(0);
+        }
+        answers.push(id);
+        drop(answers);
+        self.oversized_answer.notify_waiters();
     }
 }
 
@@ -152,12 +191,10 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let report = json!({
-            "progress": params.progress,
-            "total": params.total,
-            "message": params.message,
-        });
-        self.routes.deliver(params.progress_token, report);
+        // Over stdio the line meter delivered it already, in order (see `LineMeter`).
+        if !self.routes.progress_read_in_order.load(Ordering::Acquire) {
+            self.routes.deliver_progress(params);
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -297,11 +334,7 @@ pub async fn connect_stdio(
         stderr_tail,
         stopped: false,
     };
-    let stdout = LineMeter {
-        inner: stdout,
-        line: 0,
-        routes: routes.clone(),
-    };
+    let stdout = super::line_meter::LineMeter::new(stdout, routes.clone());
     let transport =
         AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
     let handler = Handler { routes };
@@ -387,39 +420,5 @@ async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, tail: A
             }
             kept.drain(..from);
         }
-    }
-}
-
-/// A server's stdout, counting the bytes of the line being read: a line that passes
-/// [`MAX_MESSAGE_BYTES`] is counted in [`Routes::oversized`] (rmcp drops it without a word
-/// to the call waiting for it).
-struct LineMeter<R> {
-    inner: R,
-    /// Bytes since the last newline.
-    line: usize,
-    routes: Arc<Routes>,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for LineMeter<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let mut line = self.line;
-        for chunk in buf.filled()[before..].split_inclusive(|b| *b == b'\n') {
-            let was_under = line <= MAX_MESSAGE_BYTES;
-            line += chunk.len();
-            if was_under && line > MAX_MESSAGE_BYTES {
-                self.routes.oversized.fetch_add(1, Ordering::AcqRel);
-            }
-            if chunk.ends_with(b"\n") {
-                line = 0;
-            }
-        }
-        self.line = line;
-        polled
     }
 }

@@ -138,8 +138,24 @@ impl Tool for BridgedTool {
         let _progress = instance
             .routes()
             .route_progress(handle.progress_token.clone(), ctx.progress.clone());
+        let answer_id = serde_json::to_string(&id).unwrap_or_default();
+        let discarded = async {
+            loop {
+                let added = instance.routes().oversized_answer.notified();
+                if instance.routes().take_oversized(&answer_id) {
+                    return;
+                }
+                added.await;
+            }
+        };
         let response = tokio::select! {
             response = handle.await_response() => response,
+            () = discarded => {
+                return Ok(self.failure(format!(
+                    "its answer was over {} MiB, the most a message may have, and was discarded",
+                    MAX_MESSAGE_BYTES >> 20
+                )));
+            }
             () = ctx.cancellation.cancelled() => {
                 let notice = CancelledNotification::new(CancelledNotificationParam::new(
                     Some(id),

@@ -74,8 +74,10 @@ const LAYERS: &[Layer] = &[
                             "dispatch", "tools", "mcp", "store", "telemetry", "service",
                             "config", "api"],
           "wires settings into a running daemon: everything below it"),
-    layer("cli",          &["config", "server"],
-          "parses flags into settings and starts the server"),
+    layer("client",       &[],
+          "the terminal client knows the daemon only by its HTTP API, as JSON on the wire"),
+    layer("cli",          &["config", "server", "client"],
+          "parses flags into settings and starts the server, or hands over to the client"),
     // The crate root and the binary, which reaches the library as `toold::`.
     layer("lib",          &[], "declares the modules"),
     layer("main",         &[], "the binary calls `toold::cli`"),

@@ -13,6 +13,7 @@
 mod support;
 
 mod architecture;
+mod client;
 mod dispatch;
 mod files;
 mod fleet;

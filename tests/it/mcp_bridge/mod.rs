@@ -13,6 +13,7 @@
 
 mod calls;
 mod config;
+mod contained;
 mod door;
 mod grpc;
 mod names;
