@@ -138,3 +138,9 @@ fn a_name_with_a_double_underscore_is_refused() {
 fn a_name_outside_the_allowed_characters_is_refused() {
     refused(&[cat("my server")], &["mcp_servers", ": name", "my server"]);
 }
+
+#[test]
+fn a_name_over_32_characters_is_refused() {
+    let long = "s".repeat(33);
+    refused(&[cat(&long)], &["mcp_servers", ": name", &long]);
+}
