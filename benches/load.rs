@@ -19,11 +19,13 @@
 //!
 //! Last, the MCP door's `tools/call read_file` over Streamable HTTP (both eras) beside the
 //! HTTP batch and the MCP reference server-filesystem over stdio (`load/mcp.rs`; it installs
-//! the reference with npm under the target directory).
+//! the reference with npm under the target directory), and the MCP bridge (issue 18): a
+//! bridged `read_text_file` on a daemon mounting that server beside calling it directly
+//! (`bridge_speed`).
 //!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
-//! `TOOLD_BENCH_ONLY=latency` (or `throughput`, or `mcp`) measures only that after the starts;
-//! `TOOLD_BENCH_ONLY=shell` measures only the shell, without the starts.
+//! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
+//! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, without the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -114,6 +116,10 @@ async fn run() {
         mcp_speed(daemon.address, &projects).await;
         return;
     }
+    if only == "bridge" {
+        bridge_speed().await;
+        return;
+    }
     let single_calls = if only == "throughput" {
         0
     } else {
@@ -157,6 +163,7 @@ async fn run() {
          single read in about 0.9 ms and tops out near 1 100 calls/s"
     );
     mcp_speed(daemon.address, &projects).await;
+    bridge_speed().await;
     let clean = daemon.terminate();
     println!(
         "shutdown:            SIGTERM → exit {}",
@@ -179,6 +186,45 @@ async fn mcp_speed(address: SocketAddr, projects: &Path) {
     )
     .await;
     verify_audit(address, &session, figures.toold_calls).await;
+}
+
+/// The MCP bridge (issue 18): a daemon of its own mounting server-filesystem as `fs`
+/// (`scope = "daemon"`, `defer = false`, `permission = "read_only"`, serving the projects
+/// directory), its `mcp__fs__read_text_file` in a read-only session beside a direct stdio
+/// client of the same server (`load/mcp.rs`); the session's audit rows are then checked.
+async fn bridge_speed() {
+    let reference = mcp::Reference::install();
+    let dir = fixture_dir();
+    let projects = dir
+        .path()
+        .join("projects")
+        .canonicalize()
+        .expect("projects");
+    // JSON strings are valid TOML basic strings.
+    let text = |path: &Path| Value::from(path.display().to_string());
+    let settings = format!(
+        "[[mcp_servers]]\nname = \"fs\"\ncommand = {}\nargs = [{}, {}]\nscope = \"daemon\"\n\
+         defer = false\npermission = \"read_only\"\n",
+        text(&reference.node),
+        text(&reference.filesystem),
+        text(&projects)
+    );
+    let config = dir.path().join("toold.toml");
+    std::fs::write(&config, settings).expect("settings file");
+    let config = config.to_str().expect("a UTF-8 path");
+    let daemon = Daemon::start_with(dir.path(), &["--config", config]).await;
+    let session = create_session(daemon.address, &projects).await;
+    let calls = mcp::measure_bridge(
+        daemon.address,
+        &session,
+        &reference,
+        &projects,
+        FILE_NAME,
+        (WARM_UP, ROUNDS, ROUND),
+    )
+    .await;
+    verify_audit(daemon.address, &session, calls).await;
+    daemon.terminate();
 }
 
 /// A directory with `projects/four_kib.txt` (64 lines of 64 bytes).

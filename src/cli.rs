@@ -2,12 +2,20 @@
 //! client that starts toold as its `command` (stdout is the protocol, so logs stay on
 //! stderr), `settings` prints the effective settings after
 //! the file, the environment and the flags have been applied. Errors are printed once, here.
+//!
+//! The client subcommands (`sessions`, `tools`, `call`, `tail`, `approvals`: `crate::client`)
+//! take `--url`/`TOOLD_URL` and `--token`/`TOOLD_TOKEN` through clap's `env`, as `--config`
+//! does: they are the client's own flags, not the daemon's settings, so `config` (which reads
+//! the daemon's `TOOLD_*` environment) stays out of it and a broken settings file does not
+//! stop a client. Their exit codes are the client's (0 done, 1 tool failed, 2 usage, 3 auth,
+//! 4 unreachable); clap's own usage errors exit 2 as well.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::client::{ApprovalDecision, ClientCommand, Connection, TailRequest};
 use crate::config::{McpFlags, PermissionLevel, ServerFlags, Settings};
 
 #[derive(Debug, Parser)]
@@ -36,6 +44,113 @@ pub enum Command {
     /// A session's sandbox spawner (started by the daemon inside the sandbox, not by hand).
     #[command(hide = true)]
     SandboxSpawner(SpawnerArgs),
+    #[command(flatten)]
+    Client(ClientSubcommand),
+}
+
+/// The terminal client's subcommands (`crate::client`).
+#[derive(Debug, Subcommand)]
+pub enum ClientSubcommand {
+    /// List the sessions (client).
+    Sessions(ConnectArgs),
+    /// List the built-in tools, or their definitions in a provider's format (client).
+    Tools(ToolsArgs),
+    /// Run one tool call and print its output; exit 1 if it failed (client).
+    Call(CallArgs),
+    /// Follow the event stream, resuming after a dropped connection (client).
+    Tail(TailArgs),
+    /// List pending approvals, or allow or deny one (client).
+    Approvals(ApprovalsArgs),
+}
+
+/// Where the daemon is, for the client subcommands.
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// The daemon's base URL.
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLD_URL",
+        default_value = "http://127.0.0.1:7070"
+    )]
+    url: String,
+    /// The bearer token.
+    #[arg(long, global = true, env = "TOOLD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl ConnectArgs {
+    fn connection(self) -> Connection {
+        Connection {
+            url: self.url,
+            token: self.token,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Print definitions as JSON in this format: anthropic, openai, openai_chat, mcp, toold.
+    #[arg(long)]
+    format: Option<String>,
+    /// The session whose pool to list with --format (default: a session of its own).
+    #[arg(long)]
+    session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// The tool's name.
+    tool: String,
+    /// The tool's input, a JSON object.
+    input: String,
+    /// The session to run in (default: a session of its own, closed after the call).
+    #[arg(long)]
+    session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Only this session's events.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only this tool's events.
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only events of this type (e.g. tool:post).
+    #[arg(long = "type")]
+    event_type: Option<String>,
+    /// Replay the stored events after this seq first.
+    #[arg(long)]
+    since_seq: Option<u64>,
+    /// `text` (one line per event) or `json` (NDJSON, the server's event JSON).
+    #[arg(short = 'o', long = "output", default_value = "text", value_parser = ["text", "json"])]
+    output: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
+    /// Only this session (default: every open session).
+    #[arg(long, global = true)]
+    session: Option<String>,
+    #[command(subcommand)]
+    action: Option<ApprovalAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalAction {
+    /// Let the waiting call run.
+    Allow { id: String },
+    /// Refuse the waiting call.
+    Deny { id: String },
 }
 
 /// Flags of `toold sandbox-spawner`, set by the daemon that starts it.
@@ -133,6 +248,10 @@ impl ServeArgs {
 /// Runs the command line; errors are printed once, here at the edge.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Client(subcommand) = cli.command {
+        let (connection, command) = client_command(subcommand);
+        return ExitCode::from(crate::client::run(connection, command) as u8);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -140,6 +259,52 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A client subcommand as the client takes it, with its connection.
+fn client_command(subcommand: ClientSubcommand) -> (Connection, ClientCommand) {
+    let (connect, command) = match subcommand {
+        ClientSubcommand::Sessions(connect) => (connect, ClientCommand::Sessions),
+        ClientSubcommand::Tools(args) => (
+            args.connect,
+            ClientCommand::Tools {
+                format: args.format,
+                session: args.session,
+            },
+        ),
+        ClientSubcommand::Call(args) => (
+            args.connect,
+            ClientCommand::Call {
+                tool: args.tool,
+                input: args.input,
+                session: args.session,
+            },
+        ),
+        ClientSubcommand::Tail(args) => (
+            args.connect,
+            ClientCommand::Tail(TailRequest {
+                session: args.session,
+                tool: args.tool,
+                event_type: args.event_type,
+                since_seq: args.since_seq,
+                json: args.output == "json",
+            }),
+        ),
+        ClientSubcommand::Approvals(args) => {
+            let decision = args.action.map(|action| match action {
+                ApprovalAction::Allow { id } => (ApprovalDecision::Allow, id),
+                ApprovalAction::Deny { id } => (ApprovalDecision::Deny, id),
+            });
+            (
+                args.connect,
+                ClientCommand::Approvals {
+                    session: args.session,
+                    decision,
+                },
+            )
+        }
+    };
+    (connect.connection(), command)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -178,6 +343,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             args.flags().apply(&mut settings.server);
             println!("{}", serde_json::to_string_pretty(&settings)?);
         }
+        // Handled in `main`, before any settings are read.
+        Command::Client(_) => {}
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 //!   are partitioned into parallel and serial groups, and pass through a `tower` pipeline of
 //!   phases (validation, permission, hooks, execution, offload, audit).
 //! - [`tools`]: the built-in tools and the path rules they share.
+//! - [`mcp`]: the bridge: external MCP servers' tools in a session's pool.
 //! - [`permission`], [`hooks`]: the decisions the pipeline asks for.
 //! - [`session`]: state calls read and leave behind.
 //! - [`shell_syntax`]: what a bash line does, read from its syntax tree (for `bash`'s flags and
@@ -23,16 +24,20 @@
 //!   behind one gate, on one listener.
 //! - [`server`]: wiring from settings to a listening daemon, and its shutdown.
 //! - [`telemetry`]: the metrics toold reports and the Prometheus recorder they land in.
+//! - [`client`]: the terminal client (`toold sessions | tools | call | tail | approvals`),
+//!   which speaks to a daemon over its HTTP API and imports none of the modules above.
 //!
 //! The core modules above know nothing of HTTP, gRPC or SQL; only `api` names the doors'
-//! crates and only `store` names SQL.
+//! crates (and `mcp`, the bridge, `rmcp` too) and only `store` names SQL.
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod dispatch;
 pub mod event;
 pub mod hooks;
+pub mod mcp;
 pub mod permission;
 pub mod registry;
 pub mod server;

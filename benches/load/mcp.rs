@@ -7,10 +7,11 @@
 //!   answered as JSON;
 //! - toold's MCP door, 2025-11-25 era: a legacy MCP session (`initialize`, then
 //!   `Mcp-Session-Id`) on the same path, each answer an SSE stream (chunked);
-//! - the MCP reference `@modelcontextprotocol/server-filesystem` ([`REFERENCE_VERSION`],
-//!   installed by this bench under the target directory with npm) and its `read_text_file`,
-//!   over stdio: newline-delimited JSON-RPC written and read by this bench, run with the Node
-//!   22 that `.ci/node22.sh` installs (the version is printed).
+//! - the MCP reference `@modelcontextprotocol/server-filesystem` (the version `.ci/run` pins
+//!   in `.ci/mcp_servers.sh`, installed by this bench through that same script under the
+//!   target directory) and its `read_text_file`, over stdio: newline-delimited JSON-RPC
+//!   written and read by this bench, run with the Node 22 that `.ci/node22.sh` installs (both
+//!   versions are printed).
 //!
 //! All four in alternating rounds in one run, so the machine's noise falls on each alike. The
 //! budget: toold's MCP p50 at most a third of the reference's. Each subject's first answer is
@@ -18,6 +19,12 @@
 //! A request's JSON-RPC id is new each time (a session must not reuse one), so each MCP
 //! request is serialised per call, on both sides; the HTTP batch is serialised once, as in
 //! `load.rs`.
+//!
+//! The bridge mode ([`measure_bridge`], issue 18) reuses the same subjects and rounds: toold's
+//! HTTP batch calling `mcp__fs__read_text_file` (the same server-filesystem mounted through
+//! the MCP bridge as a daemon-scoped, non-deferred, read-only server) beside this bench's own
+//! stdio client on that server; budget: the bridge adds at most 150 µs p50. The built-in
+//! `read_file` batch runs in the same rounds, to tell toold's HTTP path from the bridge's hop.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -29,11 +36,11 @@ use serde_json::{Value, json};
 
 use super::client::{Connection, PreparedRequest, Response};
 
-/// The server-filesystem version measured (the npm registry's latest when this was written).
-const REFERENCE_VERSION: &str = "2026.8.31";
 const STATELESS: &str = "2026-07-28";
 const LEGACY: &str = "2025-11-25";
 const BUDGET_RATIO: f64 = 1.0 / 3.0;
+/// What the bridge may add to the direct stdio call's p50 (issue 18).
+const BRIDGE_BUDGET: Duration = Duration::from_micros(150);
 
 /// What the rounds did to toold's session: calls made (for the audit check).
 pub struct McpFigures {
@@ -50,14 +57,26 @@ pub async fn measure(
     plan: (usize, usize, usize),
 ) -> McpFigures {
     let (warm_up, rounds, round) = plan;
-    let (node, reference) = install_reference();
+    let reference = Reference::install();
     let mut subjects = [
         Subject::batch(address, session, file).await,
         Subject::stateless(address, session, file).await,
         Subject::legacy(address, session, file).await,
-        Subject::reference(&node, &reference, projects, file),
+        Subject::reference(&reference, projects, file),
     ];
-    for subject in &mut subjects {
+    let mut samples = alternate(&mut subjects, plan).await;
+    report(&subjects, &mut samples, &reference);
+    // The batch, stateless and legacy subjects' calls, each audited in the session.
+    McpFigures {
+        toold_calls: 3 * (1 + warm_up + rounds * round),
+    }
+}
+
+/// Each subject's answer checked, a warm-up of each, then `rounds` rounds of `round` calls
+/// to each in turn; each subject's samples.
+async fn alternate(subjects: &mut [Subject], plan: (usize, usize, usize)) -> Vec<Vec<Duration>> {
+    let (warm_up, rounds, round) = plan;
+    for subject in subjects.iter_mut() {
         subject.check_answer().await;
         for _ in 0..warm_up {
             subject.call().await;
@@ -73,19 +92,75 @@ pub async fn measure(
             }
         }
     }
-    report(&subjects, &mut samples, &node);
-    // The batch, stateless and legacy subjects' calls, each audited in the session.
-    McpFigures {
-        toold_calls: 3 * (1 + warm_up + rounds * round),
-    }
+    samples
 }
 
-fn report(subjects: &[Subject], samples: &mut [Vec<Duration>], node: &Path) {
-    let node_version = Command::new(node)
-        .arg("--version")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .unwrap_or_default();
+/// The bridge (issue 18): toold's HTTP batch calling `mcp__fs__read_text_file` in `session`
+/// (the daemon mounts `reference`'s server-filesystem as `fs`) beside the same batch calling
+/// the built-in `read_file` (toold's own path without the bridge) and a direct stdio client
+/// of another server-filesystem process, in alternating rounds; the calls made through toold
+/// (each audited).
+pub async fn measure_bridge(
+    address: SocketAddr,
+    session: &str,
+    reference: &Reference,
+    projects: &Path,
+    file: &str,
+    plan: (usize, usize, usize),
+) -> usize {
+    let mut subjects = [
+        Subject::bridged(address, session, &projects.join(file)).await,
+        Subject::batch(address, session, file).await,
+        Subject::reference(reference, projects, file),
+    ];
+    let mut samples = alternate(&mut subjects, plan).await;
+    let (warm_up, rounds, round) = plan;
+    println!(
+        "mcp bridge read_text_file 4 KiB: one connection each, sequential calls, alternating \
+         rounds of {round} calls ({rounds} rounds), server-filesystem {} on node {}",
+        reference.version,
+        reference.node_version()
+    );
+    let mut p50s = Vec::new();
+    for (label, samples) in [
+        "toold HTTP batch → mcp__fs__read_text_file (bridge, stdio)",
+        "toold HTTP batch → read_file (built-in, no bridge)",
+        "server-filesystem read_text_file, direct stdio",
+    ]
+    .iter()
+    .zip(&mut samples)
+    {
+        samples.sort();
+        let (p50, p99) = (
+            samples[samples.len() / 2],
+            samples[samples.len() * 99 / 100],
+        );
+        p50s.push(p50);
+        println!(
+            "  {label:<58} p50 {:>7.1} µs, p99 {:>7.1} µs",
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+    }
+    let [bridged, built_in, direct] = [0, 1, 2].map(|i| p50s[i].as_secs_f64() * 1e6);
+    let added = bridged - direct;
+    println!(
+        "  bridge adds p50 {added:.1} µs over direct stdio  (budget ≤ {} µs: {}); beyond the \
+         built-in batch and the direct call together: {:.1} µs",
+        BRIDGE_BUDGET.as_micros(),
+        if added <= BRIDGE_BUDGET.as_secs_f64() * 1e6 {
+            "met"
+        } else {
+            "NOT met"
+        },
+        bridged - built_in - direct
+    );
+    // The bridged and the built-in batches, each audited in the session.
+    2 * (1 + warm_up + rounds * round)
+}
+
+fn report(subjects: &[Subject], samples: &mut [Vec<Duration>], reference: &Reference) {
+    let node_version = reference.node_version();
     println!(
         "mcp read_file 4 KiB: one connection each, sequential calls, alternating rounds of {} calls",
         samples[0].len()
@@ -100,7 +175,8 @@ fn report(subjects: &[Subject], samples: &mut [Vec<Duration>], node: &Path) {
         p50s.push(p50.as_secs_f64());
         let label = match subject {
             Subject::Reference(_) => format!(
-                "server-filesystem {REFERENCE_VERSION} read_text_file, stdio, node {node_version}"
+                "server-filesystem {} read_text_file, stdio, node {node_version}",
+                reference.version
             ),
             other => other.label().to_owned(),
         };
@@ -131,6 +207,8 @@ fn report(subjects: &[Subject], samples: &mut [Vec<Duration>], node: &Path) {
 /// One way of making the call, with its connection.
 enum Subject {
     Batch(Connection, PreparedRequest),
+    /// The batch calling server-filesystem's `read_text_file` through the bridge.
+    Bridged(Connection, PreparedRequest),
     Stateless(HttpMcp),
     Legacy(HttpMcp),
     Reference(StdioServer),
@@ -149,12 +227,16 @@ struct HttpMcp {
 
 impl Subject {
     async fn batch(address: SocketAddr, session: &str, file: &str) -> Subject {
-        let body =
-            json!({"calls": [{"id": "c0", "name": "read_file", "input": {"file_path": file}}]});
-        Subject::Batch(
-            Connection::open(address).await.expect("connects to toold"),
-            PreparedRequest::post_json(address, &format!("/v1/sessions/{session}/batches"), &body),
-        )
+        let (connection, request) =
+            one_call(address, session, "read_file", json!({"file_path": file})).await;
+        Subject::Batch(connection, request)
+    }
+
+    async fn bridged(address: SocketAddr, session: &str, path: &Path) -> Subject {
+        let input = json!({"path": path});
+        let (connection, request) =
+            one_call(address, session, "mcp__fs__read_text_file", input).await;
+        Subject::Bridged(connection, request)
     }
 
     async fn stateless(address: SocketAddr, session: &str, file: &str) -> Subject {
@@ -167,13 +249,19 @@ impl Subject {
         Subject::Legacy(mcp)
     }
 
-    fn reference(node: &Path, script: &Path, projects: &Path, file: &str) -> Subject {
-        Subject::Reference(StdioServer::start(node, script, projects, file))
+    fn reference(reference: &Reference, projects: &Path, file: &str) -> Subject {
+        Subject::Reference(StdioServer::start(
+            &reference.node,
+            &reference.filesystem,
+            projects,
+            file,
+        ))
     }
 
     fn label(&self) -> &'static str {
         match self {
             Subject::Batch(..) => "toold HTTP batch (POST /v1/sessions/{id}/batches)",
+            Subject::Bridged(..) => "toold HTTP batch, mcp__fs__read_text_file",
             Subject::Stateless(_) => "toold MCP 2026-07-28 stateless (JSON answer)",
             Subject::Legacy(_) => "toold MCP 2025-11-25 session (SSE answer)",
             Subject::Reference(_) => "server-filesystem",
@@ -183,7 +271,7 @@ impl Subject {
     /// One call; panics on anything but a 200 (HTTP) or the request's answer (stdio).
     async fn call(&mut self) -> Vec<u8> {
         match self {
-            Subject::Batch(connection, request) => {
+            Subject::Batch(connection, request) | Subject::Bridged(connection, request) => {
                 ok(connection.send(request).await.expect("a batch")).body
             }
             Subject::Stateless(mcp) | Subject::Legacy(mcp) => mcp.call().await,
@@ -191,21 +279,37 @@ impl Subject {
         }
     }
 
-    /// The first answer holds the file's text (numbered by toold, as it is by the reference).
+    /// The first answer holds the file's text (numbered by toold's read_file, as it is by
+    /// server-filesystem, directly or through the bridge).
     async fn check_answer(&mut self) {
         let label = self.label();
         let body = self.call().await;
         let text = String::from_utf8_lossy(&body);
-        let expected = if matches!(self, Subject::Reference(_)) {
+        let expected = if matches!(self, Subject::Reference(_) | Subject::Bridged(..)) {
             "63 abcdefghijklmnopqrstuvwxyz"
         } else {
             "64\\t63 abcdef"
         };
+        let failed = text.contains("\"isError\":true") || text.contains("\"is_error\":true");
         assert!(
-            text.contains(expected) && !text.contains("\"isError\":true"),
+            text.contains(expected) && !failed,
             "{label}: the answer does not hold the file: {text}"
         );
     }
+}
+
+/// A connection to toold and a prepared batch of one call of `name`.
+async fn one_call(
+    address: SocketAddr,
+    session: &str,
+    name: &str,
+    input: Value,
+) -> (Connection, PreparedRequest) {
+    let body = json!({"calls": [{"id": "c0", "name": name, "input": input}]});
+    (
+        Connection::open(address).await.expect("connects to toold"),
+        PreparedRequest::post_json(address, &format!("/v1/sessions/{session}/batches"), &body),
+    )
 }
 
 fn ok(response: Response) -> Response {
@@ -375,41 +479,65 @@ impl Drop for StdioServer {
     }
 }
 
-/// Node 22 (`.ci/node22.sh`, installed under the target directory if missing) and
-/// server-filesystem's entry point, installed with npm under `<target>/server-filesystem`
-/// unless that version is there already.
-fn install_reference() -> (PathBuf, PathBuf) {
-    // The bench's binary lives in `<target>/release/`.
-    let target = Path::new(env!("CARGO_BIN_EXE_toold"))
-        .parent()
-        .and_then(Path::parent)
-        .expect("the toold binary is under a target directory");
-    let prefix = target.join("server-filesystem");
-    let script = r#"
-        source .ci/node22.sh >&2
-        package="$PREFIX/node_modules/@modelcontextprotocol/server-filesystem/package.json"
-        if ! grep -q "\"version\": \"$VERSION\"" "$package" 2>/dev/null; then
-          rm -rf "$PREFIX"
-          npm install --prefix "$PREFIX" --no-save --no-audit --no-fund --silent \
-            "@modelcontextprotocol/server-filesystem@$VERSION" >&2
-        fi
-        command -v node
-    "#;
-    let output = Command::new("bash")
-        .args(["-euo", "pipefail", "-c", script])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("CARGO_TARGET_DIR", target)
-        .env("PREFIX", &prefix)
-        .env("VERSION", REFERENCE_VERSION)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("bash runs");
-    assert!(
-        output.status.success(),
-        "installing Node 22 and server-filesystem {REFERENCE_VERSION} failed (see above)"
-    );
-    let node = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    let entry = prefix.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    assert!(entry.is_file(), "no {}", entry.display());
-    (node, entry)
+/// Node 22 and the MCP reference servers as `.ci/run` installs them (`.ci/node22.sh`, then
+/// `.ci/mcp_servers.sh`: one pinned version, one install), under the bench's target directory.
+pub struct Reference {
+    pub node: PathBuf,
+    /// server-filesystem's entry point (`dist/index.js`).
+    pub filesystem: PathBuf,
+    /// server-filesystem's version, from its package.json.
+    pub version: String,
+}
+
+impl Reference {
+    /// Installs what is missing with the CI scripts (once; reused while at their versions).
+    pub fn install() -> Reference {
+        // The bench's binary lives in `<target>/release/`.
+        let target = Path::new(env!("CARGO_BIN_EXE_toold"))
+            .parent()
+            .and_then(Path::parent)
+            .expect("the toold binary is under a target directory");
+        let script = r#"
+            source .ci/node22.sh >&2
+            source .ci/mcp_servers.sh >&2
+            printf '%s\n%s\n' "$TOOLD_TEST_NODE" "$TOOLD_TEST_MCP_SERVERS"
+        "#;
+        let output = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", script])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("CARGO_TARGET_DIR", target)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("bash runs");
+        assert!(
+            output.status.success(),
+            "installing Node 22 and the MCP reference servers failed (see above)"
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut lines = stdout.lines();
+        let (Some(node), Some(prefix)) = (lines.next(), lines.next()) else {
+            panic!("the install script did not name node and the servers: {stdout}");
+        };
+        let package =
+            Path::new(prefix).join("node_modules/@modelcontextprotocol/server-filesystem");
+        let filesystem = package.join("dist/index.js");
+        assert!(filesystem.is_file(), "no {}", filesystem.display());
+        let manifest: Value = serde_json::from_slice(
+            &std::fs::read(package.join("package.json")).expect("server-filesystem's package.json"),
+        )
+        .expect("package.json is JSON");
+        Reference {
+            node: PathBuf::from(node),
+            filesystem,
+            version: manifest["version"].as_str().unwrap_or("?").to_owned(),
+        }
+    }
+
+    fn node_version(&self) -> String {
+        Command::new(&self.node)
+            .arg("--version")
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            .unwrap_or_default()
+    }
 }

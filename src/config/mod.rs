@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dispatch::DispatchSettings;
 use crate::hooks::{HookConfigError, HookSettings};
+use crate::mcp::{McpServerSettings, McpSettingsError};
 use crate::permission::PermissionSettings;
 use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
@@ -32,6 +33,9 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub hooks: HookSettings,
     pub mcp: McpSettings,
+    /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
+    #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
+    pub mcp_servers: Vec<McpServerSettings>,
 }
 
 /// How an environment variable's text becomes a setting's value.
@@ -77,13 +81,14 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ),
 ];
 
+/// Each message says it all: none has a `source`, since the command line prints an error's
+/// chain and would repeat it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("settings file {path}: {source}")]
+    #[error("settings file {path}: {problem}")]
     File {
         path: String,
-        #[source]
-        source: Box<figment::Error>,
+        problem: Box<figment::Error>,
     },
     #[error("invalid settings: {0}")]
     Invalid(Box<figment::Error>),
@@ -96,7 +101,21 @@ pub enum ConfigError {
     #[error("{key} must be at least 1, got {value}")]
     OutOfRange { key: &'static str, value: usize },
     #[error("invalid settings: {0}")]
-    Hooks(#[from] HookConfigError),
+    Hooks(HookConfigError),
+    #[error("invalid settings: {0}")]
+    McpServers(McpSettingsError),
+}
+
+impl From<HookConfigError> for ConfigError {
+    fn from(err: HookConfigError) -> ConfigError {
+        ConfigError::Hooks(err)
+    }
+}
+
+impl From<McpSettingsError> for ConfigError {
+    fn from(err: McpSettingsError) -> ConfigError {
+        ConfigError::McpServers(err)
+    }
 }
 
 impl Settings {
@@ -111,7 +130,7 @@ impl Settings {
             if !path.is_file() {
                 return Err(ConfigError::File {
                     path: path.display().to_string(),
-                    source: Box::new(figment::Error::from("the file does not exist".to_string())),
+                    problem: Box::new(figment::Error::from("the file does not exist".to_string())),
                 });
             }
             figment = figment.merge(Toml::file_exact(path));
@@ -152,14 +171,15 @@ impl Settings {
                 }
             };
         }
-        let settings: Settings = figment.extract().map_err(|err| match file {
+        let mut settings: Settings = figment.extract().map_err(|err| match file {
             Some(path) => ConfigError::File {
                 path: path.display().to_string(),
-                source: Box::new(err),
+                problem: Box::new(err),
             },
             None => ConfigError::Invalid(Box::new(err)),
         })?;
         settings.check()?;
+        crate::mcp::settings::check_servers(&mut settings.mcp_servers, &env)?;
         Ok(settings)
     }
 

@@ -250,7 +250,19 @@ impl Rule {
     }
 }
 
+/// The name prefix every tool of an MCP server has, when `rule` names the whole server
+/// (`mcp__fs` or `mcp__fs__*`): what the pool leaves out for such a deny.
+pub fn mcp_server_prefix(rule: &str) -> Option<String> {
+    let rest = rule.strip_prefix(MCP_PREFIX)?;
+    let (server, tool) = rest.split_once("__").unwrap_or((rest, "*"));
+    (tool == "*" && !server.is_empty() && is_valid_tool_name(server))
+        .then(|| format!("{MCP_PREFIX}{server}__"))
+}
+
 fn tool_target(name: &str, tools: &ToolNames) -> Result<ToolTarget, String> {
+    if let Some(prefix) = mcp_server_prefix(name) {
+        return Ok(ToolTarget::McpServer(prefix));
+    }
     if let Some(rest) = name.strip_prefix(MCP_PREFIX) {
         // `mcp__server__tool`, `mcp__server__*`, or `mcp__server` (every tool of the server).
         let (server, tool) = rest.split_once("__").unwrap_or((rest, "*"));

@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{RegisteredTool, ToolRegistry, closest};
+use crate::permission::rules::mcp_server_prefix;
 use crate::session::SessionState;
 use crate::tool::{DeferredTool, PermissionLevel, ToolCatalog};
 
@@ -200,9 +201,15 @@ impl ToolPool {
         session: &SessionState,
         options: &PoolOptions,
     ) -> ToolPool {
-        // Canonical tool name → the first bare entry naming it.
+        // Canonical tool name → the first bare entry naming it; and the bare entries naming a
+        // whole MCP server (`mcp__fs`, `mcp__fs__*`), by its tools' name prefix.
         let mut denied: BTreeMap<&str, &PoolDeny> = BTreeMap::new();
+        let mut denied_servers: Vec<(String, &PoolDeny)> = Vec::new();
         for deny in options.deny.iter().filter(|deny| !deny.rule.contains('(')) {
+            if let Some(prefix) = mcp_server_prefix(&deny.rule) {
+                denied_servers.push((prefix, deny));
+                continue;
+            }
             let tool = registry.canonical_name(&deny.rule).unwrap_or(&deny.rule);
             denied.entry(tool).or_insert(deny);
         }
@@ -216,11 +223,21 @@ impl ToolPool {
                     tool_filter: options.mode_is_tool_filter,
                 });
             }
-            denied.get(tool.name()).map(|deny| PoolExclusion::Denied {
-                tool: tool.name().to_owned(),
-                rule: deny.rule.clone(),
-                source: deny.source,
-            })
+            let by_server = || {
+                denied_servers
+                    .iter()
+                    .find(|(prefix, _)| tool.name().starts_with(prefix.as_str()))
+                    .map(|(_, deny)| *deny)
+            };
+            denied
+                .get(tool.name())
+                .copied()
+                .or_else(by_server)
+                .map(|deny| PoolExclusion::Denied {
+                    tool: tool.name().to_owned(),
+                    rule: deny.rule.clone(),
+                    source: deny.source,
+                })
         };
         let mut excluded = BTreeMap::new();
         let mut admitted = |tool: &&Arc<RegisteredTool>| {
@@ -340,6 +357,8 @@ struct CachedPool {
     /// being reused, so comparing addresses tells this session from a later one with its id.
     session: Weak<SessionState>,
     loaded_version: u64,
+    /// The generation of the external tools it was assembled with.
+    external_version: u64,
     /// What it was assembled from (its loaded tools are `loaded_version`'s).
     options: PoolOptions,
     pool: Arc<ToolPool>,
@@ -348,15 +367,17 @@ struct CachedPool {
 impl PoolCache {
     /// The pool for a batch of `session` shaped by `options`: the kept one while it is
     /// current, else `assemble`d from `options` with the session's loaded tools (`loaded` as
-    /// given is ignored) and kept.
+    /// given is ignored) and kept. `external_version` names the external tools `assemble`
+    /// adds (a number that changes when they do).
     pub fn get_or_assemble(
         &self,
         session: &Arc<SessionState>,
         options: &PoolOptions,
+        external_version: u64,
         assemble: impl FnOnce(&PoolOptions) -> ToolPool,
     ) -> Arc<ToolPool> {
         let version = session.loaded_tools_version();
-        if let Some(pool) = self.current(session, version, options) {
+        if let Some(pool) = self.current(session, version, external_version, options) {
             return pool;
         }
         // Read together, so the pool kept under `version` has exactly those tools loaded.
@@ -374,6 +395,7 @@ impl PoolCache {
             CachedPool {
                 session: Arc::downgrade(session),
                 loaded_version: version,
+                external_version,
                 options,
                 pool: pool.clone(),
             },
@@ -385,12 +407,14 @@ impl PoolCache {
         &self,
         session: &Arc<SessionState>,
         version: u64,
+        external_version: u64,
         options: &PoolOptions,
     ) -> Option<Arc<ToolPool>> {
         let pools = self.lock();
         let cached = pools.get(session.id())?;
         let same = std::ptr::eq(cached.session.as_ptr(), Arc::as_ptr(session))
             && cached.loaded_version == version
+            && cached.external_version == external_version
             && cached.options.same_shape(options);
         same.then(|| cached.pool.clone())
     }

@@ -301,7 +301,7 @@ fn a_kept_pool_is_reused_until_the_session_loads_a_tool() {
     let cache = PoolCache::default();
     let assembled = std::cell::Cell::new(0);
     let pool = |s: &Arc<SessionState>, options: &PoolOptions| {
-        cache.get_or_assemble(s, options, |options| {
+        cache.get_or_assemble(s, options, 0, |options| {
             assembled.set(assembled.get() + 1);
             ToolPool::assemble(&registry, &[], s, options)
         })
@@ -332,4 +332,35 @@ fn a_kept_pool_is_reused_until_the_session_loads_a_tool() {
     let again = Arc::new(session(PermissionLevel::ReadOnly));
     assert_eq!(names(&pool(&again, &options)), ["tool_search"]);
     assert_eq!(assembled.get(), 4);
+}
+
+#[test]
+fn a_deny_naming_a_whole_mcp_server_keeps_all_its_tools_out() {
+    let registry = filtering_registry();
+    let externals = [
+        external("mcp__fs__read_text_file", None),
+        external("mcp__fs__write_file", None),
+        external("mcp__fsx__read", None),
+        external("mcp__git__log", None),
+    ];
+    let s = session(PermissionLevel::WorkspaceWrite);
+    for rule in ["mcp__fs", "mcp__fs__*"] {
+        let mut options = PoolOptions::for_mode(PermissionLevel::WorkspaceWrite);
+        options.deny = vec![PoolDeny::new(rule, DenySource::ToolFilter)];
+        let pool = ToolPool::assemble(&registry, &externals, &s, &options);
+        let offered = names(&pool);
+        assert!(offered.contains(&"mcp__fsx__read"), "{rule}: {offered:?}");
+        assert!(offered.contains(&"mcp__git__log"), "{rule}: {offered:?}");
+        for gone in ["mcp__fs__read_text_file", "mcp__fs__write_file"] {
+            assert!(!offered.contains(&gone), "{rule}: {offered:?}");
+            assert_eq!(
+                pool.resolve(gone).unwrap_err().excluded,
+                Some(PoolExclusion::Denied {
+                    tool: gone.into(),
+                    rule: rule.into(),
+                    source: DenySource::ToolFilter,
+                })
+            );
+        }
+    }
 }

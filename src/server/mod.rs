@@ -40,6 +40,7 @@ use crate::config::{McpSettings, Settings};
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
+use crate::mcp::McpBridge;
 use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{CreateSessionRequest, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
@@ -156,6 +157,7 @@ impl Core {
     /// Stores what is still queued (writes, events) and closes the store, which flushes the
     /// audit log.
     pub async fn stop(self) {
+        self.service.stop_mcp_servers().await;
         self.service.flush_writes().await;
         self.persister.flush_and_stop().await;
         if let Some(relay) = self.relay {
@@ -489,22 +491,29 @@ fn build_service(
         },
         settings.dispatch.clone(),
     );
-    Ok(Arc::new(ToolService::new(
-        Arc::new(registry),
-        dispatcher,
-        store,
-        events,
-        shells,
-        approvals,
-        ServiceSettings {
-            node_id: node_id.to_owned(),
-            workspaces_dir: data_dir.join("workspaces"),
-            allowed_roots: settings.server.allowed_roots.clone(),
-            permissions: settings.permissions.clone(),
-            home,
-            skill_directories: settings.skills.directories.clone(),
-        },
-    )))
+    // Daemon-scoped MCP servers start now, in the background; a session waits for them.
+    let daemon_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let bridge = Arc::new(McpBridge::new(settings.mcp_servers.clone(), daemon_dir));
+    bridge.start();
+    Ok(Arc::new(
+        ToolService::new(
+            Arc::new(registry),
+            dispatcher,
+            store,
+            events,
+            shells,
+            approvals,
+            ServiceSettings {
+                node_id: node_id.to_owned(),
+                workspaces_dir: data_dir.join("workspaces"),
+                allowed_roots: settings.server.allowed_roots.clone(),
+                permissions: settings.permissions.clone(),
+                home,
+                skill_directories: settings.skills.directories.clone(),
+            },
+        )
+        .with_bridge(bridge),
+    ))
 }
 
 /// Probes what this machine can confine a shell with, logs it, and chooses per `[sandbox]`.

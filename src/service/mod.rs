@@ -36,6 +36,8 @@ pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamReques
 use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
 use crate::event::EventBus;
+use crate::mcp::McpBridge;
+pub use crate::mcp::ServerStatus;
 use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
@@ -104,6 +106,8 @@ pub struct ToolService {
     batch_tasks: tokio_util::task::TaskTracker,
     /// Each caller's default session (keyed by bearer token; `None` without auth).
     default_sessions: tokio::sync::Mutex<HashMap<Option<String>, String>>,
+    /// External MCP servers' tools ([`ToolService::with_bridge`]; none by default).
+    bridge: Arc<McpBridge>,
 }
 
 impl ToolService {
@@ -137,7 +141,24 @@ impl ToolService {
             started_at: SystemTime::now(),
             batch_tasks: tokio_util::task::TaskTracker::new(),
             default_sessions: tokio::sync::Mutex::new(HashMap::new()),
+            bridge: Arc::new(McpBridge::none()),
         }
+    }
+
+    /// Mounts `bridge`'s servers: their tools join the pools of the sessions that see them.
+    pub fn with_bridge(mut self, bridge: Arc<McpBridge>) -> ToolService {
+        self.bridge = bridge;
+        self
+    }
+
+    /// Stops every MCP server the bridge runs (shutdown, once the batches have ended).
+    pub async fn stop_mcp_servers(&self) {
+        self.bridge.shutdown().await;
+    }
+
+    /// Every running MCP server instance the bridge has (`GET /v1/mcp/servers`).
+    pub fn mcp_servers(&self) -> Vec<ServerStatus> {
+        self.bridge.status()
     }
 
     /// Waits up to `within` for every batch still running (a client that went away leaves its
@@ -208,13 +229,14 @@ impl ToolService {
     }
 
     /// The pool a batch of `session` runs with, frozen now: the one its previous batch had
-    /// unless the session has loaded a tool since.
+    /// unless the session has loaded a tool since or its bridged tools changed.
     fn pool(&self, session: &LiveSession) -> Arc<ToolPool> {
-        // No external (MCP) tools can be configured yet; once they can, what they are must be
-        // part of what the kept pool is checked against.
+        let id = session.info.id.as_str();
+        let bridged = self.bridge.generation(id);
         self.pools
-            .get_or_assemble(&session.state, &session.pool_options, |options| {
-                ToolPool::assemble(&self.registry, &[], &session.state, options)
+            .get_or_assemble(&session.state, &session.pool_options, bridged, |options| {
+                let external = self.bridge.tools(id);
+                ToolPool::assemble(&self.registry, &external, &session.state, options)
             })
     }
 
@@ -235,12 +257,34 @@ impl ToolService {
     }
 
     /// Sees a number change each time the tools `session_id` offers may have changed (a
-    /// deferred tool loaded); it closes when the session ends.
+    /// deferred tool loaded, a bridged server's listing); it closes when the session ends.
+    /// Must be called inside a Tokio runtime when MCP servers are configured.
     pub fn watch_tool_list(
         &self,
         session_id: &str,
     ) -> Result<tokio::sync::watch::Receiver<u64>, ServiceError> {
-        Ok(self.session(session_id)?.state.watch_loaded_tools())
+        let mut loaded = self.session(session_id)?.state.watch_loaded_tools();
+        if !self.bridge.has_servers() {
+            return Ok(loaded);
+        }
+        // Any server's listing counts: a change another session's server saw is a spurious
+        // "may have changed", which costs a client one tools/list.
+        let mut bridged = self.bridge.watch();
+        let (merged, changes) = tokio::sync::watch::channel(0u64);
+        tokio::spawn(async move {
+            loop {
+                let open = tokio::select! {
+                    changed = loaded.changed() => changed.is_ok(),
+                    changed = bridged.changed() => changed.is_ok(),
+                    () = merged.closed() => false,
+                };
+                if !open {
+                    return;
+                }
+                merged.send_modify(|n| *n += 1);
+            }
+        });
+        Ok(changes)
     }
 
     /// Whether the daemon has skill directories: the MCP door then offers prompts.

@@ -82,11 +82,9 @@ impl ToolService {
         &self,
         request: CreateSessionRequest,
     ) -> Result<SessionInfo, ServiceError> {
-        if let Some(name) = request.mcp_servers.first() {
-            return Err(ServiceError::invalid(format!(
-                "unknown MCP server \"{name}\"; none is configured"
-            )));
-        }
+        self.bridge
+            .check_names(&request.mcp_servers)
+            .map_err(ServiceError::invalid)?;
         if let Some(schema) = &request.output_schema {
             jsonschema::validator_for(schema).map_err(|err| {
                 ServiceError::invalid(format!("output_schema is not a valid JSON schema: {err}"))
@@ -119,6 +117,7 @@ impl ToolService {
         };
         self.store.insert_session(&record).await?;
         let live = self.go_live(&record, SessionSnapshot::default())?;
+        self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
                 .data(json!({"working_directory": live.info.working_directory})),
@@ -170,6 +169,8 @@ impl ToolService {
             batch_lock: tokio::sync::Mutex::new(()),
         });
         self.live().insert(record.id.clone(), live.clone());
+        self.bridge
+            .open_session(&record.id, &record.working_directory, &request.mcp_servers);
         Ok(live)
     }
 
@@ -212,6 +213,7 @@ impl ToolService {
             .ok_or_else(|| ServiceError::not_found(format!("unknown session \"{id}\"")))?;
         live.state.close();
         self.shells.kill_session(id).await;
+        self.bridge.close_session(id).await;
         self.store
             .save_session_state(id, &snapshot_json(&live.state))
             .await?;

@@ -56,25 +56,30 @@ const LAYERS: &[Layer] = &[
           "the built-in tools: the session only through the contract's view; read_result pages \
            through dispatch's result port"),
     // Around the core.
-    layer("config",       &["permission", "hooks", "dispatch", "tools"],
+    layer("mcp",          &["tool", "registry"],
+          "the bridge: external MCP servers' tools registered as the contract's tools"),
+    layer("config",       &["permission", "hooks", "dispatch", "tools", "mcp"],
           "file, environment and flags into each component's typed settings, one way"),
     layer("store",        &["tool", "event", "permission", "session", "registry", "dispatch"],
           "persistence: the core types it stores, dispatch's ports, permission's ledger"),
     layer("telemetry",    &["tool"],
           "the metrics toold reports; records what a call's result says"),
     layer("service",      &["tool", "event", "permission", "session", "registry", "hooks",
-                            "dispatch", "tools", "store", "telemetry"],
+                            "dispatch", "tools", "mcp", "store", "telemetry"],
           "the one façade both doors call: the core plus the store's traits"),
     layer("api",          &["tool", "event", "permission", "registry", "store", "telemetry",
                             "service"],
           "the doors: wire formats into service calls, the vocabulary their answers use"),
     layer("server",       &["tool", "event", "permission", "session", "registry", "hooks",
-                            "dispatch", "tools", "store", "telemetry", "service", "config",
-                            "api"],
+                            "dispatch", "tools", "mcp", "store", "telemetry", "service",
+                            "config", "api"],
           "wires settings into a running daemon: everything below it"),
-    layer("cli",          &["config", "server", "tools"],
-          "parses flags into settings and starts the server, or (hidden `sandbox-spawner`) \
-           runs a session's shell spawner, which needs neither settings nor a server"),
+    layer("client",       &[],
+          "the terminal client knows the daemon only by its HTTP API, as JSON on the wire"),
+    layer("cli",          &["config", "server", "client", "tools"],
+          "parses flags into settings and starts the server, or hands over to the client, or \
+           (hidden `sandbox-spawner`) runs a session's shell spawner, which needs neither \
+           settings nor a server"),
     // The crate root and the binary, which reaches the library as `toold::`.
     layer("lib",          &[], "declares the modules"),
     layer("main",         &[], "the binary calls `toold::cli`"),
@@ -623,7 +628,10 @@ fn core_modules_know_no_transport_or_sql_crate() {
         let module = module_of(file);
         let source = std::fs::read_to_string(file).unwrap();
         let mut forbidden: Vec<&str> = Vec::new();
-        if module != "api" {
+        if module == "mcp" {
+            // The bridge is rmcp's client, and names no other door crate.
+            forbidden.extend(DOOR_CRATES.iter().filter(|name| **name != "rmcp"));
+        } else if module != "api" {
             forbidden.extend(DOOR_CRATES);
         }
         if module != "store" {

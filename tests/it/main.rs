@@ -13,6 +13,7 @@
 mod support;
 
 mod architecture;
+mod client;
 mod dispatch;
 mod files;
 mod fleet;
@@ -20,6 +21,7 @@ mod grpc;
 mod hooks;
 mod http;
 mod mcp;
+mod mcp_bridge;
 mod misc;
 mod search;
 mod service;

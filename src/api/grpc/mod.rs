@@ -153,6 +153,13 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
     ) -> Result<Response<proto::ResolveApprovalResponse>, Status> {
         GrpcDoor::resolve_approval(self, request).await
     }
+
+    async fn list_mcp_servers(
+        &self,
+        request: Request<proto::ListMcpServersRequest>,
+    ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
+        GrpcDoor::list_mcp_servers(self, request).await
+    }
 }
 
 /// A service error as a gRPC status, through the one table.

@@ -51,6 +51,29 @@ impl GrpcDoor {
         }))
     }
 
+    pub(super) async fn list_mcp_servers(
+        &self,
+        _request: Request<proto::ListMcpServersRequest>,
+    ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
+        let servers = self
+            .service
+            .mcp_servers()
+            .into_iter()
+            .map(|server| proto::McpServer {
+                name: server.name,
+                scope: server.scope.to_owned(),
+                session_id: server.session_id.unwrap_or_default(),
+                transport: server.transport.to_owned(),
+                state: server.state.to_owned(),
+                pid: server.pid.unwrap_or_default(),
+                tools: server.tools,
+                last_error: server.last_error.unwrap_or_default(),
+                restarts: server.restarts,
+            })
+            .collect();
+        Ok(Response::new(proto::ListMcpServersResponse { servers }))
+    }
+
     pub(super) async fn interrupt(
         &self,
         request: Request<proto::InterruptRequest>,

@@ -113,6 +113,7 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(events::all))
         .routes(routes!(events::result))
         .routes(routes!(ops::catalogue))
+        .routes(routes!(ops::mcp_servers))
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))

@@ -122,6 +122,32 @@ pub struct ToolsBody {
     pub tools: Vec<Value>,
 }
 
+/// `GET /v1/mcp/servers`: each running instance of a bridged MCP server.
+#[derive(Serialize, ToSchema)]
+pub struct McpServersBody {
+    pub servers: Vec<McpServerBody>,
+}
+
+/// One instance of a bridged MCP server.
+#[derive(Serialize, ToSchema)]
+pub struct McpServerBody {
+    pub name: String,
+    /// `session` or `daemon`.
+    pub scope: String,
+    /// The session a session-scoped instance belongs to.
+    pub session_id: Option<String>,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// `starting`, `ready`, `restarting`, `failed` or `stopped`.
+    pub state: String,
+    /// The stdio process's pid, while one runs.
+    pub pid: Option<u32>,
+    /// The bridged names of the tools it offers now.
+    pub tools: Vec<String>,
+    pub last_error: Option<String>,
+    pub restarts: u64,
+}
+
 /// One call of the toold shape.
 #[derive(Serialize, ToSchema)]
 pub struct CallBody {

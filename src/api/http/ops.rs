@@ -1,4 +1,5 @@
-//! Ops endpoints: liveness, readiness, Prometheus metrics and the tool catalogue.
+//! Ops endpoints: liveness, readiness, Prometheus metrics, the tool catalogue and the bridged
+//! MCP servers.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use super::error::ApiError;
-use super::openapi::{ErrorBody, StatusBody, ToolsBody};
+use super::openapi::{ErrorBody, McpServersBody, StatusBody, ToolsBody};
 use crate::service::{ErrorCode, ToolService};
 
 /// The process answers.
@@ -40,6 +41,12 @@ pub async fn readyz(State(state): State<HttpState>) -> Result<Json<Value>, ApiEr
 #[utoipa::path(get, path = "/v1/tools", tag = "ops", responses((status = 200, body = ToolsBody), (status = 401, body = ErrorBody)))]
 pub async fn catalogue(State(service): State<Arc<ToolService>>) -> Json<Value> {
     Json(json!({"tools": service.catalogue()}))
+}
+
+/// Every running instance of a bridged MCP server: state, tools, last error, restarts.
+#[utoipa::path(get, path = "/v1/mcp/servers", tag = "ops", responses((status = 200, body = McpServersBody), (status = 401, body = ErrorBody)))]
+pub async fn mcp_servers(State(service): State<Arc<ToolService>>) -> Json<Value> {
+    Json(json!({"servers": service.mcp_servers()}))
 }
 
 /// Prometheus text format (see `telemetry` for the names).

@@ -1,6 +1,6 @@
-//! `notifications/tools/list_changed` when a session's pool changes (DESIGN §8): today when a
-//! call of `tool_search` loads deferred tools; the bridge and providers will change it too,
-//! through the same [`ToolService::watch_tool_list`].
+//! `notifications/tools/list_changed` when a session's pool changes (DESIGN §8): when a call
+//! of `tool_search` loads deferred tools, or a bridged MCP server lists its tools anew (a
+//! restart, its own `list_changed`); both through [`ToolService::watch_tool_list`].
 //!
 //! Decisions:
 //! - **2025 era:** once the client says `notifications/initialized`, a task watches the

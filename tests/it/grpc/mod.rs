@@ -8,6 +8,6 @@ mod bad_input;
 mod doors;
 mod events;
 mod execute;
-mod harness;
+pub mod harness;
 mod listener;
 mod rpcs;

@@ -61,7 +61,7 @@ impl Toold {
         PathBuf::from(reply.body["working_directory"].as_str().unwrap())
     }
 
-    /// The daemon's pid.
+    /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
     }
@@ -85,6 +85,23 @@ impl Toold {
     pub fn kill_and_restart(mut self) -> Toold {
         self.kill();
         Toold::start_with(self.dir.clone(), &[])
+    }
+
+    /// Stops this daemon with SIGTERM (a graceful stop) and starts another over the same
+    /// directory on the same address, with the same flags `extra` (a client configured with
+    /// the old URL reaches the new daemon).
+    pub fn terminate_and_restart(mut self, extra: &[&str]) -> Toold {
+        self.process.signal_terminate();
+        assert!(self.process.wait().success(), "a graceful stop exits 0");
+        let listen = self.base.trim_start_matches("http://").to_owned();
+        let process = DaemonProcess::start_on(self.dir.path(), &listen, extra);
+        Toold {
+            base: process.base.clone(),
+            process,
+            client: reqwest::Client::new(),
+            dir: self.dir.clone(),
+            token: self.token.clone(),
+        }
     }
 
     /// SIGTERM; returns the exit status.

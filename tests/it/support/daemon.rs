@@ -16,9 +16,14 @@ pub struct DaemonProcess {
 /// `toold serve` on port 0 over `dir` (`dir/data`, allowed root `dir/projects`), with
 /// `extra` flags; nothing spawned yet.
 pub fn command(dir: &Path, extra: &[&str]) -> Command {
+    command_on(dir, "127.0.0.1:0", extra)
+}
+
+/// [`command`] listening on `listen` (a restarted daemon's old address, say).
+pub fn command_on(dir: &Path, listen: &str, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toold"));
     command
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--listen", listen, "--data-dir"])
         .arg(dir.join("data"))
         .arg("--allowed-root")
         .arg(dir.join("projects"))
@@ -43,8 +48,13 @@ pub fn without_settings(command: &mut Command) {
 impl DaemonProcess {
     /// Starts the daemon over `dir` (creating `dir/projects`) and waits until it listens.
     pub fn start(dir: &Path, extra: &[&str]) -> DaemonProcess {
+        DaemonProcess::start_on(dir, "127.0.0.1:0", extra)
+    }
+
+    /// [`DaemonProcess::start`] listening on `listen`.
+    pub fn start_on(dir: &Path, listen: &str, extra: &[&str]) -> DaemonProcess {
         std::fs::create_dir_all(dir.join("projects")).unwrap();
-        let mut child = command(dir, extra)
+        let mut child = command_on(dir, listen, extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -61,7 +71,7 @@ impl DaemonProcess {
         DaemonProcess { child, base }
     }
 
-    /// The daemon's pid.
+    /// The daemon's process id (to find its children in `/proc`).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -1,0 +1,204 @@
+//! A server's tool as a toold [`Tool`]: its spec from the server's listing and the entry's
+//! settings, its calls sent to whichever connection the server has now.
+//!
+//! - **Flags.** Every tool of a server requires the entry's `permission`. It is serial, not
+//!   read-only and destructive (the fail-closed defaults), unless `trust_annotations` lets the
+//!   server's `readOnlyHint` (read-only, parallel-safe) and `destructiveHint: false` say
+//!   otherwise. `interrupt_behavior` is cancel: an interrupt sends `notifications/cancelled`.
+//! - **Timeout.** The entry's `tool_timeout_ms` is the spec's timeout, so the dispatcher
+//!   times the call out (kind `timeout`) as it does any tool's; the cancellation that follows
+//!   sends `notifications/cancelled` to the server.
+//! - **Results** up to the default 30 000 characters are given whole; longer ones are
+//!   offloaded like any tool's ([`super::content`] says what the model sees).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+    ClientNotification, ClientRequest, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use serde_json::Value;
+
+use std::sync::atomic::Ordering;
+
+use super::connection::MAX_MESSAGE_BYTES;
+use super::content;
+use super::instance::Instance;
+use crate::tool::{
+    BuildError, ErrorKind, InterruptBehavior, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+
+/// The largest result given to the model whole.
+const MAX_RESULT_CHARS: usize = 30_000;
+/// How long a cancellation notice may take to be sent.
+const CANCEL_SEND: Duration = Duration::from_secs(2);
+
+/// One tool of one running server.
+pub struct BridgedTool {
+    spec: ToolSpec,
+    /// The server's own name for the tool.
+    raw_name: String,
+    /// The instance, weakly: a pool that outlives its server's instance finds it gone.
+    instance: Weak<Instance>,
+    server: String,
+}
+
+impl BridgedTool {
+    /// The tool `listed` (as the server listed it, in JSON) of `instance`, named `name`.
+    pub fn new(
+        instance: &Arc<Instance>,
+        name: String,
+        listed: &Value,
+    ) -> Result<BridgedTool, BuildError> {
+        let settings = instance.settings();
+        let field = |key: &str| listed.get(key).and_then(Value::as_str);
+        let raw_name = field("name").unwrap_or_default().to_owned();
+        let description = field("description")
+            .filter(|d| !d.trim().is_empty())
+            .map(str::to_owned)
+            .unwrap_or_else(|| {
+                format!(
+                    "The tool \"{raw_name}\" of the MCP server \"{}\".",
+                    settings.name
+                )
+            });
+        let hint = |key: &str| {
+            listed
+                .get("annotations")
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_bool)
+        };
+        let trusted = settings.trust_annotations;
+        let read_only = trusted && hint("readOnlyHint") == Some(true);
+        let destructive = !(trusted && (read_only || hint("destructiveHint") == Some(false)));
+        let mut builder = ToolSpec::builder(name)
+            .description(description)
+            .input_schema(listed.get("inputSchema").cloned().unwrap_or(Value::Null))
+            .read_only(read_only)
+            .concurrency_safe(read_only)
+            .destructive(destructive)
+            .permission(settings.permission)
+            .interrupt_behavior(InterruptBehavior::Cancel)
+            .should_defer(settings.defer)
+            .idempotent(trusted && hint("idempotentHint") == Some(true))
+            .open_world(!(trusted && hint("openWorldHint") == Some(false)))
+            .max_result_size_chars(Some(MAX_RESULT_CHARS))
+            .timeout(Duration::from_millis(settings.tool_timeout_ms));
+        if let Some(schema) = listed.get("outputSchema").filter(|s| s.is_object()) {
+            builder = builder.output_schema(schema.clone());
+        }
+        Ok(BridgedTool {
+            spec: builder.build()?,
+            raw_name,
+            instance: Arc::downgrade(instance),
+            server: settings.name.clone(),
+        })
+    }
+
+    fn failure(&self, problem: impl std::fmt::Display) -> ToolOutput {
+        ToolOutput {
+            error_kind: Some(ErrorKind::Execution),
+            ..ToolOutput::failure(format!("MCP server \"{}\": {problem}", self.server))
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for BridgedTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn execute(&self, input: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let Some(instance) = self.instance.upgrade() else {
+            return Ok(self.failure("the server was stopped"));
+        };
+        let peer = match instance.ready_peer(&ctx.cancellation).await {
+            Ok(peer) => peer,
+            Err(why) => return Ok(self.failure(why)),
+        };
+        let mut params = CallToolRequestParams::new(self.raw_name.clone());
+        params.arguments = match input {
+            Value::Object(arguments) => Some(arguments),
+            _ => None,
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = match peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(err) => return Ok(self.failure(describe(&err))),
+        };
+        let id = handle.id.clone();
+        let oversized_before = instance.routes().oversized.load(Ordering::Acquire);
+        let _progress = instance
+            .routes()
+            .route_progress(handle.progress_token.clone(), ctx.progress.clone());
+        let answer_id = serde_json::to_string(&id).unwrap_or_default();
+        let discarded = async {
+            loop {
+                let added = instance.routes().oversized_answer.notified();
+                if instance.routes().take_oversized(&answer_id) {
+                    return;
+                }
+                added.await;
+            }
+        };
+        let response = tokio::select! {
+            response = handle.await_response() => response,
+            () = discarded => {
+                return Ok(self.failure(format!(
+                    "its answer was over {} MiB, the most a message may have, and was discarded",
+                    MAX_MESSAGE_BYTES >> 20
+                )));
+            }
+            () = ctx.cancellation.cancelled() => {
+                let notice = CancelledNotification::new(CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by toold (timeout, interrupt or session close)".into()),
+                ));
+                let sent = tokio::time::timeout(
+                    CANCEL_SEND,
+                    peer.send_notification(ClientNotification::CancelledNotification(notice)),
+                )
+                .await;
+                let told = if matches!(sent, Ok(Ok(()))) { "" } else { " (the notice could not be sent)" };
+                let mut why = format!("the call was cancelled{told}");
+                if instance.routes().oversized.load(Ordering::Acquire) != oversized_before {
+                    why.push_str(&format!(
+                        "; meanwhile the server sent a message over {} MiB, which was discarded \
+                         (it may have been this call's answer)",
+                        MAX_MESSAGE_BYTES >> 20
+                    ));
+                }
+                return Ok(self.failure(why));
+            }
+        };
+        match response {
+            Ok(ServerResult::CallToolResult(result)) => match serde_json::to_value(&result) {
+                Ok(result) => Ok(content::to_output(&result)),
+                Err(err) => Ok(self.failure(format!("its result could not be read: {err}"))),
+            },
+            Ok(_) => Ok(self.failure(
+                "its answer to tools/call could not be read as a tool result (toold's bridge \
+                 answers no input requests and runs no tasks)",
+            )),
+            Err(err) => Ok(self.failure(describe(&err))),
+        }
+    }
+}
+
+/// An rmcp error as the reason a call failed.
+fn describe(err: &ServiceError) -> String {
+    match err {
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+            "the connection closed during the call (the server exited or was stopped)".into()
+        }
+        ServiceError::McpError(data) => format!("the server refused the call: {}", data.message),
+        other => other.to_string(),
+    }
+}
