@@ -59,6 +59,7 @@ impl ToolService {
         let (sender, receiver) = mpsc::channel(buffer.max(1));
         let service = self.clone();
         tokio::spawn(async move {
+            let _subscriber = crate::telemetry::event_subscriber();
             let stopping = service.stopping.clone();
             tokio::select! {
                 () = service.feed(filter, after_seq, live, published, &sender) => {}
@@ -99,6 +100,7 @@ impl ToolService {
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
+                    crate::telemetry::record_event_lag();
                     let _ = sender.send(EventItem::Lagged { resume_after: last }).await;
                     return;
                 }
@@ -123,6 +125,7 @@ impl ToolService {
                 Ok(page) => page,
                 Err(err) => {
                     tracing::warn!(error = %err, "event replay failed");
+                    crate::telemetry::record_event_lag();
                     let _ = sender
                         .send(EventItem::Lagged {
                             resume_after: cursor,

@@ -62,8 +62,9 @@ const LAYERS: &[Layer] = &[
           "file, environment and flags into each component's typed settings, one way"),
     layer("store",        &["tool", "event", "permission", "session", "registry", "dispatch"],
           "persistence: the core types it stores, dispatch's ports, permission's ledger"),
-    layer("telemetry",    &["tool"],
-          "the metrics toold reports; records what a call's result says"),
+    layer("telemetry",    &["tool", "permission", "hooks", "dispatch"],
+          "the metrics toold reports; records what a call's result says, and wraps the \
+           core's ports (audit sink, hooks, approval waits) to count what only they see"),
     layer("service",      &["tool", "event", "permission", "session", "registry", "hooks",
                             "dispatch", "tools", "mcp", "store", "telemetry"],
           "the one façade both doors call: the core plus the store's traits"),
