@@ -3,7 +3,8 @@
 //!
 //! Only this module names the exporter. The service and the door record through the
 //! functions below (the `metrics` facade), from results they already have; the core
-//! (dispatch, tools, …) records nothing, so it stays free of any metrics crate: what only the
+//! (dispatch, tools, …) records nothing, so it stays free of any metrics crate (one exception:
+//! the shell wraps its spawn in [`time_sandbox_spawn`], the only place that time exists): what only the
 //! core sees (a call's decision, duration and offload, a hook's run, an approval wait) is
 //! recorded by the wrappers in [`metered`], which the server puts around the core's ports.
 //!
@@ -16,7 +17,8 @@
 //!   when `/metrics` is rendered ([`set_live_gauges`]), so they cannot drift from what
 //!   `GET /v1/sessions` and `GET /v1/mcp/servers` show; every state is present, 0 when none.
 //! - `toold_event_subscribers`, `toold_events_lagged_total`: the service's event feed.
-//! - `toold_sandbox_spawn_seconds{backend}`: the shell, around the sandboxed process's spawn.
+//! - `toold_sandbox_spawn_seconds{backend}`: the shell, around its process's spawn (every
+//!   backend, `none` too, so the cost of a sandbox reads against no sandbox).
 //! - `toold_build_info{version}` (always 1) and the `process_*` series ([`process`]).
 //!
 //! No label carries a session, batch, call or approval id.
@@ -207,9 +209,14 @@ pub fn record_event_lag() {
     metrics::counter!(EVENTS_LAGGED).increment(1);
 }
 
-/// A sandboxed process spawned in `elapsed` under `backend` (`bwrap`, `landlock`, `none`).
-pub fn record_sandbox_spawn(backend: &'static str, elapsed: Duration) {
-    metrics::histogram!(SANDBOX_SPAWN, "backend" => backend).record(elapsed.as_secs_f64());
+/// Runs `spawn` (starting a shell under the sandbox `backend`: `bwrap`, `landlock`, `none`)
+/// and records how long it took, whether it succeeded or not.
+pub fn time_sandbox_spawn<T>(backend: &'static str, spawn: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let spawned = spawn();
+    metrics::histogram!(SANDBOX_SPAWN, "backend" => backend)
+        .record(started.elapsed().as_secs_f64());
+    spawned
 }
 
 /// One HTTP request answered. `route` is the matched route template (`/v1/sessions/{id}`),

@@ -158,6 +158,15 @@ async fn a_varied_run_shows_in_every_series_and_passes_promtool() {
         ),
         1.0
     );
+    // Four shells started (ok, approved, offloaded, failed), under the sandbox they report.
+    let backend = ok["metadata"]["sandbox"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{ok}"));
+    let spawns = [("backend", backend)];
+    assert_eq!(
+        value(&text, "toold_sandbox_spawn_seconds_count", &spawns),
+        4.0
+    );
     assert_eq!(value(&text, "toold_sessions_active", &[]), 1.0);
     assert_eq!(value(&text, "toold_event_subscribers", &[]), 1.0);
     assert_eq!(value(&text, "toold_events_lagged_total", &[]), 0.0);
