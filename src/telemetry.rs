@@ -16,6 +16,8 @@
 //! - `toold_sessions_active`, `toold_mcp_servers{state}`: set from the service's live state
 //!   when `/metrics` is rendered ([`set_live_gauges`]), so they cannot drift from what
 //!   `GET /v1/sessions` and `GET /v1/mcp/servers` show; every state is present, 0 when none.
+//!   (Not counted in `mcp::instance`'s phase changes: the bridge stays untouched, and an
+//!   instance dropped without a last phase change cannot leave a stale count behind.)
 //! - `toold_event_subscribers`, `toold_events_lagged_total`: the service's event feed.
 //! - `toold_sandbox_spawn_seconds{backend}`: the shell, around its process's spawn (every
 //!   backend, `none` too, so the cost of a sandbox reads against no sandbox).
