@@ -58,8 +58,11 @@ impl ToolService {
         let (live, published) = self.events.subscribe_after();
         let (sender, receiver) = mpsc::channel(buffer.max(1));
         let service = self.clone();
+        // Counted before the answer goes back, so a subscriber is in the gauge once it has its
+        // stream; the task drops the guard when the subscription ends.
+        let subscriber = crate::telemetry::event_subscriber();
         tokio::spawn(async move {
-            let _subscriber = crate::telemetry::event_subscriber();
+            let _subscriber = subscriber;
             let stopping = service.stopping.clone();
             tokio::select! {
                 () = service.feed(filter, after_seq, live, published, &sender) => {}

@@ -12,11 +12,13 @@ use super::exposition::{promtool_check, sample, value};
 use crate::http::approvals::pending;
 use crate::http::harness::Toold;
 
-/// `echo` asks a person, `rm` is denied by a rule; the hook blocks writes containing "secret".
+/// `echo` asks a person, `rm` is denied by a rule; a pre hook blocks writes containing
+/// "secret"; a post hook follows every bash call that succeeded.
 fn config(hook: &std::path::Path) -> String {
     format!(
         "[permissions]\nask = [\"bash(echo:*)\"]\ndeny = [\"bash(rm:*)\"]\n\n\
-         [[hooks.pre_tool_use]]\nmatcher = \"write_file\"\ncommand = \"sh {}\"\n",
+         [[hooks.pre_tool_use]]\nmatcher = \"write_file\"\ncommand = \"sh {}\"\n\n\
+         [[hooks.post_tool_use]]\nmatcher = \"bash\"\ncommand = \"true\"\n",
         hook.display()
     )
 }
@@ -167,6 +169,9 @@ async fn a_varied_run_shows_in_every_series_and_passes_promtool() {
         value(&text, "toold_sandbox_spawn_seconds_count", &spawns),
         4.0
     );
+    // The post hook followed the three bash calls that succeeded.
+    let post = [("event", "PostToolUse"), ("outcome", "ok")];
+    assert_eq!(value(&text, "toold_hook_runs_total", &post), 3.0);
     assert_eq!(value(&text, "toold_sessions_active", &[]), 1.0);
     assert_eq!(value(&text, "toold_event_subscribers", &[]), 1.0);
     assert_eq!(value(&text, "toold_events_lagged_total", &[]), 0.0);
