@@ -152,7 +152,8 @@ impl ShellProcess {
         unsafe {
             shell.pre_exec(move || child_setup(report_fd, landlock_fd));
         }
-        let child = shell.spawn()?;
+        let child =
+            crate::telemetry::time_sandbox_spawn(confinement.kind().as_str(), || shell.spawn())?;
         // The parent's copies of the write ends must close, or the reads never see EOF.
         drop(shell);
         let cwd_report = match report {
