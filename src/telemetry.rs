@@ -3,7 +3,27 @@
 //!
 //! Only this module names the exporter. The service and the door record through the
 //! functions below (the `metrics` facade), from results they already have; the core
-//! (dispatch, tools, …) records nothing, so it stays free of any metrics crate.
+//! (dispatch, tools, …) records nothing, so it stays free of any metrics crate (one exception:
+//! the shell records its spawn with [`record_sandbox_spawn`], the only place that time exists): what only the
+//! core sees (a call's decision, duration and offload, a hook's run, an approval wait) is
+//! recorded by the wrappers in [`metered`], which the server puts around the core's ports.
+//!
+//! DESIGN §9's series, and where each is recorded:
+//! - `toold_tool_calls_total{tool,outcome}`: a finished batch's results ([`record_batch`]).
+//! - `toold_tool_call_duration_seconds{tool}`, `toold_permission_decisions_total{decision,
+//!   decided_by}`, `toold_offloaded_bytes_total`: each call's audit row ([`metered`]).
+//! - `toold_approvals_pending`, `toold_hook_runs_total{event,outcome}`: [`metered`].
+//! - `toold_sessions_active`, `toold_mcp_servers{state}`: set from the service's live state
+//!   when `/metrics` is rendered ([`set_live_gauges`]), so they cannot drift from what
+//!   `GET /v1/sessions` and `GET /v1/mcp/servers` show; every state is present, 0 when none.
+//!   (Not counted in `mcp::instance`'s phase changes: the bridge stays untouched, and an
+//!   instance dropped without a last phase change cannot leave a stale count behind.)
+//! - `toold_event_subscribers`, `toold_events_lagged_total`: the service's event feed.
+//! - `toold_sandbox_spawn_seconds{backend}`: the shell, around its process's spawn (every
+//!   backend, `none` too, so the cost of a sandbox reads against no sandbox).
+//! - `toold_build_info{version}` (always 1) and the `process_*` series ([`process`]).
+//!
+//! No label carries a session, batch, call or approval id.
 //!
 //! The recorder is process-global (the `metrics` facade has one slot), installed on first use;
 //! several daemons or routers in one test process share it.
@@ -15,6 +35,9 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::tool::ToolResult;
 
+pub mod metered;
+mod process;
+
 /// HTTP requests, by matched route, method and status.
 pub const HTTP_REQUESTS: &str = "toold_http_requests_total";
 /// gRPC requests, by method (`/package.Service/Method`, `unknown` for one not served) and
@@ -25,6 +48,36 @@ pub const GRPC_REQUESTS: &str = "toold_grpc_requests_total";
 pub const TOOL_CALLS: &str = "toold_tool_calls_total";
 /// Wall time of a batch from being recorded to being completed, in seconds.
 pub const BATCH_DURATION: &str = "toold_batch_duration_seconds";
+
+/// Calls, by tool: wall time from the call being received to its result, in seconds.
+pub const TOOL_CALL_DURATION: &str = "toold_tool_call_duration_seconds";
+/// Permission decisions, by decision (`allow`, `deny`) and who decided (`mode`, `rule`,
+/// `hook`, `approver`, `timeout`).
+pub const PERMISSION_DECISIONS: &str = "toold_permission_decisions_total";
+/// Approvals waiting for an answer.
+pub const APPROVALS_PENDING: &str = "toold_approvals_pending";
+/// Hook runs, by event (`PreToolUse`, …) and outcome (see [`metered`]).
+pub const HOOK_RUNS: &str = "toold_hook_runs_total";
+/// Live sessions.
+pub const SESSIONS_ACTIVE: &str = "toold_sessions_active";
+/// Event-stream subscribers (SSE, gRPC, WebSocket) connected now.
+pub const EVENT_SUBSCRIBERS: &str = "toold_event_subscribers";
+/// Subscribers cut off for falling behind (each got a `lagged` item).
+pub const EVENTS_LAGGED: &str = "toold_events_lagged_total";
+/// Output sent to the offload store instead of the model (characters of text).
+pub const OFFLOADED_BYTES: &str = "toold_offloaded_bytes_total";
+/// Time to spawn a sandboxed process, by sandbox backend.
+pub const SANDBOX_SPAWN: &str = "toold_sandbox_spawn_seconds";
+/// Bridged MCP server instances, by state.
+pub const MCP_SERVERS: &str = "toold_mcp_servers";
+/// Always 1, labelled with the daemon's version.
+pub const BUILD_INFO: &str = "toold_build_info";
+
+/// The states an MCP server instance can be in (`mcp::Phase::as_str`), each always reported.
+const MCP_STATES: &[&str] = &["starting", "ready", "restarting", "failed", "stopped"];
+
+/// Histogram buckets for spawn times: 100 µs to 5 s.
+const SPAWN_BUCKETS: &[f64] = &[0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0];
 
 /// Histogram buckets for batch durations: a millisecond to the shell's ten-minute maximum.
 const BATCH_BUCKETS: &[f64] = &[
@@ -42,12 +95,27 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
 fn install() -> Option<PrometheusHandle> {
     let builder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(BATCH_DURATION.to_owned()), BATCH_BUCKETS)
+        .and_then(|b| {
+            b.set_buckets_for_metric(Matcher::Full(TOOL_CALL_DURATION.to_owned()), BATCH_BUCKETS)
+        })
+        .and_then(|b| {
+            b.set_buckets_for_metric(Matcher::Full(SANDBOX_SPAWN.to_owned()), SPAWN_BUCKETS)
+        })
         .map_err(|err| tracing::warn!(error = %err, "metrics buckets refused"))
         .ok()?;
     let recorder = builder.build_recorder();
     let handle = recorder.handle();
     match metrics::set_global_recorder(recorder) {
-        Ok(()) => Some(handle),
+        Ok(()) => {
+            describe();
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            // Present from the start (0), not only after the first subscriber or wait.
+            metrics::gauge!(APPROVALS_PENDING).set(0.0);
+            metrics::gauge!(EVENT_SUBSCRIBERS).set(0.0);
+            metrics::counter!(EVENTS_LAGGED).absolute(0);
+            metrics::counter!(OFFLOADED_BYTES).absolute(0);
+            Some(handle)
+        }
         Err(err) => {
             tracing::warn!(error = %err, "a metrics recorder was already installed");
             None
@@ -55,11 +123,107 @@ fn install() -> Option<PrometheusHandle> {
     }
 }
 
-/// The metrics in Prometheus text format (empty when no recorder of ours is installed).
+/// `# HELP` lines for DESIGN §9's series.
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests, by matched route, method and status."
+    );
+    describe_counter!(GRPC_REQUESTS, "gRPC requests, by method and status.");
+    describe_histogram!(BATCH_DURATION, metrics::Unit::Seconds, "Batch wall time.");
+    describe_counter!(
+        TOOL_CALLS,
+        "Tool calls, by tool and outcome (ok or the error kind)."
+    );
+    describe_histogram!(
+        TOOL_CALL_DURATION,
+        metrics::Unit::Seconds,
+        "Tool call wall time."
+    );
+    describe_counter!(
+        PERMISSION_DECISIONS,
+        "Permission decisions, by decision and who decided."
+    );
+    describe_gauge!(APPROVALS_PENDING, "Approvals waiting for an answer.");
+    describe_counter!(HOOK_RUNS, "Hook runs, by event and outcome.");
+    describe_gauge!(SESSIONS_ACTIVE, "Live sessions.");
+    describe_gauge!(EVENT_SUBSCRIBERS, "Event-stream subscribers connected now.");
+    describe_counter!(
+        EVENTS_LAGGED,
+        "Event subscribers cut off for falling behind."
+    );
+    describe_counter!(
+        OFFLOADED_BYTES,
+        "Output characters sent to the offload store."
+    );
+    describe_histogram!(
+        SANDBOX_SPAWN,
+        metrics::Unit::Seconds,
+        "Sandboxed process spawn time."
+    );
+    describe_gauge!(MCP_SERVERS, "Bridged MCP server instances, by state.");
+    describe_gauge!(BUILD_INFO, "Always 1, labelled with the daemon's version.");
+}
+
+/// The metrics in Prometheus text format (empty when no recorder of ours is installed),
+/// followed by the process series.
 pub fn render() -> String {
-    prometheus()
+    let mut text = prometheus()
         .map(PrometheusHandle::render)
-        .unwrap_or_default()
+        .unwrap_or_default();
+    text.push_str(&process::render());
+    text
+}
+
+/// Sets the gauges read from the service's live state: sessions, and MCP server instances
+/// per state (`states` holds one entry per instance).
+pub fn set_live_gauges<'a>(sessions: usize, states: impl IntoIterator<Item = &'a str>) {
+    metrics::gauge!(SESSIONS_ACTIVE).set(sessions as f64);
+    let mut counts = [0u32; MCP_STATES.len()];
+    for state in states {
+        if let Some(index) = MCP_STATES.iter().position(|known| *known == state) {
+            counts[index] += 1;
+        }
+    }
+    for (state, count) in MCP_STATES.iter().zip(counts) {
+        metrics::gauge!(MCP_SERVERS, "state" => *state).set(f64::from(count));
+    }
+}
+
+/// One event-stream subscriber connected; dropping the guard counts it gone.
+pub fn event_subscriber() -> SubscriberGuard {
+    metrics::gauge!(EVENT_SUBSCRIBERS).increment(1.0);
+    SubscriberGuard
+}
+
+/// See [`event_subscriber`].
+pub struct SubscriberGuard;
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(EVENT_SUBSCRIBERS).decrement(1.0);
+    }
+}
+
+/// A subscriber fell behind and was cut off.
+pub fn record_event_lag() {
+    metrics::counter!(EVENTS_LAGGED).increment(1);
+}
+
+/// Runs `spawn` (starting a shell under the sandbox `backend`: `bwrap`, `landlock`, `none`)
+/// and records how long it took, whether it succeeded or not.
+pub fn time_sandbox_spawn<T>(backend: &'static str, spawn: impl FnOnce() -> T) -> T {
+    let started = std::time::Instant::now();
+    let spawned = spawn();
+    record_sandbox_spawn(backend, started.elapsed());
+    spawned
+}
+
+/// Records a shell's spawn under the sandbox `backend` that took `elapsed` (for a spawn that
+/// is awaited, which [`time_sandbox_spawn`] cannot wrap).
+pub fn record_sandbox_spawn(backend: &'static str, elapsed: Duration) {
+    metrics::histogram!(SANDBOX_SPAWN, "backend" => backend).record(elapsed.as_secs_f64());
 }
 
 /// One HTTP request answered. `route` is the matched route template (`/v1/sessions/{id}`),

@@ -132,6 +132,14 @@ impl HookChain {
         self.hooks.is_empty()
     }
 
+    /// The same chain with each hook replaced by `wrap(hook)` (the server wraps each in one
+    /// that counts its runs).
+    pub fn map(self, wrap: impl Fn(Arc<dyn ToolHook>) -> Arc<dyn ToolHook>) -> HookChain {
+        HookChain {
+            hooks: self.hooks.into_iter().map(wrap).collect(),
+        }
+    }
+
     /// Runs the matching pre-tool hooks in order. `validate` checks an updated input against
     /// the tool's schema; an update that fails it blocks the call.
     pub async fn run_pre(

@@ -44,6 +44,7 @@ use crate::mcp::McpBridge;
 use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{CreateSessionRequest, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
+use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
 use crate::tools::{
     BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
 };
@@ -448,7 +449,8 @@ fn build_service(
     let hooks = HookChain::from_settings(
         &settings.hooks,
         clean_environment(|name| std::env::var(name).ok()),
-    )?;
+    )?
+    .map(MeteredHook::wrap);
     let registry = builtin_registry(&ToolDeps {
         results: store.clone(),
         web_fetch: settings.web_fetch.clone(),
@@ -476,7 +478,7 @@ fn build_service(
     .map_err(|err| ServerError::Permissions(err.to_string()))?;
     let approvals = Arc::new(StoreApprovals::new(store.clone(), events.clone()));
     let policy = RulePolicy::new(
-        approvals.clone(),
+        MeteredApprovals::wrap(approvals.clone()),
         Arc::new(names),
         home.clone(),
         settings.permissions.approval_timeout(),
@@ -486,7 +488,7 @@ fn build_service(
             permission: Arc::new(policy),
             hooks,
             results: store.clone(),
-            audit: store.clone(),
+            audit: MeteredAudit::wrap(store.clone()),
             events: events.clone(),
         },
         settings.dispatch.clone(),

@@ -58,7 +58,11 @@ impl ToolService {
         let (live, published) = self.events.subscribe_after();
         let (sender, receiver) = mpsc::channel(buffer.max(1));
         let service = self.clone();
+        // Counted before the answer goes back, so a subscriber is in the gauge once it has its
+        // stream; the task drops the guard when the subscription ends.
+        let subscriber = crate::telemetry::event_subscriber();
         tokio::spawn(async move {
+            let _subscriber = subscriber;
             let stopping = service.stopping.clone();
             tokio::select! {
                 () = service.feed(filter, after_seq, live, published, &sender) => {}
@@ -99,6 +103,7 @@ impl ToolService {
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
+                    crate::telemetry::record_event_lag();
                     let _ = sender.send(EventItem::Lagged { resume_after: last }).await;
                     return;
                 }
@@ -123,6 +128,7 @@ impl ToolService {
                 Ok(page) => page,
                 Err(err) => {
                     tracing::warn!(error = %err, "event replay failed");
+                    crate::telemetry::record_event_lag();
                     let _ = sender
                         .send(EventItem::Lagged {
                             resume_after: cursor,

@@ -52,9 +52,14 @@ const LAYERS: &[Layer] = &[
           "the hook protocol: what a hook is told about a call and what it answers"),
     layer("dispatch",     &["tool", "event", "permission", "session", "registry", "hooks"],
           "runs batches through the pipeline; declares the ports the store implements"),
-    layer("tools",        &["tool", "shell_syntax", "permission", "registry", "dispatch"],
+    layer("telemetry",    &["tool", "permission", "hooks", "dispatch"],
+          "the metrics toold reports; records what a call's result says, and wraps the \
+           core's ports (audit sink, hooks, approval waits) to count what only they see"),
+    layer("tools",        &["tool", "shell_syntax", "permission", "registry", "dispatch",
+                            "telemetry"],
           "the built-in tools: the session only through the contract's view; read_result pages \
-           through dispatch's result port"),
+           through dispatch's result port; the shell times its spawn (DESIGN §9's sandbox \
+           series exists only there)"),
     // Around the core.
     layer("mcp",          &["tool", "registry"],
           "the bridge: external MCP servers' tools registered as the contract's tools"),
@@ -62,8 +67,6 @@ const LAYERS: &[Layer] = &[
           "file, environment and flags into each component's typed settings, one way"),
     layer("store",        &["tool", "event", "permission", "session", "registry", "dispatch"],
           "persistence: the core types it stores, dispatch's ports, permission's ledger"),
-    layer("telemetry",    &["tool"],
-          "the metrics toold reports; records what a call's result says"),
     layer("service",      &["tool", "event", "permission", "session", "registry", "hooks",
                             "dispatch", "tools", "mcp", "store", "telemetry"],
           "the one façade both doors call: the core plus the store's traits"),

@@ -22,6 +22,7 @@ mod hooks;
 mod http;
 mod mcp;
 mod mcp_bridge;
+mod metrics;
 mod misc;
 mod search;
 mod service;

@@ -52,7 +52,12 @@ pub async fn mcp_servers(State(service): State<Arc<ToolService>>) -> Json<Value>
 /// Prometheus text format (see `telemetry` for the names).
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
-pub async fn metrics() -> impl IntoResponse {
+pub async fn metrics(State(service): State<Arc<ToolService>>) -> impl IntoResponse {
+    let servers = service.mcp_servers();
+    crate::telemetry::set_live_gauges(
+        service.list_sessions().len(),
+        servers.iter().map(|server| server.state),
+    );
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::render(),

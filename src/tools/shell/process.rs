@@ -167,14 +167,20 @@ impl ShellProcess {
             None => (None, None),
         };
         let stdio = [stdin_read, out_write.into(), err_write.into()];
+        // Timed for `toold_sandbox_spawn_seconds`, failed spawns too: for a spawner, the request
+        // until the command is about to exec.
+        let started = std::time::Instant::now();
         let leader = match confinement {
-            Confinement::Spawner(spawner) => {
-                Leader::Spawned(spawner.run(cwd, argv, stdio, report_write).await?)
-            }
+            Confinement::Spawner(spawner) => spawner
+                .run(cwd, argv, stdio, report_write)
+                .await
+                .map(Leader::Spawned),
             Confinement::None => {
-                Leader::Direct(DirectChild::spawn(cwd, &argv, stdio, report_write)?)
+                DirectChild::spawn(cwd, &argv, stdio, report_write).map(Leader::Direct)
             }
         };
+        crate::telemetry::record_sandbox_spawn(confinement.kind().as_str(), started.elapsed());
+        let leader = leader?;
         let pid = match &leader {
             Leader::Direct(child) => child.pid(),
             Leader::Spawned(shell) => shell.pid,
