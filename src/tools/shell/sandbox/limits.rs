@@ -11,8 +11,8 @@
 //! the kernel does not enforce for root). CPU time and open files are always rlimits
 //! (`RLIMIT_CPU`, `RLIMIT_NOFILE`) on each command: cgroups bound CPU bandwidth, not time.
 //! Which applies is probed once at start, logged, and reported as each sandboxed result's
-//! `limits` metadata. A limit of 0 means none. Deliberately absent: removing cgroups left by a
-//! daemon killed with SIGKILL (they are empty and named `toold-<pid>-…`).
+//! `limits` metadata. A limit of 0 means none. Cgroups are named `toold-<daemon pid>-…`;
+//! those a daemon killed with SIGKILL left behind (empty) are removed by the next start's probe.
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -96,11 +96,16 @@ pub(crate) enum LimitsBackend {
 
 impl LimitsBackend {
     /// Tries cgroup v2, then v1, by making (and removing) a cgroup where a session's would go.
+    /// Empty session cgroups left by daemons that are gone (killed before they could remove
+    /// them) are removed on the way.
     pub(crate) fn probe() -> LimitsBackend {
         let v2 = v2_parent()
             .and_then(|parent| try_make(&[&parent], &["pids.max", "memory.max"]).map(|()| parent));
         let v2_why = match v2 {
-            Ok(parent) => return LimitsBackend::CgroupV2 { parent },
+            Ok(parent) => {
+                remove_stale(&parent);
+                return LimitsBackend::CgroupV2 { parent };
+            }
             Err(why) => why,
         };
         let v1 = v1_dir("pids").and_then(|pids| {
@@ -109,7 +114,11 @@ impl LimitsBackend {
                 .map(|()| (pids, memory))
         });
         match v1 {
-            Ok((pids, memory)) => LimitsBackend::CgroupV1 { pids, memory },
+            Ok((pids, memory)) => {
+                remove_stale(&pids);
+                remove_stale(&memory);
+                LimitsBackend::CgroupV1 { pids, memory }
+            }
             Err(v1_why) => LimitsBackend::Rlimits {
                 why: format!("cgroup v2: {v2_why}; cgroup v1: {v1_why}"),
             },
@@ -236,6 +245,28 @@ fn write_value(path: &Path, value: &str) -> io::Result<()> {
         .open(path)?
         .write_all(value.as_bytes())
         .map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", path.display())))
+}
+
+/// Removes the cgroups `toold-<pid>-…` under `parent` whose daemon `<pid>` no longer runs
+/// (a cgroup still holding a process is not removed: `rmdir` refuses it).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let daemon = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("toold-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = daemon
+            && pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 /// Makes and removes a probe cgroup in each of `parents`, checking that `files` appear.
