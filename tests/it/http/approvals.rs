@@ -47,7 +47,6 @@ async fn run_echo(toold: &Toold, session: &str, call: &str, text: &str) -> Reply
 }
 
 /// The first pending approval of the session, once there is one (30 s guard).
-/// The first pending approval of the session, once there is one (30 s guard).
 pub(crate) async fn pending(toold: &Toold, session: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -66,7 +65,8 @@ pub(crate) async fn pending(toold: &Toold, session: &str) -> Value {
     }
 }
 
-async fn resolve(toold: &Toold, session: &str, approval: &str, body: Value) -> Reply {
+/// Answers approval `approval` of `session` with `body` (`{"decision": "allow"}`, ...).
+pub(crate) async fn resolve(toold: &Toold, session: &str, approval: &str, body: Value) -> Reply {
     toold
         .post(
             &format!("/v1/sessions/{session}/approvals/{approval}"),

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::pipeline::{assert_unique_call_ids, error_kind, row, session, start, start_with};
 use super::{McpClient, McpReply, audit_rows};
-use crate::http::approvals::pending;
+use crate::http::approvals::{pending, resolve};
 use crate::http::harness::Toold;
 
 fn elicits(client: McpClient<'_>) -> McpClient<'_> {
@@ -276,15 +276,8 @@ async fn a_2026_client_without_elicitation_waits_for_an_approval_over_http() {
     let call = client.call_tool("bash", echo.clone());
     let approve = async {
         let approval = pending(&toold, &id).await;
-        let reply = toold
-            .post(
-                &format!(
-                    "/v1/sessions/{id}/approvals/{}",
-                    approval["id"].as_str().unwrap()
-                ),
-                &json!({"decision": "allow"}),
-            )
-            .await;
+        let approval = approval["id"].as_str().unwrap();
+        let reply = resolve(&toold, &id, approval, json!({"decision": "allow"})).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     };
     let (done, ()) = tokio::join!(call, approve);

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::exposition::{promtool_check, sample, value};
-use crate::http::approvals::pending;
+use crate::http::approvals::{pending, resolve};
 use crate::http::harness::Toold;
 
 /// `echo` asks a person, `rm` is denied by a rule; a pre hook blocks writes containing
@@ -85,15 +85,8 @@ async fn a_varied_run_shows_in_every_series_and_passes_promtool() {
         let approval = pending(&toold, &id).await;
         let waiting = metrics(&toold).await;
         assert_eq!(value(&waiting, "toold_approvals_pending", &[]), 1.0);
-        let reply = toold
-            .post(
-                &format!(
-                    "/v1/sessions/{id}/approvals/{}",
-                    approval["id"].as_str().unwrap()
-                ),
-                &json!({"decision": "allow"}),
-            )
-            .await;
+        let approval = approval["id"].as_str().unwrap();
+        let reply = resolve(&toold, &id, approval, json!({"decision": "allow"})).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     };
     let (approved, ()) = tokio::join!(approved, approve);
