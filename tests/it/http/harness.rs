@@ -157,6 +157,18 @@ impl Toold {
             .await
     }
 
+    /// One call in a batch of its own in `session`; its result (`results[0]`).
+    pub async fn call_one(&self, session: &str, name: &str, input: Value) -> Value {
+        let reply = self
+            .post(
+                &format!("/v1/sessions/{session}/batches"),
+                &serde_json::json!({"calls": [{"id": "c1", "name": name, "input": input}]}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        reply.body["results"][0].clone()
+    }
+
     pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Reply {
         let builder = self
             .request(reqwest::Method::POST, path)

@@ -1,20 +1,9 @@
 //! `[sandbox]` and `[hooks]` from the settings file reach the daemon's shell and pipeline.
 
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::http::harness::Toold;
-
-async fn call(toold: &Toold, session: &str, name: &str, input: Value) -> Value {
-    let reply = toold
-        .post(
-            &format!("/v1/sessions/{session}/batches"),
-            &json!({"calls": [{"id": "c1", "name": name, "input": input}]}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    reply.body["results"][0].clone()
-}
 
 #[tokio::test]
 async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
@@ -49,7 +38,9 @@ async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
     let workspace = toold.workspace(&session).await;
 
     // Under the sandbox a write inside needs only workspace_write …
-    let made = call(&toold, &session, "bash", json!({"command": "touch made"})).await;
+    let made = toold
+        .call_one(&session, "bash", json!({"command": "touch made"}))
+        .await;
     assert_eq!(made["is_error"], false, "{made}");
     assert!(workspace.join("made").exists());
     // … and what the static check cannot see is stopped by the sandbox.
@@ -58,7 +49,9 @@ async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
         "echo x > \"$HOME/toold-http-escape\"\n",
     )
     .unwrap();
-    let escape = call(&toold, &session, "bash", json!({"command": "bash s.sh"})).await;
+    let escape = toold
+        .call_one(&session, "bash", json!({"command": "bash s.sh"}))
+        .await;
     assert_eq!(escape["is_error"], true, "{escape}");
     assert!(
         escape["output"]
@@ -68,13 +61,13 @@ async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
         "{escape}"
     );
 
-    let blocked = call(
-        &toold,
-        &session,
-        "write_file",
-        json!({"file_path": "a.txt", "content": "my secret"}),
-    )
-    .await;
+    let blocked = toold
+        .call_one(
+            &session,
+            "write_file",
+            json!({"file_path": "a.txt", "content": "my secret"}),
+        )
+        .await;
     assert_eq!(blocked["error_kind"], "hook_blocked", "{blocked}");
     assert!(
         blocked["output"]
@@ -83,12 +76,12 @@ async fn the_settings_file_sandboxes_bash_and_runs_its_hooks() {
             .contains("secrets stay out")
     );
     assert!(!workspace.join("a.txt").exists());
-    let allowed = call(
-        &toold,
-        &session,
-        "write_file",
-        json!({"file_path": "b.txt", "content": "fine"}),
-    )
-    .await;
+    let allowed = toold
+        .call_one(
+            &session,
+            "write_file",
+            json!({"file_path": "b.txt", "content": "fine"}),
+        )
+        .await;
     assert_eq!(allowed["is_error"], false, "{allowed}");
 }

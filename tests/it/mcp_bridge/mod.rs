@@ -58,14 +58,7 @@ pub async fn session(toold: &Toold, servers: &[&str]) -> String {
 
 /// One call in a batch of its own; its result (`results[0]`).
 pub async fn call(toold: &Toold, session: &str, name: &str, input: Value) -> Value {
-    let reply = toold
-        .post(
-            &format!("/v1/sessions/{session}/batches"),
-            &json!({"calls": [{"id": "c1", "name": name, "input": input}]}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    reply.body["results"][0].clone()
+    toold.call_one(session, name, input).await
 }
 
 /// The result's output, failing the test if the call failed.
