@@ -1,9 +1,11 @@
 # Builds toold in a Rust image and ships it in a slim Debian image: non-root, bubblewrap for the
 # shell sandbox, tini as init (toold does not reap orphaned grandchildren), the migrations and
-# the default settings beside the binary.
+# the default settings beside the binary. deploy/check_dockerfile.sh (run by .ci/run) builds from
+# exactly what the build stage copies, so a path the build needs and this file omits fails CI.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
 COPY src ./src
 COPY benches ./benches
 COPY migrations ./migrations
