@@ -98,6 +98,15 @@ pub async fn approvals(
     ))
 }
 
+/// Every pending approval of the sessions this daemon runs (each names its `session_id`).
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals",
+    responses((status = 200, body = ApprovalsBody), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn every_approval(State(service): Service) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({"approvals": service.every_pending_approval().await?}),
+    ))
+}
+
 #[utoipa::path(post, path = "/v1/sessions/{id}/approvals/{approval_id}", tag = "approvals",
     params(("id" = String, Path), ("approval_id" = String, Path)), request_body = ResolveApprovalBody,
     responses((status = 200, body = ResolvedBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
