@@ -15,6 +15,7 @@ mod middleware;
 mod openapi;
 mod ops;
 mod sessions;
+mod ui;
 
 use std::sync::Arc;
 
@@ -107,6 +108,7 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(batches::get))
         .routes(routes!(sessions::interrupt))
         .routes(routes!(sessions::approvals))
+        .routes(routes!(sessions::every_approval))
         .routes(routes!(sessions::resolve_approval))
         .routes(routes!(sessions::calls))
         .routes(routes!(events::session))
@@ -118,4 +120,8 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))
         .routes(routes!(openapi::document))
+        .routes(routes!(ui::page))
+        .routes(routes!(ui::style))
+        .routes(routes!(ui::script))
+        .routes(routes!(ui::tail_script))
 }
