@@ -93,6 +93,12 @@ impl Toold {
     pub fn terminate_and_restart(mut self, extra: &[&str]) -> Toold {
         self.process.signal_terminate();
         assert!(self.process.wait().success(), "a graceful stop exits 0");
+        self.start_again(extra)
+    }
+
+    /// Another daemon over this one's directory, on its address, with the flags `extra`
+    /// (this one must have exited).
+    pub fn start_again(&self, extra: &[&str]) -> Toold {
         let listen = self.base.trim_start_matches("http://").to_owned();
         let process = DaemonProcess::start_on(self.dir.path(), &listen, extra);
         Toold {
