@@ -28,7 +28,7 @@ pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use error::{ErrorCode, ServiceError};
-pub use events::EventItem;
+pub use events::{EventItem, EventStart};
 pub use ownership::TakeOver;
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
 pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamRequest};
