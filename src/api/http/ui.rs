@@ -6,8 +6,10 @@
 //! (`api::gate::is_dashboard_file`); the page asks for the token in a login form, keeps it in
 //! `sessionStorage` (never in a URL) and sends it as `Authorization: Bearer` on every request
 //! to the API it makes: the event stream is read with `fetch` (an `EventSource` cannot send
-//! headers). Everything the page shows comes from the ordinary API (`/v1/events`,
-//! `/v1/sessions`, `/v1/approvals`, `…/calls`, `…/batches/{id}`, `/v1/results/{id}`).
+//! headers), opening with the events among the newest 10 000 seqs (`?recent=`) and resuming
+//! after a dropped connection from the last seq it delivered (`Last-Event-ID`). Everything
+//! the page shows comes from the ordinary API (`/v1/events`, `/v1/sessions`, `/v1/approvals`,
+//! `…/calls`, `…/batches/{id}`, `/v1/results/{id}`).
 //!
 //! Every file is served with a Content-Security-Policy that allows only this origin
 //! (`default-src 'none'`; script, style, image and `connect` from `'self'`; no inline script
@@ -17,8 +19,9 @@
 //! Decisions where the issue is silent: the per-tool table and the tiles are computed in the
 //! page from the `tool:post`/`tool:error` events it holds (over the last 5 minutes), not by a
 //! server endpoint: the page already receives every event, and the daemon keeps no per-tool
-//! windows. The tail holds at most the newest 10 000 events (trimmed 1 000 at a time) and
-//! renders only the rows in view.
+//! windows. A call's "hooks" are those its audit row names (a hook that decided, or asked),
+//! not every hook that ran: the audit row records no other. The tail holds at most the
+//! newest 10 000 events (trimmed 1 000 at a time) and renders only the rows in view.
 
 use axum::http::HeaderValue;
 use axum::http::header::{

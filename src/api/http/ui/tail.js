@@ -9,6 +9,8 @@
 
 const RETRY_FIRST_MS = 200;
 const RETRY_MAX_MS = 3000;
+/// Seqs of history the first connection replays (the tail holds at most 10 000 events).
+const RECENT_EVENTS = 10000;
 
 /// A refusal the feed cannot retry past (a token the daemon no longer accepts).
 export class AuthError extends Error {}
@@ -103,8 +105,14 @@ export class EventFeed {
     this.controller = new AbortController();
     const headers = { Accept: "text/event-stream" };
     if (this.token) headers.Authorization = "Bearer " + this.token;
-    if (this.lastSeq !== null) headers["Last-Event-ID"] = String(this.lastSeq);
-    const response = await fetch("/v1/events", { headers, signal: this.controller.signal, cache: "no-store" });
+    // The first connection opens with the recent history; a reconnection resumes after the
+    // last seq delivered.
+    let url = "/v1/events?recent=" + RECENT_EVENTS;
+    if (this.lastSeq !== null) {
+      headers["Last-Event-ID"] = String(this.lastSeq);
+      url = "/v1/events";
+    }
+    const response = await fetch(url, { headers, signal: this.controller.signal, cache: "no-store" });
     if (response.status === 401) throw new AuthError("token rejected");
     if (!response.ok || !response.body) throw new Error("events: HTTP " + response.status);
     this.onState("live");
