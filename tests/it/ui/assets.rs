@@ -1,15 +1,12 @@
 //! The dashboard's files over HTTP from the real daemon: served without a token (the API
 //! still wants one), each with its content type and a Content-Security-Policy allowing only
-//! this origin, and no URL of anywhere else in any of them. Also `GET /v1/approvals`, the
-//! list of every session's pending approvals the dashboard reads.
+//! this origin, and no URL of anywhere else in any of them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use reqwest::StatusCode;
-use serde_json::json;
 
-use crate::http::approvals::pending;
 use crate::http::harness::Toold;
 
 const TOKEN: &str = "ui-assets-token";
@@ -119,91 +116,4 @@ async fn the_files_are_served_without_a_token_with_a_strict_policy_and_nothing_f
         .await
         .unwrap();
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
-}
-
-#[tokio::test]
-async fn every_sessions_pending_approvals_in_one_list() {
-    let dir = Arc::new(tempfile::tempdir().unwrap());
-    let file = dir.path().join("toold.toml");
-    std::fs::write(&file, "[permissions]\nask = [\"write_file\"]\n").unwrap();
-    let toold = Toold::start_with(dir, &["--config", file.to_str().unwrap()]);
-    let document = toold.get("/openapi.json").await.body;
-    for path in [
-        "/v1/approvals",
-        "/ui",
-        "/ui/app.js",
-        "/ui/tail.js",
-        "/ui/app.css",
-    ] {
-        assert!(
-            document["paths"][path]["get"].is_object(),
-            "{path} is documented"
-        );
-    }
-    let empty = toold.get("/v1/approvals").await;
-    assert_eq!(empty.status, StatusCode::OK);
-    assert_eq!(empty.body, json!({"approvals": []}));
-    let mut sessions = Vec::new();
-    let mut batches = Vec::new();
-    for name in ["a.txt", "b.txt"] {
-        let reply = toold
-            .post("/v1/sessions", &json!({"interactive": true}))
-            .await;
-        let session = reply.body["id"].as_str().unwrap().to_owned();
-        let body = json!({"calls": [{"id": "w", "name": "write_file", "input": {"file_path": name, "content": "x"}}]});
-        let request = toold
-            .client
-            .post(format!("{}/v1/sessions/{session}/batches", toold.base))
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&body).unwrap());
-        batches.push(tokio::spawn(request.send()));
-        pending(&toold, &session).await;
-        sessions.push(session);
-    }
-    let every = toold.get("/v1/approvals").await;
-    assert_eq!(every.status, StatusCode::OK, "{}", every.body);
-    let listed: Vec<(&str, &str, &str)> = every.body["approvals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            (
-                a["session_id"].as_str().unwrap(),
-                a["tool"].as_str().unwrap(),
-                a["input"]["file_path"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        listed,
-        vec![
-            (sessions[0].as_str(), "write_file", "a.txt"),
-            (sessions[1].as_str(), "write_file", "b.txt"),
-        ]
-    );
-    // Each is the same approval the session's own list shows, and resolving it empties both.
-    for (approval, session) in every.body["approvals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(&sessions)
-    {
-        let own = pending(&toold, session).await;
-        assert_eq!(&own, approval);
-        let id = approval["id"].as_str().unwrap();
-        let reply = toold
-            .post(
-                &format!("/v1/sessions/{session}/approvals/{id}"),
-                &json!({"decision": "deny"}),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    }
-    for batch in batches {
-        assert_eq!(batch.await.unwrap().unwrap().status(), StatusCode::OK);
-    }
-    assert_eq!(
-        toold.get("/v1/approvals").await.body,
-        json!({"approvals": []})
-    );
 }

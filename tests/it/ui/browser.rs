@@ -76,7 +76,9 @@ async fn the_dashboard_in_a_real_browser() {
 
     // A batch whose third call waits for a person: the first two calls' rows appear while it
     // runs, and the approval shows with its buttons.
-    let session = interactive_session(&toold).await;
+    let session = toold
+        .session_with(&json!({"interactive": true, "permission_mode": "workspace_write"}))
+        .await;
     std::fs::write(toold.workspace(&session).await.join("xss.txt"), XSS).unwrap();
     let batch = spawn_batch(&toold, &session);
     let text = browser
@@ -97,6 +99,16 @@ async fn the_dashboard_in_a_real_browser() {
             "the pending approval",
             "return document.querySelectorAll('#approvals tbody tr').length === 1
                  && document.getElementById('tile-approvals').textContent === '1';",
+        )
+        .await;
+    // The tiles and the per-tool table count the two outcomes (one of them an error).
+    browser
+        .wait_for(
+            "the tiles and the tools table",
+            "const row = document.querySelector('#tools tr[data-tool=\"read_file\"]');
+             return row && row.cells[1].textContent === '2' && row.cells[2].textContent === '1'
+                 && document.getElementById('tile-rate').textContent === '2'
+                 && document.getElementById('tile-errors').textContent === '50.0%';",
         )
         .await;
     assert!(!batch.is_finished(), "the batch waits for the approval");
@@ -183,6 +195,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(decision.starts_with("allow by http"), "{details}");
     assert!(decision.contains("rule write_file"), "{details}");
     shots.push(browser.screenshot("06-approved-call-details").await);
+    shots.push(offloaded_result(&toold, &browser, &session).await);
 
     // A restart: the badge shows while the daemon is away; then the tail resumes from the
     // last seq it had, and holds every stored seq exactly once.
@@ -192,18 +205,13 @@ async fn the_dashboard_in_a_real_browser() {
     browser
         .wait_for("the reconnecting badge", &badge_is("reconnecting"))
         .await;
-    shots.push(browser.screenshot("07-reconnecting").await);
+    shots.push(browser.screenshot("08-reconnecting").await);
     let toold = stopped.start_again(&flag_refs);
     browser
         .wait_for("the live badge again", &badge_is("live"))
         .await;
-    let after = toold
-        .post(
-            &format!("/v1/sessions/{session}/batches"),
-            &json!({"calls": [{"id": "after", "name": "read_file", "input": {"file_path": "xss.txt"}}]}),
-        )
-        .await;
-    assert_eq!(after.status, StatusCode::OK, "{}", after.body);
+    let read = json!([{"id": "after", "name": "read_file", "input": {"file_path": "xss.txt"}}]);
+    toold.run_batch(&session, read).await;
     browser
         .wait_for(
             "the new batch's result",
@@ -211,13 +219,8 @@ async fn the_dashboard_in_a_real_browser() {
                  r.classList.contains('type-tool-post') && r.querySelector('.c-summary').textContent.startsWith('after '));",
         )
         .await;
-    shots.push(browser.screenshot("08-resumed-after-restart").await);
-    let held: Vec<u64> = serde_json::from_value(
-        browser
-            .eval("return window.tooldDashboard.seqs();", json!([]))
-            .await,
-    )
-    .unwrap();
+    shots.push(browser.screenshot("09-resumed-after-restart").await);
+    let held = held_seqs(&browser).await;
     let stored = stored_seqs(&toold, held[0] - 1, *held.last().unwrap()).await;
     assert_eq!(
         held, stored,
@@ -231,17 +234,6 @@ async fn the_dashboard_in_a_real_browser() {
     for shot in &shots {
         eprintln!("screenshot: {}", shot.display());
     }
-}
-
-async fn interactive_session(toold: &Toold) -> String {
-    let reply = toold
-        .post(
-            "/v1/sessions",
-            &json!({"interactive": true, "permission_mode": "workspace_write"}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
-    reply.body["id"].as_str().unwrap().to_owned()
 }
 
 /// Reads `xss.txt` (c1), a file named after markup that does not exist (c2, an error whose
@@ -326,14 +318,8 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
         .collect();
     let mut last_batch = String::new();
     for _ in 0..40 {
-        let reply = toold
-            .post(
-                &format!("/v1/sessions/{session}/batches"),
-                &json!({"calls": calls}),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-        last_batch = reply.body["batch_id"].as_str().unwrap().to_owned();
+        let reply = toold.run_batch(session, json!(calls)).await;
+        last_batch = reply["batch_id"].as_str().unwrap().to_owned();
     }
     browser
         .wait_for(
@@ -344,12 +330,7 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
             ),
         )
         .await;
-    let held: Vec<u64> = serde_json::from_value(
-        browser
-            .eval("return window.tooldDashboard.seqs();", json!([]))
-            .await,
-    )
-    .unwrap();
+    let held = held_seqs(browser).await;
     assert!((9000..=10_000).contains(&held.len()), "{} held", held.len());
     let stored = stored_seqs(toold, held[0] - 1, *held.last().unwrap()).await;
     assert!(
@@ -366,7 +347,7 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
         rendered.as_u64().unwrap() < 100,
         "{rendered} rows in the DOM"
     );
-    let screenshot = browser.screenshot("09-ten-thousand-events").await;
+    let screenshot = browser.screenshot("10-ten-thousand-events").await;
     browser
         .eval("document.getElementById('tail').scrollTop = 0;", json!([]))
         .await;
@@ -380,5 +361,65 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
             ),
         )
         .await;
+    // A reload: the token is still in the tab (no login), and the tail opens with the
+    // stored events among the newest 10 000 seqs.
+    let newest = *held.last().unwrap();
+    browser.goto(&format!("{}/ui", toold.base)).await;
+    browser
+        .wait_for("live after a reload", &badge_is("live"))
+        .await;
+    browser
+        .wait_for(
+            "the history replayed",
+            &format!("return window.tooldDashboard.seqs().at(-1) === {newest};"),
+        )
+        .await;
+    assert_eq!(
+        held_seqs(browser).await,
+        (newest - 9999..=newest).collect::<Vec<_>>()
+    );
     screenshot
+}
+
+/// The seqs the tail holds, in order.
+async fn held_seqs(browser: &Browser) -> Vec<u64> {
+    let seqs = browser
+        .eval("return window.tooldDashboard.seqs();", json!([]))
+        .await;
+    serde_json::from_value(seqs).unwrap()
+}
+
+/// A grep whose 2 000 matching lines are offloaded: the details show the preview and link to
+/// the whole result, which a click reads from `/v1/results/{id}`. Returns the screenshot.
+async fn offloaded_result(toold: &Toold, browser: &Browser, session: &str) -> PathBuf {
+    let lines: String = (0..2000).map(|i| format!("needle {i:04}\n")).collect();
+    std::fs::write(toold.workspace(session).await.join("big.txt"), lines).unwrap();
+    let input = json!({"pattern": "needle", "output_mode": "content", "head_limit": 0});
+    let calls = json!([{"id": "big", "name": "grep_search", "input": input}]);
+    let reply = toold.run_batch(session, calls).await;
+    let result_id = reply["results"][0]["offloaded"]["result_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("offloaded: {reply}"))
+        .to_owned();
+    let details = open_details(browser, "big").await;
+    assert!(
+        details["full result"]
+            .as_str()
+            .unwrap()
+            .contains(&result_id),
+        "{details}"
+    );
+    assert!(
+        !details["output"].as_str().unwrap().contains("needle 1999"),
+        "a preview"
+    );
+    browser.click("#details .full-result").await;
+    browser
+        .wait_for(
+            "the whole result",
+            "const pres = document.querySelectorAll('#details pre.output');
+             return pres.length === 2 && pres[1].textContent.includes('needle 1999');",
+        )
+        .await;
+    browser.screenshot("07-offloaded-result").await
 }

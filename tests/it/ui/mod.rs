@@ -1,7 +1,8 @@
 //! The `/ui` dashboard: its files as served (content types, the Content-Security-Policy,
-//! nothing from elsewhere), the one endpoint it added (`GET /v1/approvals`), and the page in
-//! a real browser against the real daemon (`browser`, through `webdriver`).
+//! nothing from elsewhere), what it added to the API (`endpoints`), and the page in a real
+//! browser against the real daemon (`browser`, through `webdriver`).
 
 mod assets;
 mod browser;
+mod endpoints;
 mod webdriver;
