@@ -156,12 +156,10 @@ export class VirtualList {
     });
   }
 
-  /// Shows `count` rows; follows the end when the view was at the end before.
+  /// Shows `count` rows from the next frame on (a burst of events costs one layout a
+  /// frame, not one each); follows the end when the view was at the end before.
   setCount(count) {
-    const atEnd = this.isAtEnd();
     this.count = count;
-    this.spacer.style.height = count * this.rowHeight + "px";
-    if (atEnd) this.viewport.scrollTop = this.viewport.scrollHeight;
     this.schedule();
   }
 
@@ -180,6 +178,12 @@ export class VirtualList {
   }
 
   render() {
+    const height = this.count * this.rowHeight;
+    if (this.spacer.offsetHeight !== height) {
+      const atEnd = this.isAtEnd();
+      this.spacer.style.height = height + "px";
+      if (atEnd) this.viewport.scrollTop = height;
+    }
     const overscan = 10;
     const top = this.viewport.scrollTop;
     const first = Math.max(0, Math.floor(top / this.rowHeight) - overscan);
