@@ -230,6 +230,7 @@ async fn the_dashboard_in_a_real_browser() {
         held.windows(2).all(|pair| pair[1] == pair[0] + 1),
         "no gap: {held:?}"
     );
+    paused(&toold, &browser, &session).await;
     shots.push(ten_thousand_events(&toold, &browser, &session).await);
     for shot in &shots {
         eprintln!("screenshot: {}", shot.display());
@@ -361,11 +362,16 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
             ),
         )
         .await;
-    // A reload: the token is still in the tab (no login), and the tail opens with the
-    // stored events among the newest 10 000 seqs.
+    // A reload with filters in the URL: the token is still in the tab (no login), and the
+    // tail opens with the stored events among the newest 10 000 seqs.
     let newest = *held.last().unwrap();
     let reload = std::time::Instant::now();
-    browser.goto(&format!("{}/ui", toold.base)).await;
+    browser
+        .goto(&format!(
+            "{}/ui?type=batch:end&session={session}",
+            toold.base
+        ))
+        .await;
     browser
         .wait_for("live after a reload", &badge_is("live"))
         .await;
@@ -375,6 +381,17 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
             &format!("return window.tooldDashboard.seqs().at(-1) === {newest};"),
         )
         .await;
+    // The filters came from the URL: only this session's batch ends are shown.
+    let filters = browser
+        .wait_for(
+            "the filtered rows",
+            "const rows = [...document.querySelectorAll('#tail .vlist-row')];
+             return rows.length > 0 && [document.getElementById('filter-type').value,
+                     document.getElementById('filter-session').value,
+                     rows.every(r => r.classList.contains('type-batch-end'))];",
+        )
+        .await;
+    assert_eq!(filters, json!(["batch:end", session, true]));
     // A figure for docs/performance.md: the page loaded and 10 000 events replayed and shown.
     eprintln!(
         "reload with 10 000 events replayed: {} ms; {rendered} rows in the DOM",
@@ -385,6 +402,38 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
         (newest - 9999..=newest).collect::<Vec<_>>()
     );
     screenshot
+}
+
+/// Paused, the tail keeps receiving (the page holds the events) but shows no new row;
+/// resumed, it shows them.
+async fn paused(toold: &Toold, browser: &Browser, session: &str) {
+    browser.click("#pause").await;
+    let before = held_seqs(browser).await.len();
+    let read =
+        json!([{"id": "while-paused", "name": "read_file", "input": {"file_path": "xss.txt"}}]);
+    toold.run_batch(session, read).await;
+    // batch:start, tool:queued, tool:pre, tool:post, batch:end.
+    browser
+        .wait_for(
+            "the events held while paused",
+            &format!(
+                "return window.tooldDashboard.seqs().length === {};",
+                before + 5
+            ),
+        )
+        .await;
+    let shown = "return [...document.querySelectorAll('#tail .vlist-row .c-summary')]
+                     .some(cell => cell.textContent.startsWith('while-paused '));";
+    assert_eq!(browser.eval(shown, json!([])).await, json!(false));
+    let label = browser
+        .eval(
+            "return document.getElementById('tail-count').textContent;",
+            json!([]),
+        )
+        .await;
+    assert!(label.as_str().unwrap().ends_with("(paused)"), "{label}");
+    browser.click("#pause").await;
+    browser.wait_for("the rows after resuming", shown).await;
 }
 
 /// The seqs the tail holds, in order.
