@@ -111,6 +111,7 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(sessions::every_approval))
         .routes(routes!(sessions::resolve_approval))
         .routes(routes!(sessions::calls))
+        .routes(routes!(sessions::batch_calls))
         .routes(routes!(events::session))
         .routes(routes!(events::all))
         .routes(routes!(events::result))

@@ -149,6 +149,20 @@ pub async fn calls(
     ))
 }
 
+/// The audit rows of one batch (empty for a batch the session does not have): a call's row
+/// without paging through the whole session's log.
+#[utoipa::path(get, path = "/v1/sessions/{id}/batches/{batch_id}/calls", tag = "batches",
+    params(("id" = String, Path), ("batch_id" = String, Path)),
+    responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn batch_calls(
+    State(service): Service,
+    Path((id, batch_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let rows = service.batch_calls(&id, &batch_id).await?;
+    let calls: Vec<Value> = rows.iter().map(call_json).collect();
+    Ok(Json(json!({"calls": calls, "next_cursor": null})))
+}
+
 fn call_json(row: &CallRow) -> Value {
     let record = &row.record;
     json!({
