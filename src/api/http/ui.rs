@@ -9,7 +9,7 @@
 //! headers), opening with the events among the newest 10 000 seqs (`?recent=`) and resuming
 //! after a dropped connection from the last seq it delivered (`Last-Event-ID`). Everything
 //! the page shows comes from the ordinary API (`/v1/events`, `/v1/sessions`, `/v1/approvals`,
-//! `…/calls`, `…/batches/{id}`, `/v1/results/{id}`).
+//! `…/batches/{id}` and its `calls`, `/v1/results/{id}`).
 //!
 //! Every file is served with a Content-Security-Policy that allows only this origin
 //! (`default-src 'none'`; script, style, image and `connect` from `'self'`; no inline script

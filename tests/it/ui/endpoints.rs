@@ -1,6 +1,7 @@
 //! What the dashboard added to the API: `GET /v1/approvals` (every session's pending
-//! approvals in one list) and `GET /v1/events?recent=N` (a stream opening with the stored
-//! events among the newest N seqs), against the real daemon.
+//! approvals in one list), `GET /v1/events?recent=N` (a stream opening with the stored
+//! events among the newest N seqs) and `GET /v1/sessions/{id}/batches/{batch_id}/calls` (one
+//! batch's audit rows), against the real daemon.
 
 use std::sync::Arc;
 
@@ -161,4 +162,61 @@ async fn a_stream_can_open_with_the_newest_stored_events() {
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{bad}");
         assert_eq!(reply.body["error"]["code"], "invalid_request", "{bad}");
     }
+}
+
+#[tokio::test]
+async fn a_batchs_audit_rows_without_paging_through_the_session() {
+    let toold = Toold::start();
+    let (a, b) = (toold.session().await, toold.session().await);
+    let read =
+        |id: &str| json!({"id": id, "name": "read_file", "input": {"file_path": "none.txt"}});
+    let first = toold.run_batch(&a, json!([read("x"), read("y")])).await;
+    let second = toold.run_batch(&a, json!([read("x")])).await;
+    let first_id = first["batch_id"].as_str().unwrap();
+    let reply = toold
+        .get(&format!("/v1/sessions/{a}/batches/{first_id}/calls"))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let rows: Vec<(&str, &str)> = reply.body["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["batch_id"].as_str().unwrap(),
+                row["call_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [(first_id, "x"), (first_id, "y")]);
+    // The same rows as the session's whole log has for that batch.
+    let log = toold.get(&format!("/v1/sessions/{a}/calls")).await;
+    let from_log: Vec<_> = log.body["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["batch_id"] == first_id)
+        .cloned()
+        .collect();
+    assert_eq!(reply.body["calls"].as_array().unwrap(), &from_log);
+    let second_id = second["batch_id"].as_str().unwrap();
+    let alone = toold
+        .get(&format!("/v1/sessions/{a}/batches/{second_id}/calls"))
+        .await;
+    assert_eq!(alone.body["calls"].as_array().unwrap().len(), 1);
+    // Another session's view of the batch, and an unknown batch: no rows; an unknown
+    // session: 404.
+    for path in [
+        format!("/v1/sessions/{b}/batches/{first_id}/calls"),
+        format!("/v1/sessions/{a}/batches/batch_nope/calls"),
+    ] {
+        let reply = toold.get(&path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert_eq!(reply.body["calls"], json!([]), "{path}");
+    }
+    let unknown = toold
+        .get(&format!("/v1/sessions/sess_nope/batches/{first_id}/calls"))
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.body["error"]["code"], "not_found");
 }

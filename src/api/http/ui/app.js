@@ -24,7 +24,6 @@ const state = {
   shown: [], // the events passing the filters
   filters: { session: "", tool: "", type: "" },
   paused: false,
-  calls: new Map(), // session id -> { cursor, rows: Map("batch/call" -> audit row), done }
   refreshTimers: {},
 };
 
@@ -389,22 +388,12 @@ function hooksOf(decidedBy) {
   return hooks;
 }
 
-/// The audit row of a call: pages of `…/calls` read once per session, from where the last
-/// lookup stopped, until the row turns up.
+/// The audit row of a call, from its batch's rows (a whole batch's rows are written when the
+/// batch ends: null before).
 async function auditRow(sessionId, batchId, callId) {
-  const key = batchId + "/" + callId;
-  let cache = state.calls.get(sessionId);
-  if (!cache) state.calls.set(sessionId, (cache = { cursor: null, rows: new Map() }));
-  while (!cache.rows.has(key)) {
-    const query = cache.cursor === null ? "" : "&cursor=" + cache.cursor;
-    const page = await api(`/v1/sessions/${encodeURIComponent(sessionId)}/calls?limit=1000${query}`);
-    for (const row of page.calls) {
-      cache.rows.set(row.batch_id + "/" + row.call_id, row);
-      cache.cursor = row.cursor;
-    }
-    if (page.next_cursor === null || page.calls.length === 0) break;
-  }
-  return cache.rows.get(key) || null;
+  const path = `/v1/sessions/${encodeURIComponent(sessionId)}/batches/${encodeURIComponent(batchId)}/calls`;
+  const { calls } = await api(path);
+  return calls.find((row) => row.call_id === callId) || null;
 }
 
 async function batchResult(sessionId, batchId, callId) {
