@@ -65,7 +65,19 @@ async fn the_dashboard_in_a_real_browser() {
             "return !document.getElementById('login').hidden;",
         )
         .await;
+    // A wrong token is refused in the form; the right one opens the dashboard.
+    browser.type_into("#login-token", "wrong").await;
+    browser.click("#login-submit").await;
+    browser
+        .wait_for(
+            "the refusal",
+            "return document.getElementById('login-error').textContent.includes('refused');",
+        )
+        .await;
     shots.push(browser.screenshot("01-login").await);
+    browser
+        .type_into("#login-token", &"\u{E003}".repeat(5))
+        .await;
     browser.type_into("#login-token", TOKEN).await;
     browser.click("#login-submit").await;
     browser.wait_for("the live badge", &badge_is("live")).await;
@@ -402,6 +414,30 @@ async fn ten_thousand_events(toold: &Toold, browser: &Browser, session: &str) ->
         (newest - 9999..=newest).collect::<Vec<_>>()
     );
     screenshot
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_the_dashboard_needs_no_login() {
+    if !webdriver::available() {
+        return;
+    }
+    let toold = Toold::start();
+    let browser = Browser::start(screenshot_dir()).await;
+    browser.goto(&format!("{}/ui", toold.base)).await;
+    browser.wait_for("the live badge", &badge_is("live")).await;
+    let login_hidden = browser
+        .eval("return document.getElementById('login').hidden;", json!([]))
+        .await;
+    assert_eq!(login_hidden, json!(true));
+    let session = toold.session().await;
+    browser
+        .wait_for(
+            "the new session in the table",
+            &format!(
+                "return !!document.querySelector('#sessions tr[data-session=\"{session}\"]');"
+            ),
+        )
+        .await;
 }
 
 /// Paused, the tail keeps receiving (the page holds the events) but shows no new row;
