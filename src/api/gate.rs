@@ -1,7 +1,9 @@
 //! The one admission sequence every request meets, whichever door it came through, in this
 //! order: shutting down (`ShuttingDown`), bearer auth (`Unauthenticated`), load shedding
 //! (`Overloaded`) and the request timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
-//! health) pass every gate but the first, so they work without a token and under load.
+//! health) pass every gate but the first, so they work without a token and under load; so do
+//! the dashboard's static files (`/ui`, `/ui/…`), which hold no data: the page asks for its
+//! token in a login form and sends it on every API request it makes.
 //!
 //! [`Gate::admit`] answers with an [`Admission`] (the caller's token, a load-shedding permit
 //! and the deadline) or a refusal as a [`ServiceError`]; each door turns a refusal into its own
@@ -52,6 +54,17 @@ pub fn is_http_probe(path: &str) -> bool {
     HTTP_PROBES.contains(&path)
 }
 
+/// Whether an HTTP request's path is one of the dashboard's static files (`api::http::ui`).
+pub fn is_dashboard_file(path: &str) -> bool {
+    path == DASHBOARD
+        || path
+            .strip_prefix(DASHBOARD)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The dashboard's path.
+const DASHBOARD: &str = "/ui";
+
 /// Whether a gRPC request's path (`/package.Service/Method`) is a health check.
 pub fn is_grpc_probe(path: &str) -> bool {
     path.starts_with(GRPC_HEALTH)
@@ -69,7 +82,7 @@ pub struct Gate {
 
 /// A request past the gates.
 pub enum Admission {
-    /// A probe past the shutdown gate: no token, no permit, no timeout.
+    /// A probe (or a dashboard file) past the shutdown gate: no token, no permit, no timeout.
     Probe,
     /// Any other request, past every gate.
     Admitted(Admitted),
@@ -107,6 +120,12 @@ impl Door {
         }
     }
 
+    /// Whether a request's path passes every gate but the first: a probe, or (HTTP) a file
+    /// of the dashboard.
+    fn is_open(self, path: &str) -> bool {
+        self.is_probe(path) || (self == Door::Http && is_dashboard_file(path))
+    }
+
     /// What a refused caller is told, in this door's terms.
     fn token_required(self) -> &'static str {
         match self {
@@ -124,14 +143,14 @@ impl Gate {
         path: &str,
         headers: &HeaderMap,
     ) -> Result<Admission, ServiceError> {
-        let probe = door.is_probe(path);
+        let open = door.is_open(path);
         if self.status.shutting_down.load(Ordering::Acquire) {
             return Err(ServiceError::new(
                 ErrorCode::ShuttingDown,
                 "toold is shutting down",
             ));
         }
-        if probe {
+        if open {
             return Ok(Admission::Probe);
         }
         let caller = self.caller(door, headers)?;

@@ -68,6 +68,27 @@ fn probes_pass_auth_and_load_shedding() {
 }
 
 #[test]
+fn dashboard_files_pass_without_a_token_and_only_over_http() {
+    let gate = gate(&["s3cret"], 0);
+    for path in ["/ui", "/ui/app.js", "/ui/nonexistent"] {
+        assert!(matches!(
+            gate.admit(Door::Http, path, &HeaderMap::new()),
+            Ok(Admission::Probe)
+        ));
+    }
+    for path in ["/uix", "/ui.js", "/v1/ui"] {
+        assert_eq!(
+            refusal(gate.admit(Door::Http, path, &HeaderMap::new())),
+            ErrorCode::Unauthenticated
+        );
+    }
+    assert_eq!(
+        refusal(gate.admit(Door::Grpc, "/ui", &HeaderMap::new())),
+        ErrorCode::Unauthenticated
+    );
+}
+
+#[test]
 fn auth_comes_before_load_shedding_and_names_the_caller() {
     let gate = gate(&["one", "two"], 0);
     assert_eq!(

@@ -1,4 +1,5 @@
-//! Approvals as the doors see them: the pending list of a session, and resolving one.
+//! Approvals as the doors see them: the pending list of a session (or of every session this
+//! daemon runs, for the dashboard), and resolving one.
 //!
 //! The waiting side lives in the permission policy ([`crate::permission::RulePolicy`]): an
 //! `ask` in an interactive session records an approval and waits. Resolving here settles it in
@@ -13,15 +14,30 @@ use super::{ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
 use crate::permission::approvals::ResolveError;
 use crate::permission::{Approver, Resolution};
+use crate::store::ApprovalRecord;
 
 /// A pending approval (`GET /v1/sessions/{id}/approvals`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
     pub id: String,
+    pub session_id: String,
     pub call_id: String,
     pub tool: String,
     pub input: Value,
     pub reason: String,
+}
+
+impl From<ApprovalRecord> for PendingApproval {
+    fn from(record: ApprovalRecord) -> PendingApproval {
+        PendingApproval {
+            id: record.id,
+            session_id: record.session_id,
+            call_id: record.call_id,
+            tool: record.tool,
+            input: record.input,
+            reason: record.reason,
+        }
+    }
 }
 
 /// `POST /v1/sessions/{id}/approvals/{approval_id}`.
@@ -46,16 +62,20 @@ impl ToolService {
     ) -> Result<Vec<PendingApproval>, ServiceError> {
         self.ensure_session_known(session_id).await?;
         let pending = self.store.pending_approvals(session_id).await?;
-        Ok(pending
-            .into_iter()
-            .map(|a| PendingApproval {
-                id: a.id,
-                call_id: a.call_id,
-                tool: a.tool,
-                input: a.input,
-                reason: a.reason,
-            })
-            .collect())
+        Ok(pending.into_iter().map(PendingApproval::from).collect())
+    }
+
+    /// The unresolved approvals of every session this daemon runs (`GET /v1/approvals`),
+    /// session by session in the order of [`ToolService::list_sessions`], oldest first within
+    /// one. A session closed meanwhile is skipped. Sessions another daemon of a fleet runs are
+    /// not included: their calls wait on that daemon.
+    pub async fn every_pending_approval(&self) -> Result<Vec<PendingApproval>, ServiceError> {
+        let mut every = Vec::new();
+        for session in self.list_sessions() {
+            let pending = self.store.pending_approvals(&session.id).await?;
+            every.extend(pending.into_iter().map(PendingApproval::from));
+        }
+        Ok(every)
     }
 
     /// Resolves a pending approval of the session as `approver`: `not_found` if it is

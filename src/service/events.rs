@@ -33,6 +33,18 @@ pub enum EventItem {
     },
 }
 
+/// Where a subscription starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventStart {
+    /// Live events only.
+    Live,
+    /// The stored events after this seq first (a client resuming).
+    After(u64),
+    /// The stored events among the newest `n` seqs first (the filter may leave fewer): a
+    /// dashboard opening with some history rather than an empty page.
+    Recent(u64),
+}
+
 impl ToolService {
     /// Lets subscriptions wait for events to be stored before replaying (the daemon passes
     /// the persister's progress; without it, replay reads what the store has).
@@ -52,10 +64,26 @@ impl ToolService {
         after_seq: Option<u64>,
         buffer: usize,
     ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
+        let start = after_seq.map_or(EventStart::Live, EventStart::After);
+        self.subscribe_events_from(filter, start, buffer).await
+    }
+
+    /// [`ToolService::subscribe_events`] starting at `start`.
+    pub async fn subscribe_events_from(
+        self: &Arc<Self>,
+        filter: EventFilter,
+        start: EventStart,
+        buffer: usize,
+    ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
         if let Some(session_id) = &filter.session_id {
             self.ensure_session_known(session_id).await?;
         }
         let (live, published) = self.events.subscribe_after();
+        let after_seq = match start {
+            EventStart::Live => None,
+            EventStart::After(seq) => Some(seq),
+            EventStart::Recent(count) => Some(published.saturating_sub(count)),
+        };
         let (sender, receiver) = mpsc::channel(buffer.max(1));
         let service = self.clone();
         // Counted before the answer goes back, so a subscriber is in the gauge once it has its

@@ -28,7 +28,7 @@ pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use error::{ErrorCode, ServiceError};
-pub use events::EventItem;
+pub use events::{EventItem, EventStart};
 pub use ownership::TakeOver;
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
 pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamRequest};
@@ -41,7 +41,7 @@ pub use crate::mcp::ServerStatus;
 use crate::permission::{PermissionSettings, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
-use crate::store::{CallPage, Store, StoreApprovals};
+use crate::store::{CallPage, CallRow, Store, StoreApprovals};
 pub use crate::tools::SkillSummary;
 use crate::tools::{BackgroundShells, skill_catalog};
 use tokio_util::sync::CancellationToken;
@@ -349,6 +349,16 @@ impl ToolService {
             .store
             .list_calls(session_id, after, limit.clamp(1, 1000))
             .await?)
+    }
+
+    /// The audit rows of one batch of the session (empty for a batch it does not have).
+    pub async fn batch_calls(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+    ) -> Result<Vec<CallRow>, ServiceError> {
+        self.ensure_session_known(session_id).await?;
+        Ok(self.store.batch_calls(session_id, batch_id).await?)
     }
 
     /// A page of an offloaded output by character range.

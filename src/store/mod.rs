@@ -349,6 +349,13 @@ pub trait AuditStore: AuditSink {
         after: Option<i64>,
         limit: u32,
     ) -> Result<CallPage, StoreError>;
+    /// The audit rows of one batch of a session, in the order they were recorded (a batch
+    /// holds as many as its request had calls); empty for an unknown batch.
+    async fn batch_calls(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+    ) -> Result<Vec<CallRow>, StoreError>;
 }
 
 /// Events kept for replay.

@@ -24,7 +24,8 @@ use super::rows::{
     ColumnReader, approval_record, batch_record, call_row, event, node_record, session_record,
 };
 use super::{
-    ApprovalRecord, BatchRecord, CallPage, EventFilter, NodeRecord, SessionRecord, StoreError,
+    ApprovalRecord, BatchRecord, CallPage, CallRow, EventFilter, NodeRecord, SessionRecord,
+    StoreError,
 };
 use crate::event::Event;
 
@@ -251,6 +252,26 @@ pub(crate) async fn calls<S: RunReads + ?Sized>(
         .collect::<Result<Vec<_>, _>>()?;
     let next_cursor = more.then(|| rows.last().map_or(after, |row| row.cursor));
     Ok(CallPage { rows, next_cursor })
+}
+
+/// The audit rows of batch `batch_id` of a session, in cursor order.
+pub(crate) async fn batch_calls<S: RunReads + ?Sized>(
+    store: &S,
+    session_id: &str,
+    batch_id: &str,
+) -> Result<Vec<CallRow>, StoreError> {
+    const SQL: &str = concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM calls WHERE session_id = $1 AND batch_id = $2 ORDER BY cursor"
+    );
+    let context =
+        || format!("listing the calls of batch \"{batch_id}\" of session \"{session_id}\"");
+    let binds = [Bind::Text(session_id), Bind::Text(batch_id)];
+    let fetched = store
+        .fetch_all(SQL.into_sql_str(), &binds, &context)
+        .await?;
+    fetched.iter().map(call_row).collect()
 }
 
 /// Events with `seq > after_seq` matching `filter`, in seq order, at most `limit`.

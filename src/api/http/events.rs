@@ -1,7 +1,9 @@
 //! Event streams (SSE) and offloaded results.
 //!
 //! SSE frames: `id:` the event's seq, `event:` its type, `data:` the event's JSON. A
-//! `Last-Event-ID` header resumes after that seq (replayed from the store, then live). A
+//! `Last-Event-ID` header resumes after that seq (replayed from the store, then live); without
+//! one, `/v1/events?recent=N` replays the stored events among the newest N seqs first (the
+//! dashboard opens with some history; at most [`MAX_RECENT`]). A
 //! subscriber that falls behind gets `event: lagged` with `{"resume_after": SEQ}` (no id, so
 //! the client's last id stays the last event it received) and the stream ends.
 
@@ -22,7 +24,7 @@ use utoipa::IntoParams;
 use super::error::{ApiError, ApiQuery};
 use super::openapi::{ErrorBody, EventBody, ResultPage};
 use crate::event::EventType;
-use crate::service::{ErrorCode, EventItem};
+use crate::service::{ErrorCode, EventItem, EventStart};
 use crate::store::EventFilter;
 
 /// Characters `GET /v1/results/{id}` returns when no limit is given, and at most.
@@ -36,7 +38,13 @@ pub struct EventsQuery {
     tool: Option<String>,
     #[serde(rename = "type")]
     event_type: Option<String>,
+    /// Without `Last-Event-ID`: replay the stored events among the newest this many seqs
+    /// first (at most 100 000).
+    recent: Option<u64>,
 }
+
+/// The most seqs `recent` may reach back.
+const MAX_RECENT: u64 = 100_000;
 
 #[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery, ("Last-Event-ID" = Option<u64>, Header)),
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -54,12 +62,18 @@ pub async fn all(
             )
         })?),
     };
+    if let Some(recent) = query.recent.filter(|recent| *recent > MAX_RECENT) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("recent must be at most {MAX_RECENT}, got {recent}"),
+        ));
+    }
     let filter = EventFilter {
         session_id: query.session.filter(|s| !s.is_empty()),
         tool: query.tool.filter(|t| !t.is_empty()),
         event_type,
     };
-    subscribe(state, filter, &headers).await
+    subscribe(state, filter, &headers, query.recent).await
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
@@ -74,18 +88,24 @@ pub async fn session(
         session_id: Some(id),
         ..EventFilter::default()
     };
-    subscribe(state, filter, &headers).await
+    subscribe(state, filter, &headers, None).await
 }
 
+/// `Last-Event-ID` when sent, else `recent` when given, else live only.
 async fn subscribe(
     state: HttpState,
     filter: EventFilter,
     headers: &HeaderMap,
+    recent: Option<u64>,
 ) -> Result<Response, ApiError> {
-    let after = last_event_id(headers)?;
+    let start = match (last_event_id(headers)?, recent) {
+        (Some(after), _) => EventStart::After(after),
+        (None, Some(recent)) => EventStart::Recent(recent),
+        (None, None) => EventStart::Live,
+    };
     let items = state
         .service
-        .subscribe_events(filter, after, state.event_buffer)
+        .subscribe_events_from(filter, start, state.event_buffer)
         .await?;
     let frames = futures::stream::unfold(items, |mut items| async move {
         items.recv().await.map(|item| (item, items))

@@ -15,6 +15,7 @@ mod middleware;
 mod openapi;
 mod ops;
 mod sessions;
+mod ui;
 
 use std::sync::Arc;
 
@@ -107,8 +108,10 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(batches::get))
         .routes(routes!(sessions::interrupt))
         .routes(routes!(sessions::approvals))
+        .routes(routes!(sessions::every_approval))
         .routes(routes!(sessions::resolve_approval))
         .routes(routes!(sessions::calls))
+        .routes(routes!(sessions::batch_calls))
         .routes(routes!(events::session))
         .routes(routes!(events::all))
         .routes(routes!(events::result))
@@ -118,4 +121,8 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))
         .routes(routes!(openapi::document))
+        .routes(routes!(ui::page))
+        .routes(routes!(ui::style))
+        .routes(routes!(ui::script))
+        .routes(routes!(ui::tail_script))
 }

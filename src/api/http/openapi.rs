@@ -257,6 +257,7 @@ pub struct ApprovalsBody {
 #[derive(Serialize, ToSchema)]
 pub struct ApprovalBody {
     pub id: String,
+    pub session_id: String,
     pub call_id: String,
     pub tool: String,
     #[schema(value_type = Object)]

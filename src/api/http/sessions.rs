@@ -98,6 +98,15 @@ pub async fn approvals(
     ))
 }
 
+/// Every pending approval of the sessions this daemon runs (each names its `session_id`).
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals",
+    responses((status = 200, body = ApprovalsBody), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn every_approval(State(service): Service) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({"approvals": service.every_pending_approval().await?}),
+    ))
+}
+
 #[utoipa::path(post, path = "/v1/sessions/{id}/approvals/{approval_id}", tag = "approvals",
     params(("id" = String, Path), ("approval_id" = String, Path)), request_body = ResolveApprovalBody,
     responses((status = 200, body = ResolvedBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -138,6 +147,20 @@ pub async fn calls(
     Ok(Json(
         json!({"calls": calls, "next_cursor": page.next_cursor}),
     ))
+}
+
+/// The audit rows of one batch (empty for a batch the session does not have): a call's row
+/// without paging through the whole session's log.
+#[utoipa::path(get, path = "/v1/sessions/{id}/batches/{batch_id}/calls", tag = "batches",
+    params(("id" = String, Path), ("batch_id" = String, Path)),
+    responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn batch_calls(
+    State(service): Service,
+    Path((id, batch_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let rows = service.batch_calls(&id, &batch_id).await?;
+    let calls: Vec<Value> = rows.iter().map(call_json).collect();
+    Ok(Json(json!({"calls": calls, "next_cursor": null})))
 }
 
 fn call_json(row: &CallRow) -> Value {

@@ -21,7 +21,7 @@ use super::convert::database_error;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::columns::AuditRow;
 use crate::store::reads;
-use crate::store::{AuditStore, CallPage, StoreError};
+use crate::store::{AuditStore, CallPage, CallRow, StoreError};
 use crate::tool::ErrorKind;
 
 /// Rows per INSERT at most (17 parameters each, under Postgres' 65 535).
@@ -148,5 +148,13 @@ impl AuditStore for PostgresStore {
         limit: u32,
     ) -> Result<CallPage, StoreError> {
         reads::calls(&self.pool, session_id, after, limit).await
+    }
+
+    async fn batch_calls(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+    ) -> Result<Vec<CallRow>, StoreError> {
+        reads::batch_calls(&self.pool, session_id, batch_id).await
     }
 }

@@ -17,7 +17,7 @@ use super::journal::Insert;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::columns::AuditRow;
 use crate::store::reads;
-use crate::store::{AuditStore, CallPage, StoreError};
+use crate::store::{AuditStore, CallPage, CallRow, StoreError};
 use crate::tool::ErrorKind;
 
 const INSERT_CALL: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
@@ -119,5 +119,14 @@ impl AuditStore for SqliteStore {
         // Every row appended before this read is in the table after this.
         self.journal.flush(&self.writer).await?;
         reads::calls(&self.readers, session_id, after, limit).await
+    }
+
+    async fn batch_calls(
+        &self,
+        session_id: &str,
+        batch_id: &str,
+    ) -> Result<Vec<CallRow>, StoreError> {
+        self.journal.flush(&self.writer).await?;
+        reads::batch_calls(&self.readers, session_id, batch_id).await
     }
 }

@@ -93,6 +93,12 @@ impl Toold {
     pub fn terminate_and_restart(mut self, extra: &[&str]) -> Toold {
         self.process.signal_terminate();
         assert!(self.process.wait().success(), "a graceful stop exits 0");
+        self.start_again(extra)
+    }
+
+    /// Another daemon over this one's directory, on its address, with the flags `extra`
+    /// (this one must have exited).
+    pub fn start_again(&self, extra: &[&str]) -> Toold {
         let listen = self.base.trim_start_matches("http://").to_owned();
         let process = DaemonProcess::start_on(self.dir.path(), &listen, extra);
         Toold {
@@ -179,9 +185,26 @@ impl Toold {
 
     /// A new session in a fresh workspace; its id.
     pub async fn session(&self) -> String {
-        let reply = self.post("/v1/sessions", &serde_json::json!({})).await;
+        self.session_with(&serde_json::json!({})).await
+    }
+
+    /// A new session created with `body`; its id.
+    pub async fn session_with(&self, body: &Value) -> String {
+        let reply = self.post("/v1/sessions", body).await;
         assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
         reply.body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Runs `calls` (the toold shape's array) as one batch in `session`; the answer's body.
+    pub async fn run_batch(&self, session: &str, calls: Value) -> Value {
+        let reply = self
+            .post(
+                &format!("/v1/sessions/{session}/batches"),
+                &serde_json::json!({"calls": calls}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        reply.body
     }
 
     /// Opens an SSE stream (POST when `body` is given) with optional `Last-Event-ID`.

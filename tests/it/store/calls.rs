@@ -204,3 +204,46 @@ pub async fn a_burst_of_1500_simultaneous_records_is_stored_whole(backend: Backe
     let ids: HashSet<_> = rows.iter().map(|row| row.record.index).collect();
     assert_eq!((rows.len(), ids.len()), (1500, 1500));
 }
+
+pub async fn a_batchs_rows_read_back_alone_in_order(backend: Backend) {
+    let fixture = Fixture::new(backend).await;
+    let mut recorded = Vec::new();
+    for (session, batch, call, index) in [
+        ("s1", "b1", "c0", 0),
+        ("s1", "b2", "c0", 0),
+        ("s1", "b1", "c1", 1),
+        ("s2", "b1", "x0", 0),
+        ("s1", "b1", "c2", 2),
+    ] {
+        let record = audit_record(session, batch, call, index);
+        fixture.store.record(record.clone()).await.unwrap();
+        recorded.push(record);
+    }
+    let rows = fixture.store.batch_calls("s1", "b1").await.unwrap();
+    let ids: Vec<_> = rows
+        .iter()
+        .map(|row| (row.record.batch_id.as_str(), row.record.call_id.as_str()))
+        .collect();
+    assert_eq!(ids, [("b1", "c0"), ("b1", "c1"), ("b1", "c2")]);
+    assert!(rows.windows(2).all(|w| w[0].cursor < w[1].cursor));
+    assert_eq!(rows[0].record, recorded[0], "every field read back");
+    // Another session's batch of the same id, and an unknown batch, have none here.
+    let other = fixture.store.batch_calls("s2", "b1").await.unwrap();
+    assert_eq!(other.len(), 1);
+    assert!(
+        fixture
+            .store
+            .batch_calls("s1", "b9")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        fixture
+            .store
+            .batch_calls("s9", "b1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

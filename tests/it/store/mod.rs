@@ -70,6 +70,7 @@ conformance! {
         an_unknown_session_has_no_calls,
         odd_text_and_measured_durations_round_trip_exactly,
         a_burst_of_1500_simultaneous_records_is_stored_whole,
+        a_batchs_rows_read_back_alone_in_order,
     ],
     events: [
         events_read_back_whole_in_seq_order,

@@ -1,0 +1,83 @@
+//! `GET /ui`, the ops dashboard (DESIGN §9): one page and its script and style, embedded in
+//! the binary with `include_str!` from `ui/` (plain HTML, CSS and JavaScript: no build step,
+//! nothing fetched from elsewhere).
+//!
+//! The files hold no data, so the gate lets them through without a token
+//! (`api::gate::is_dashboard_file`); the page asks for the token in a login form, keeps it in
+//! `sessionStorage` (never in a URL) and sends it as `Authorization: Bearer` on every request
+//! to the API it makes: the event stream is read with `fetch` (an `EventSource` cannot send
+//! headers), opening with the events among the newest 10 000 seqs (`?recent=`) and resuming
+//! after a dropped connection from the last seq it delivered (`Last-Event-ID`). Everything
+//! the page shows comes from the ordinary API (`/v1/events`, `/v1/sessions`, `/v1/approvals`,
+//! `…/batches/{id}` and its `calls`, `/v1/results/{id}`).
+//!
+//! Every file is served with a Content-Security-Policy that allows only this origin
+//! (`default-src 'none'`; script, style, image and `connect` from `'self'`; no inline script
+//! or style, no framing), so even a rendering mistake could not run a tool's output as script;
+//! the page itself never builds HTML from data (`textContent` only).
+//!
+//! Decisions where the issue is silent: the per-tool table and the tiles are computed in the
+//! page from the `tool:post`/`tool:error` events it holds (over the last 5 minutes), not by a
+//! server endpoint: the page already receives every event, and the daemon keeps no per-tool
+//! windows. A call's "hooks" are those its audit row names (a hook that decided, or asked),
+//! not every hook that ran: the audit row records no other. The tail holds at most the
+//! newest 10 000 events (trimmed 1 000 at a time) and renders only the rows in view.
+
+use axum::http::HeaderValue;
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
+use axum::response::{IntoResponse, Response};
+
+/// Only this origin, for everything the page loads or connects to.
+pub const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
+
+const HTML: &str = "text/html; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+fn serve(content_type: &'static str, body: &'static str) -> Response {
+    let headers = [
+        (CONTENT_TYPE, HeaderValue::from_static(content_type)),
+        (
+            CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY_VALUE),
+        ),
+        (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+        (X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+        (REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+        (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    ];
+    (headers, body).into_response()
+}
+
+/// The dashboard page.
+#[utoipa::path(get, path = "/ui", tag = "ui",
+    responses((status = 200, description = "the dashboard page", body = String, content_type = "text/html")))]
+pub async fn page() -> Response {
+    serve(HTML, include_str!("ui/index.html"))
+}
+
+/// The dashboard's style sheet.
+#[utoipa::path(get, path = "/ui/app.css", tag = "ui",
+    responses((status = 200, description = "the dashboard's style", body = String, content_type = "text/css")))]
+pub async fn style() -> Response {
+    serve(CSS, include_str!("ui/app.css"))
+}
+
+/// The dashboard's script: login, data, panels.
+#[utoipa::path(get, path = "/ui/app.js", tag = "ui",
+    responses((status = 200, description = "the dashboard's script", body = String, content_type = "text/javascript")))]
+pub async fn script() -> Response {
+    serve(JAVASCRIPT, include_str!("ui/app.js"))
+}
+
+/// The dashboard's event stream reader and virtualised tail.
+#[utoipa::path(get, path = "/ui/tail.js", tag = "ui",
+    responses((status = 200, description = "the dashboard's tail", body = String, content_type = "text/javascript")))]
+pub async fn tail_script() -> Response {
+    serve(JAVASCRIPT, include_str!("ui/tail.js"))
+}

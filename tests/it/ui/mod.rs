@@ -1,0 +1,8 @@
+//! The `/ui` dashboard: its files as served (content types, the Content-Security-Policy,
+//! nothing from elsewhere), what it added to the API (`endpoints`), and the page in a real
+//! browser against the real daemon (`browser`, through `webdriver`).
+
+mod assets;
+mod browser;
+mod endpoints;
+mod webdriver;
