@@ -1,5 +1,7 @@
 //! Settings: the file, then `TOOLD_*` environment variables, then flags, into one typed
 //! [`Settings`] that components receive as arguments. Nothing else reads the environment.
+//! The standard `OTEL_*` variables of DESIGN §9 land in `[telemetry]` the same way (an empty
+//! one counts as unset, as OpenTelemetry's SDKs read them).
 
 mod mcp;
 mod server;
@@ -19,6 +21,7 @@ use crate::dispatch::DispatchSettings;
 use crate::hooks::{HookConfigError, HookSettings};
 use crate::mcp::{McpServerSettings, McpSettingsError};
 use crate::permission::PermissionSettings;
+use crate::telemetry::traces::TelemetrySettings;
 use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
 /// Every setting of the daemon.
@@ -33,6 +36,7 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub hooks: HookSettings,
     pub mcp: McpSettings,
+    pub telemetry: TelemetrySettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -79,6 +83,32 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         "server.repoll_self_wake",
         EnvKind::Switch,
     ),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "telemetry.otlp_endpoint",
+        EnvKind::Text,
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "telemetry.otlp_traces_endpoint",
+        EnvKind::Text,
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "telemetry.otlp_protocol",
+        EnvKind::Text,
+    ),
+    ("OTEL_SERVICE_NAME", "telemetry.service_name", EnvKind::Text),
+    (
+        "OTEL_TRACES_SAMPLER",
+        "telemetry.traces_sampler",
+        EnvKind::Text,
+    ),
+    (
+        "OTEL_TRACES_SAMPLER_ARG",
+        "telemetry.traces_sampler_arg",
+        EnvKind::Text,
+    ),
 ];
 
 /// Each message says it all: none has a `source`, since the command line prints an error's
@@ -104,6 +134,10 @@ pub enum ConfigError {
     Hooks(HookConfigError),
     #[error("invalid settings: {0}")]
     McpServers(McpSettingsError),
+    #[error("telemetry.service_name (OTEL_SERVICE_NAME) must not be empty")]
+    EmptyServiceName,
+    #[error("invalid settings: {0}")]
+    Telemetry(crate::telemetry::traces::TracesError),
 }
 
 impl From<HookConfigError> for ConfigError {
@@ -137,6 +171,9 @@ impl Settings {
         }
         for (name, key, kind) in ENV_SETTINGS {
             let Some(value) = env(name) else { continue };
+            if name.starts_with("OTEL_") && value.trim().is_empty() {
+                continue;
+            }
             figment = match kind {
                 EnvKind::Count => {
                     let parsed: usize = value.trim().parse().map_err(|_| ConfigError::Env {
@@ -211,6 +248,10 @@ impl Settings {
             }
         }
         self.hooks.check()?;
+        self.telemetry.sampler().map_err(ConfigError::Telemetry)?;
+        if self.telemetry.service_name.trim().is_empty() {
+            return Err(ConfigError::EmptyServiceName);
+        }
         Ok(())
     }
 }
