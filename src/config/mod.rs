@@ -349,6 +349,57 @@ mod tests {
     }
 
     #[test]
+    fn the_standard_otel_variables_land_in_telemetry() {
+        use crate::telemetry::traces::OtlpProtocol;
+        let env = |name: &str| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://collector:4317".to_owned()),
+            "OTEL_EXPORTER_OTLP_PROTOCOL" => Some("grpc".to_owned()),
+            "OTEL_SERVICE_NAME" => Some("agents".to_owned()),
+            "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_owned()),
+            "OTEL_TRACES_SAMPLER_ARG" => Some("0.5".to_owned()),
+            // Empty means unset, as OpenTelemetry's SDKs read it.
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => Some(String::new()),
+            _ => None,
+        };
+        let telemetry = Settings::load(None, env).unwrap().telemetry;
+        assert_eq!(telemetry.otlp_protocol, OtlpProtocol::Grpc);
+        assert_eq!(
+            telemetry.traces_endpoint().as_deref(),
+            Some("http://collector:4317")
+        );
+        assert_eq!(telemetry.service_name, "agents");
+        assert!(telemetry.sampler().is_ok());
+        assert_eq!(
+            Settings::load(None, no_env)
+                .unwrap()
+                .telemetry
+                .traces_endpoint(),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_otel_variables_are_refused_by_name() {
+        let protocol =
+            |name: &str| (name == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "http/json".to_owned());
+        let err = Settings::load(None, protocol).unwrap_err().to_string();
+        assert!(err.contains("http/json"), "{err}");
+        let sampler = |name: &str| (name == "OTEL_TRACES_SAMPLER").then(|| "sometimes".to_owned());
+        let err = Settings::load(None, sampler).unwrap_err().to_string();
+        assert!(err.contains("sometimes"), "{err}");
+        let ratio = |name: &str| match name {
+            "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_owned()),
+            "OTEL_TRACES_SAMPLER_ARG" => Some("many".to_owned()),
+            _ => None,
+        };
+        let err = Settings::load(None, ratio).unwrap_err().to_string();
+        assert!(err.contains("many"), "{err}");
+        let name = |name: &str| (name == "OTEL_SERVICE_NAME").then(|| " ".to_owned());
+        let err = Settings::load(None, name).unwrap_err().to_string();
+        assert!(err.contains("service_name"), "{err}");
+    }
+
+    #[test]
     fn the_shipped_settings_file_documents_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/toold.toml");
         assert_eq!(

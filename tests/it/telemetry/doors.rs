@@ -1,7 +1,8 @@
 //! The other doors' incoming context, exported to a real gRPC receiver: a `traceparent` in a
 //! gRPC call's metadata parents the RPC's span, and one in an MCP `tools/call`'s
 //! `params._meta` parents the call's `tools/call` span; the calls below them run in that
-//! trace, and their audit rows keep it.
+//! trace, and their audit rows keep it. With `[telemetry] capture_content` the call's span
+//! carries its input and output, cut to the limit.
 
 use std::sync::Arc;
 
@@ -24,7 +25,16 @@ async fn grpc_metadata_and_mcp_meta_parent_their_requests() {
     let receiver = Receiver::start(Protocol::Grpc).await;
     let env = receiver.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let toold = Toold::start_with_env(Arc::new(tempfile::tempdir().unwrap()), &[], &env);
+    // Content captured here (cut to 8 bytes), to show what `capture_content` puts in spans.
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let file = dir.path().join("toold.toml");
+    std::fs::write(
+        &file,
+        "[telemetry]\ncapture_content = true\ncontent_limit_bytes = 8\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    let toold = Toold::start_with_env(dir, &["--config", &file], &env);
 
     // gRPC: the parent in the call's metadata.
     let channel = tonic::transport::Channel::from_shared(toold.base.clone())
@@ -105,6 +115,15 @@ async fn grpc_metadata_and_mcp_meta_parent_their_requests() {
     let batch = find(&below, "batch", None);
     let tools = children(&spans, batch);
     let tool = find(&tools, "execute_tool glob_search", None);
+    assert_eq!(
+        attribute(tool, "gen_ai.tool.call.arguments").as_deref(),
+        Some(r#"{\"patter…"#)
+    );
+    let result = attribute(tool, "gen_ai.tool.call.result").unwrap();
+    assert!(
+        result.ends_with('…') && result.len() <= 8 + '…'.len_utf8(),
+        "{result}"
+    );
     assert_eq!(
         attribute(tool, "gen_ai.tool.call.id"),
         rows[0]["call_id"].as_str().map(str::to_owned)
