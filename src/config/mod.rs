@@ -394,8 +394,14 @@ mod tests {
         };
         let err = Settings::load(None, ratio).unwrap_err().to_string();
         assert!(err.contains("many"), "{err}");
-        let name = |name: &str| (name == "OTEL_SERVICE_NAME").then(|| " ".to_owned());
-        let err = Settings::load(None, name).unwrap_err().to_string();
+        // An empty variable is unset; an empty name in the file is refused.
+        let blank = |name: &str| (name == "OTEL_SERVICE_NAME").then(|| " ".to_owned());
+        let settings = Settings::load(None, blank).unwrap();
+        assert_eq!(settings.telemetry.service_name, "toold");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toold.toml");
+        std::fs::write(&path, "[telemetry]\nservice_name = \"\"\n").unwrap();
+        let err = Settings::load(Some(&path), no_env).unwrap_err().to_string();
         assert!(err.contains("service_name"), "{err}");
     }
 
@@ -466,7 +472,7 @@ url = "http://127.0.0.1:9000/hook"
             err.contains("TOOLD_MAX_TOOL_CONCURRENCY") && err.contains("lots"),
             "{err}"
         );
-        let zero = |_: &str| Some("0".to_owned());
+        let zero = |name: &str| name.starts_with("TOOLD_").then(|| "0".to_owned());
         assert!(
             Settings::load(None, zero)
                 .unwrap_err()
