@@ -23,9 +23,13 @@
 //! bridged `read_text_file` on a daemon mounting that server beside calling it directly
 //! (`bridge_speed`).
 //!
+//! Then the cost of traces: single calls with tracing off beside a daemon exporting every
+//! span to a loopback OTLP receiver (`load/traces.rs`).
+//!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
-//! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, without the starts.
+//! the starts; `TOOLD_BENCH_ONLY=shell` (or `tracing`) measures only the shell (or the cost
+//! of traces), without the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -41,6 +45,8 @@ mod mcp;
 mod placement;
 #[path = "load/sandbox.rs"]
 mod sandbox;
+#[path = "load/traces.rs"]
+mod traces;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -79,6 +85,10 @@ fn main() {
 async fn run() {
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "shell") {
         sandbox::report().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "tracing") {
+        traces::measure().await;
         return;
     }
     let dirs: Vec<tempfile::TempDir> = (0..STARTS).map(|_| fixture_dir()).collect();
@@ -170,6 +180,7 @@ async fn run() {
         if clean { "0" } else { "non-zero" }
     );
     sandbox::report().await;
+    traces::measure().await;
     postgres_throughput().await;
 }
 

@@ -319,20 +319,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let mut settings = load()?;
             args.flags().apply(&mut settings.server);
-            init_logs(&settings.server.log)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(crate::server::run(settings))?;
+            let traces = init_logs_and_traces(&runtime, &settings)?;
+            let served = runtime.block_on(crate::server::run(settings));
+            // After the drain: the spans of the last batches are flushed before exit.
+            traces.shutdown();
+            served?;
         }
         Command::Mcp(args) => {
             let mut settings = load()?;
             args.apply(&mut settings)?;
-            init_logs(&settings.server.log)?;
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
+            let traces = init_logs_and_traces(&runtime, &settings)?;
             let served = runtime.block_on(crate::server::run_mcp_stdio(settings));
+            traces.shutdown();
             // A blocking read of stdin (when it is not a pipe) cannot be cancelled; after a
             // signal it must not hold the exit.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -349,21 +353,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Structured logs on stderr, filtered by `[server] log`.
-fn init_logs(filter: &str) -> anyhow::Result<()> {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-
-    let targets: tracing_subscriber::filter::Targets = filter
-        .parse()
-        .map_err(|err| anyhow::anyhow!("invalid log filter {filter:?}: {err}"))?;
-    tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false),
-        )
-        .with(targets)
-        .try_init()?;
-    Ok(())
+/// Structured logs on stderr, filtered by `[server] log`, and the OTLP trace exporter when
+/// `[telemetry]` names an endpoint (built inside `runtime`: its gRPC client lives there).
+fn init_logs_and_traces(
+    runtime: &tokio::runtime::Runtime,
+    settings: &Settings,
+) -> anyhow::Result<crate::telemetry::traces::TracesGuard> {
+    let _entered = runtime.enter();
+    Ok(crate::telemetry::traces::init(
+        &settings.server.log,
+        &settings.telemetry,
+    )?)
 }

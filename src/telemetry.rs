@@ -1,5 +1,6 @@
 //! Metrics: the names toold reports, the functions that record them, and the Prometheus
-//! recorder they land in (rendered by the HTTP door's `/metrics`).
+//! recorder they land in (rendered by the HTTP door's `/metrics`). Traces (OTLP, and the
+//! process's `tracing` subscriber) are [`traces`]'.
 //!
 //! Only this module names the exporter. The service and the door record through the
 //! functions below (the `metrics` facade), from results they already have; the core
@@ -37,6 +38,7 @@ use crate::tool::ToolResult;
 
 pub mod metered;
 mod process;
+pub mod traces;
 
 /// HTTP requests, by matched route, method and status.
 pub const HTTP_REQUESTS: &str = "toold_http_requests_total";

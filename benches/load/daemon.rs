@@ -25,6 +25,11 @@ impl Daemon {
 
     /// [`Daemon::start`] with extra flags (`--database-url …`).
     pub async fn start_with(dir: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with_env(dir, extra, &[]).await
+    }
+
+    /// [`Daemon::start_with`] with `env` added to the daemon's environment (`OTEL_*`).
+    pub async fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let spawned = Instant::now();
         let mut child = Command::new(binary())
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -35,6 +40,7 @@ impl Daemon {
             .env_remove("TOOLD_CONFIG")
             .env_remove("TOOLD_LISTEN")
             .env_remove("TOOLD_AUTH_TOKENS")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -7,6 +7,7 @@
 //!   otherwise none imports another.
 //! - `listener`: the one listener serving both doors (the accept loop, the HTTP/gRPC split,
 //!   `RepollOnSelfWake`).
+//! - `trace_parent`: each request's span and the `traceparent` it brought (HTTP and gRPC).
 //!
 //! The one error table lives here: every [`ErrorCode`] maps to one HTTP status and one gRPC
 //! code, so the doors cannot disagree.
@@ -16,6 +17,7 @@ pub mod grpc;
 pub mod http;
 pub mod listener;
 pub mod mcp;
+pub mod trace_parent;
 
 use std::time::Duration;
 

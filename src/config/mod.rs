@@ -1,5 +1,7 @@
 //! Settings: the file, then `TOOLD_*` environment variables, then flags, into one typed
 //! [`Settings`] that components receive as arguments. Nothing else reads the environment.
+//! The standard `OTEL_*` variables of DESIGN §9 land in `[telemetry]` the same way (an empty
+//! one counts as unset, as OpenTelemetry's SDKs read them).
 
 mod mcp;
 mod server;
@@ -19,6 +21,7 @@ use crate::dispatch::DispatchSettings;
 use crate::hooks::{HookConfigError, HookSettings};
 use crate::mcp::{McpServerSettings, McpSettingsError};
 use crate::permission::PermissionSettings;
+use crate::telemetry::traces::TelemetrySettings;
 use crate::tools::{SandboxSettings, SkillSettings, WebFetchSettings};
 
 /// Every setting of the daemon.
@@ -33,6 +36,7 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub hooks: HookSettings,
     pub mcp: McpSettings,
+    pub telemetry: TelemetrySettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -79,6 +83,32 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         "server.repoll_self_wake",
         EnvKind::Switch,
     ),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "telemetry.otlp_endpoint",
+        EnvKind::Text,
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "telemetry.otlp_traces_endpoint",
+        EnvKind::Text,
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "telemetry.otlp_protocol",
+        EnvKind::Text,
+    ),
+    ("OTEL_SERVICE_NAME", "telemetry.service_name", EnvKind::Text),
+    (
+        "OTEL_TRACES_SAMPLER",
+        "telemetry.traces_sampler",
+        EnvKind::Text,
+    ),
+    (
+        "OTEL_TRACES_SAMPLER_ARG",
+        "telemetry.traces_sampler_arg",
+        EnvKind::Text,
+    ),
 ];
 
 /// Each message says it all: none has a `source`, since the command line prints an error's
@@ -104,6 +134,10 @@ pub enum ConfigError {
     Hooks(HookConfigError),
     #[error("invalid settings: {0}")]
     McpServers(McpSettingsError),
+    #[error("telemetry.service_name (OTEL_SERVICE_NAME) must not be empty")]
+    EmptyServiceName,
+    #[error("invalid settings: {0}")]
+    Telemetry(crate::telemetry::traces::TracesError),
 }
 
 impl From<HookConfigError> for ConfigError {
@@ -137,6 +171,9 @@ impl Settings {
         }
         for (name, key, kind) in ENV_SETTINGS {
             let Some(value) = env(name) else { continue };
+            if name.starts_with("OTEL_") && value.trim().is_empty() {
+                continue;
+            }
             figment = match kind {
                 EnvKind::Count => {
                     let parsed: usize = value.trim().parse().map_err(|_| ConfigError::Env {
@@ -211,6 +248,10 @@ impl Settings {
             }
         }
         self.hooks.check()?;
+        self.telemetry.sampler().map_err(ConfigError::Telemetry)?;
+        if self.telemetry.service_name.trim().is_empty() {
+            return Err(ConfigError::EmptyServiceName);
+        }
         Ok(())
     }
 }
@@ -308,6 +349,63 @@ mod tests {
     }
 
     #[test]
+    fn the_standard_otel_variables_land_in_telemetry() {
+        use crate::telemetry::traces::OtlpProtocol;
+        let env = |name: &str| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://collector:4317".to_owned()),
+            "OTEL_EXPORTER_OTLP_PROTOCOL" => Some("grpc".to_owned()),
+            "OTEL_SERVICE_NAME" => Some("agents".to_owned()),
+            "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_owned()),
+            "OTEL_TRACES_SAMPLER_ARG" => Some("0.5".to_owned()),
+            // Empty means unset, as OpenTelemetry's SDKs read it.
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => Some(String::new()),
+            _ => None,
+        };
+        let telemetry = Settings::load(None, env).unwrap().telemetry;
+        assert_eq!(telemetry.otlp_protocol, OtlpProtocol::Grpc);
+        assert_eq!(
+            telemetry.traces_endpoint().as_deref(),
+            Some("http://collector:4317")
+        );
+        assert_eq!(telemetry.service_name, "agents");
+        assert!(telemetry.sampler().is_ok());
+        assert_eq!(
+            Settings::load(None, no_env)
+                .unwrap()
+                .telemetry
+                .traces_endpoint(),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_otel_variables_are_refused_by_name() {
+        let protocol =
+            |name: &str| (name == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "http/json".to_owned());
+        let err = Settings::load(None, protocol).unwrap_err().to_string();
+        assert!(err.contains("http/json"), "{err}");
+        let sampler = |name: &str| (name == "OTEL_TRACES_SAMPLER").then(|| "sometimes".to_owned());
+        let err = Settings::load(None, sampler).unwrap_err().to_string();
+        assert!(err.contains("sometimes"), "{err}");
+        let ratio = |name: &str| match name {
+            "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_owned()),
+            "OTEL_TRACES_SAMPLER_ARG" => Some("many".to_owned()),
+            _ => None,
+        };
+        let err = Settings::load(None, ratio).unwrap_err().to_string();
+        assert!(err.contains("many"), "{err}");
+        // An empty variable is unset; an empty name in the file is refused.
+        let blank = |name: &str| (name == "OTEL_SERVICE_NAME").then(|| " ".to_owned());
+        let settings = Settings::load(None, blank).unwrap();
+        assert_eq!(settings.telemetry.service_name, "toold");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toold.toml");
+        std::fs::write(&path, "[telemetry]\nservice_name = \"\"\n").unwrap();
+        let err = Settings::load(Some(&path), no_env).unwrap_err().to_string();
+        assert!(err.contains("service_name"), "{err}");
+    }
+
+    #[test]
     fn the_shipped_settings_file_documents_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/toold.toml");
         assert_eq!(
@@ -374,7 +472,7 @@ url = "http://127.0.0.1:9000/hook"
             err.contains("TOOLD_MAX_TOOL_CONCURRENCY") && err.contains("lots"),
             "{err}"
         );
-        let zero = |_: &str| Some("0".to_owned());
+        let zero = |name: &str| name.starts_with("TOOLD_").then(|| "0".to_owned());
         assert!(
             Settings::load(None, zero)
                 .unwrap_err()

@@ -41,19 +41,24 @@ pub(super) fn pre(input: &CallInput) -> EventData {
     })
 }
 
-/// `tool:post` (a result that is not an error) or `tool:error`.
-pub(super) fn outcome(result: &ToolResult) -> EventData {
+/// `tool:post` (a result that is not an error) or `tool:error`, with the trace the call ran
+/// in (`trace_id`, absent when there was none).
+pub(super) fn outcome(result: &ToolResult, trace_id: Option<&str>) -> EventData {
     #[derive(Serialize)]
     struct Post<'a> {
         duration_ms: f64,
         offloaded: &'a Option<OffloadedResult>,
         output_chars: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace_id: Option<&'a str>,
     }
     #[derive(Serialize)]
     struct Error<'a> {
         duration_ms: f64,
         error_kind: Option<ErrorKind>,
         output: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace_id: Option<&'a str>,
     }
     if result.is_error {
         let cut = result
@@ -65,12 +70,14 @@ pub(super) fn outcome(result: &ToolResult) -> EventData {
             duration_ms: result.duration_ms,
             error_kind: result.error_kind,
             output: &result.output[..cut],
+            trace_id,
         })
     } else {
         EventData::of(&Post {
             duration_ms: result.duration_ms,
             offloaded: &result.offloaded,
             output_chars: result.output.chars().count(),
+            trace_id,
         })
     }
 }
@@ -118,8 +125,13 @@ mod tests {
         );
         let ok = result("héllo\nworld", false);
         assert_eq!(
-            outcome(&ok).json(),
+            outcome(&ok, None).json(),
             json!({"duration_ms": 2.25, "output_chars": 11, "offloaded": ok.offloaded}).to_string()
+        );
+        let traced = outcome(&ok, Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(
+            traced.value()["trace_id"],
+            "4bf92f3577b34da6a3ce929d0e0e4736"
         );
     }
 
@@ -132,8 +144,13 @@ mod tests {
             "output": failed.output.chars().take(1000).collect::<String>(),
             "duration_ms": failed.duration_ms,
         });
-        assert_eq!(outcome(&failed).json(), expected.to_string());
+        assert_eq!(outcome(&failed, None).json(), expected.to_string());
         let short = result("no such file", true);
-        assert_eq!(outcome(&short).value()["output"], "no such file");
+        assert_eq!(outcome(&short, None).value()["output"], "no such file");
+        let traced = outcome(&short, Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(
+            traced.value()["trace_id"],
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
     }
 }

@@ -19,15 +19,18 @@ use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+use tracing::Instrument;
 
 use super::Dispatcher;
 use super::call_events;
+use super::call_span;
 use super::partition::joins_previous_group;
 use super::pipeline::{CallOutcome, CallRequest, CallSignals};
 use super::ports::HeldAudit;
 use crate::event::{EventData, EventDraft, EventType};
 use crate::registry::{RegisteredTool, ToolPool, UnknownTool};
 use crate::session::{BatchInterrupt, SessionState};
+use crate::tool::trace;
 use crate::tool::{
     ErrorKind, PathChecks, PermissionLevel, ProgressSink, ProgressUpdate, ToolCall, ToolContext,
     ToolResult,
@@ -111,9 +114,11 @@ impl Dispatcher {
             .collect();
         let dispatcher = self.clone();
         let id = batch_id.clone();
-        let joined =
-            tokio::spawn(async move { dispatcher.collect_batch(session, pool, id, calls).await })
-                .await;
+        // Carried: the batch's spans stay children of the request's.
+        let joined = tokio::spawn(trace::carry(async move {
+            dispatcher.collect_batch(session, pool, id, calls).await
+        }))
+        .await;
         joined.unwrap_or_else(|err| {
             tracing::error!(%batch_id, error = %err, "batch task failed");
             // Only a panic in the batch task itself leaves calls unanswered; answer them.
@@ -187,11 +192,11 @@ impl Dispatcher {
         C: Stream<Item = ToolCall> + Send + Unpin + 'static,
     {
         let dispatcher = self.clone();
-        tokio::spawn(async move {
+        tokio::spawn(trace::carry(async move {
             dispatcher
                 .run_batch(session, pool, batch_id, calls, updates)
                 .await;
-        })
+        }))
     }
 
     /// Runs a batch whose calls arrive on `calls` (ending when the stream ends) and reports
@@ -212,8 +217,26 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::run_batch`], its calls leaving their audit rows in `held_audit` when set
-    /// (the caller writes them before returning any result).
+    /// (the caller writes them before returning any result), in the batch's span.
     async fn run_batch_holding<C>(
+        &self,
+        session: Arc<SessionState>,
+        pool: Arc<ToolPool>,
+        batch_id: String,
+        calls: C,
+        updates: mpsc::UnboundedSender<BatchUpdate>,
+        held_audit: Option<HeldAudit>,
+    ) where
+        C: Stream<Item = ToolCall> + Unpin,
+    {
+        let span = call_span::batch_span(session.id(), &batch_id);
+        self.run_batch_in(session, pool, batch_id, calls, updates, held_audit, &span)
+            .instrument(span.clone())
+            .await;
+    }
+
+    #[allow(clippy::too_many_arguments)] // run_batch_holding's, and the span it runs in
+    async fn run_batch_in<C>(
         &self,
         session: Arc<SessionState>,
         pool: Arc<ToolPool>,
@@ -221,6 +244,7 @@ impl Dispatcher {
         mut calls: C,
         updates: mpsc::UnboundedSender<BatchUpdate>,
         held_audit: Option<HeldAudit>,
+        span: &tracing::Span,
     ) where
         C: Stream<Item = ToolCall> + Unpin,
     {
@@ -278,6 +302,7 @@ impl Dispatcher {
             EventDraft::new(EventType::BatchEnd, run.session.shared_id())
                 .rendered(call_events::batch_end(run.entries.len(), run.error_count)),
         );
+        call_span::record_batch(span, run.entries.len(), run.error_count);
     }
 }
 
@@ -448,6 +473,14 @@ impl BatchRun<'_> {
             let data = call_events::pre(&call.input);
             self.publish(self.call_event(EventType::ToolPre, index).rendered(data));
         }
+        let content_limit = self.dispatcher.settings.span_content_limit;
+        let span = call_span::call_span(
+            &call,
+            &tool,
+            self.session.id(),
+            &self.batch_id,
+            content_limit,
+        );
         let request = Box::new(CallRequest {
             index,
             batch_id: self.batch_id.clone(),
@@ -483,18 +516,25 @@ impl BatchRun<'_> {
         // no cross-thread wake-up. Tools must not block the thread (blocking work belongs in
         // `spawn_blocking`), which keeps their I/O parallel all the same.
         let pipeline = self.dispatcher.pipeline.clone();
-        running.push(Box::pin(async move {
-            let outcome = match AssertUnwindSafe(pipeline.oneshot(request))
-                .catch_unwind()
-                .await
-            {
-                Ok(Ok(outcome)) => Some(outcome),
-                Ok(Err(never)) => match never {},
-                // Tool panics are caught in the pipeline; this is a panic in toold itself.
-                Err(_) => None,
-            };
-            (index, outcome)
-        }));
+        let call_span = span.clone();
+        running.push(Box::pin(
+            async move {
+                let outcome = match AssertUnwindSafe(pipeline.oneshot(request))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(outcome)) => Some(outcome),
+                    Ok(Err(never)) => match never {},
+                    // Tool panics are caught in the pipeline; this is a panic in toold itself.
+                    Err(_) => None,
+                };
+                if let Some(outcome) = &outcome {
+                    call_span::record_outcome(&call_span, outcome, content_limit);
+                }
+                (index, outcome)
+            }
+            .instrument(span),
+        ));
     }
 
     fn complete(&mut self, index: usize, outcome: Option<Box<CallOutcome>>) {
@@ -507,7 +547,7 @@ impl BatchRun<'_> {
         } else {
             EventType::ToolPost
         };
-        let data = call_events::outcome(&result);
+        let data = call_events::outcome(&result, outcome.trace_id.as_deref());
         self.publish(self.call_event(event_type, index).rendered(data));
         self.error_count += usize::from(result.is_error);
         let entry = &mut self.entries[index];
@@ -574,5 +614,6 @@ fn lost_call(id: &str, name: &str) -> Box<CallOutcome> {
         context_updates: Vec::new(),
         additional_context: Vec::new(),
         spill: None,
+        trace_id: None,
     })
 }

@@ -7,6 +7,7 @@
 //! it allow. Nothing here knows about transports or storage engines.
 
 mod call_events;
+mod call_span;
 pub mod executor;
 pub mod partition;
 pub mod pipeline;
@@ -40,6 +41,10 @@ pub struct DispatchSettings {
     /// How long a stopped call may take to hand back its partial output.
     #[serde(with = "millis", rename = "cancel_grace_ms")]
     pub cancel_grace: Duration,
+    /// How much of a call's input and output its span carries (bytes); `None`: none. Not a
+    /// `[dispatch]` key: the server sets it from `[telemetry] capture_content`.
+    #[serde(skip)]
+    pub span_content_limit: Option<usize>,
 }
 
 impl Default for DispatchSettings {
@@ -49,6 +54,7 @@ impl Default for DispatchSettings {
             // Above the shell's own 600 000 ms maximum, so its timeout fires first.
             call_timeout: Duration::from_millis(660_000),
             cancel_grace: Duration::from_millis(2_000),
+            span_content_limit: None,
         }
     }
 }

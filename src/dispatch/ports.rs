@@ -45,6 +45,9 @@ pub struct AuditRecord {
     /// Who stopped a call of kind `cancelled`: `session_close`, `session_interrupt`, or
     /// whoever cancelled its batch alone (`mcp_client`); `None` for any other call.
     pub cancelled_by: Option<String>,
+    /// The trace the call ran in (32 hex digits), if any: the exported span's, or the
+    /// `traceparent` the request brought when spans are not exported.
+    pub trace_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,7 +3,7 @@
 //!
 //! The environment is only [`KEPT_VARIABLES`] taken from the daemon's (captured once, at
 //! start, by [`clean_environment`]), so no token, database URL or other secret of the daemon
-//! reaches a hook; `PATH` falls back to a standard list when the daemon has none. The hook
+//! reaches a hook, plus the call's trace context (`TRACEPARENT`, `TRACESTATE`); `PATH` falls back to a standard list when the daemon has none. The hook
 //! runs in a process group of its own: on timeout (or a stdout/stderr over
 //! [`MAX_HOOK_OUTPUT_BYTES`]) the whole group is killed, and whatever it left running when it
 //! exited is killed too. Deliberately absent: what the output means (that is
@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::reply::{HookReply, MAX_HOOK_OUTPUT_BYTES};
+use crate::tool::trace;
 
 /// The daemon's environment variables a command hook sees; nothing else is passed.
 pub const KEPT_VARIABLES: [&str; 9] = [
@@ -62,6 +63,12 @@ impl CommandHook {
             .arg(&self.command)
             .env_clear()
             .envs(self.env.iter().cloned())
+            // The hook's span (or the request's context when spans are not exported).
+            .envs(
+                trace::current()
+                    .map(|c| c.environment())
+                    .unwrap_or_default(),
+            )
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

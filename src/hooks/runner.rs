@@ -20,6 +20,8 @@ use async_trait::async_trait;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use super::command::CommandHook;
 use super::config::{HookConfig, HookConfigError, HookSettings, OnFailure};
@@ -29,6 +31,7 @@ use super::{
     HookChain, HookEvent, HookEventName, PostToolUseOutcome, PreToolUseOutcome, PreToolVerdict,
     ToolHook,
 };
+use crate::tool::trace;
 
 enum Transport {
     Command(CommandHook),
@@ -127,15 +130,40 @@ impl ConfiguredHook {
         }
     }
 
+    /// Runs the hook in a span of its own (a child of the call's `execute_tool`), which is
+    /// the context the hook receives.
     async fn run(&self, event: &HookEvent) -> HookReply {
         let input = match serde_json::to_vec(event) {
             Ok(input) => input,
             Err(err) => return HookReply::Failed(format!("encoding its input: {err}")),
         };
-        match &self.transport {
-            Transport::Command(command) => command.run(&input, &event.cwd, self.timeout).await,
-            Transport::Http(http) => http.run(&input, self.timeout).await,
+        let span = tracing::info_span!(
+            target: trace::TARGET,
+            "hook",
+            otel.name = %format_args!("hook {:?}", event.hook_event_name),
+            toold.hook.event = ?event.hook_event_name,
+            toold.hook.name = %self.name,
+            toold.hook.outcome = Empty,
+            otel.status_description = Empty,
+        );
+        let reply = async {
+            match &self.transport {
+                Transport::Command(command) => command.run(&input, &event.cwd, self.timeout).await,
+                Transport::Http(http) => http.run(&input, self.timeout).await,
+            }
         }
+        .instrument(span.clone())
+        .await;
+        let outcome = match &reply {
+            HookReply::Answered(_) => "answered",
+            HookReply::Blocked(_) => "blocked",
+            HookReply::Failed(why) => {
+                span.record("otel.status_description", why.as_str());
+                "failed"
+            }
+        };
+        span.record("toold.hook.outcome", outcome);
+        reply
     }
 
     /// A failure's effect: `Some(text)` when `on_failure = "block"`, else logged and `None`.

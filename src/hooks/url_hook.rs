@@ -1,6 +1,7 @@
 //! HTTP hooks: the hook event's JSON POSTed to the configured URL; a 2xx answer's body is read
 //! like a command hook's stdout (empty means "nothing to say").
 //!
+//! The call's trace context goes along as `traceparent` (and `tracestate`) headers.
 //! One `reqwest` client for all HTTP hooks (the crate `web_fetch` already uses): no proxy, no
 //! redirects (a hook URL is the operator's, and a redirect elsewhere is a misconfiguration to
 //! report, not follow), the body read up to [`MAX_HOOK_OUTPUT_BYTES`]. Any other status, a
@@ -10,6 +11,7 @@
 use std::time::Duration;
 
 use super::reply::{HookReply, MAX_HOOK_OUTPUT_BYTES};
+use crate::tool::trace;
 
 pub(crate) struct HttpHook {
     url: String,
@@ -39,10 +41,18 @@ impl HttpHook {
     }
 
     async fn post(&self, input: &[u8]) -> Result<Vec<u8>, String> {
-        let mut response = self
+        let mut request = self
             .client
             .post(&self.url)
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        // The hook's span (or the request's context when spans are not exported).
+        if let Some(context) = trace::current() {
+            request = request.header("traceparent", context.traceparent());
+            if let Some(state) = &context.tracestate {
+                request = request.header("tracestate", state);
+            }
+        }
+        let mut response = request
             .body(input.to_vec())
             .send()
             .await

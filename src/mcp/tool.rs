@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
-    ClientNotification, ClientRequest, ServerResult,
+    ClientNotification, ClientRequest, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
@@ -125,6 +125,16 @@ impl Tool for BridgedTool {
             Value::Object(arguments) => Some(arguments),
             _ => None,
         };
+        // The call's trace context as `_meta.traceparent` (SEP-414), over either transport:
+        // rmcp's HTTP client sets its headers per connection, not per request.
+        if let Some(context) = crate::tool::trace::current() {
+            let mut meta = RequestMetaObject::new();
+            meta.0.set_traceparent(context.traceparent());
+            if let Some(state) = context.tracestate {
+                meta.0.set_tracestate(state);
+            }
+            params.meta = Some(meta);
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())

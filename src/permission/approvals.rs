@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::event::{EventBus, EventDraft, EventType};
 
@@ -186,8 +187,37 @@ impl<L: ApprovalLedger> Approvals<L> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records an approval for `ask`, publishes `permission:ask` and waits for its end.
+    /// Records an approval for `ask`, publishes `permission:ask` and waits for its end, in a
+    /// span of its own (the call's `approval wait`).
     pub async fn wait(
+        &self,
+        ask: &ApprovalAsk<'_>,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+    ) -> (String, WaitOutcome) {
+        let span = tracing::info_span!(
+            target: crate::tool::trace::TARGET,
+            "approval",
+            otel.name = "approval wait",
+            toold.approval.id = tracing::field::Empty,
+            toold.approval.outcome = tracing::field::Empty,
+        );
+        let (id, outcome) = self
+            .wait_in_span(ask, timeout, cancelled)
+            .instrument(span.clone())
+            .await;
+        span.record("toold.approval.id", id.as_str());
+        let label = match &outcome {
+            WaitOutcome::Resolved(_) => "resolved",
+            WaitOutcome::TimedOut => "timed_out",
+            WaitOutcome::Cancelled => "cancelled",
+            WaitOutcome::Failed(_) => "failed",
+        };
+        span.record("toold.approval.outcome", label);
+        (id, outcome)
+    }
+
+    async fn wait_in_span(
         &self,
         ask: &ApprovalAsk<'_>,
         timeout: Duration,

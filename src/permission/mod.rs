@@ -88,6 +88,20 @@ pub enum DecidedBy {
     },
 }
 
+impl DecidedBy {
+    /// Who decided, as one word: `mode`, `rule`, `hook`, `approver`, `timeout` (a metric
+    /// label, a span attribute).
+    pub fn label(&self) -> &'static str {
+        match self {
+            DecidedBy::Mode { .. } => "mode",
+            DecidedBy::Rule { .. } => "rule",
+            DecidedBy::Hook { .. } => "hook",
+            DecidedBy::Approver { .. } => "approver",
+            DecidedBy::Timeout { .. } => "timeout",
+        }
+    }
+}
+
 /// The outcome of a permission check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
@@ -104,6 +118,13 @@ pub enum PermissionDecision {
 impl PermissionDecision {
     pub fn is_allow(&self) -> bool {
         matches!(self, PermissionDecision::Allow { .. })
+    }
+
+    pub fn decided_by(&self) -> &DecidedBy {
+        match self {
+            PermissionDecision::Allow { decided_by }
+            | PermissionDecision::Deny { decided_by, .. } => decided_by,
+        }
     }
 }
 

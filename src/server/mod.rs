@@ -37,7 +37,7 @@ pub use crate::config::{ServerFlags, ServerSettings};
 use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
 use crate::config::{McpSettings, Settings};
-use crate::dispatch::{DispatchDeps, Dispatcher};
+use crate::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::mcp::McpBridge;
@@ -491,7 +491,10 @@ fn build_service(
             audit: MeteredAudit::wrap(store.clone()),
             events: events.clone(),
         },
-        settings.dispatch.clone(),
+        DispatchSettings {
+            span_content_limit: settings.telemetry.span_content_limit(),
+            ..settings.dispatch.clone()
+        },
     );
     // Daemon-scoped MCP servers start now, in the background; a session waits for them.
     let daemon_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));

@@ -26,6 +26,8 @@ impl<T: Send + 'static> RunToCompletion<T> {
     /// `work` is already tracked by the caller (`TaskTracker::track_future`). A panic in it
     /// comes back as `Err` (the message), as a spawned task's would.
     pub fn new(work: impl Future<Output = T> + Send + 'static) -> Self {
+        // Carried, so the batch's spans stay in the request's tree if it is spawned.
+        let work = crate::tool::trace::carry(work);
         RunToCompletion {
             running: Some(Box::pin(AssertUnwindSafe(work).catch_unwind())),
         }

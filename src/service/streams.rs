@@ -115,7 +115,8 @@ impl ToolService {
         // meanwhile (else every retry would find it running forever).
         let (claimed, claim) = oneshot::channel();
         let service = self.clone();
-        self.batch_tasks.spawn(async move {
+        // Carried: the batch's spans stay in the request's tree, its context goes onward.
+        self.batch_tasks.spawn(crate::tool::trace::carry(async move {
             let batch_id = record.batch_id.clone();
             match service.claim(&record).await {
                 Err(refused) => {
@@ -139,7 +140,7 @@ impl ToolService {
             if let Err(err) = service.finish(&session, record, results.into()).await {
                 tracing::error!(%batch_id, error = %err, "streamed batch not completed in the store");
             }
-        });
+        }));
         let batch_id = claim.await.map_err(|_| {
             ServiceError::internal("the streamed batch's task ended before it was claimed")
         })??;

@@ -190,6 +190,8 @@ pub(crate) struct AuditRow {
     /// Absent from rows journalled before the column existed.
     #[serde(default)]
     pub(crate) cancelled_by: Option<String>,
+    #[serde(default)]
+    pub(crate) trace_id: Option<String>,
 }
 
 impl AuditRow {
@@ -233,6 +235,7 @@ impl AuditRow {
             result_total_chars,
             duration_ms: record.duration_ms,
             cancelled_by: record.cancelled_by,
+            trace_id: record.trace_id,
         })
     }
 }

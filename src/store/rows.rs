@@ -211,6 +211,7 @@ pub(crate) fn call_row(row: &impl ColumnReader) -> Result<CallRow, StoreError> {
         started_at: time(row.integer("started_at")?),
         duration_ms: row.real("duration_ms")?,
         cancelled_by: row.optional_text("cancelled_by")?.map(str::to_owned),
+        trace_id: row.optional_text("trace_id")?.map(str::to_owned),
     };
     Ok(CallRow {
         cursor,

@@ -61,13 +61,7 @@ fn record_row(record: &AuditRecord) {
 
 /// Who decided, as a bounded label: the kind, never the rule text, hook command or approver.
 pub fn decided_by_label(by: &DecidedBy) -> &'static str {
-    match by {
-        DecidedBy::Mode { .. } => "mode",
-        DecidedBy::Rule { .. } => "rule",
-        DecidedBy::Hook { .. } => "hook",
-        DecidedBy::Approver { .. } => "approver",
-        DecidedBy::Timeout { .. } => "timeout",
-    }
+    by.label()
 }
 
 #[async_trait]

@@ -15,6 +15,7 @@ mod names;
 mod output;
 pub mod paths;
 mod spec;
+pub mod trace;
 
 pub use call::{CallInput, OffloadedResult, Recorded, ToolCall, ToolResult};
 pub use context::{

@@ -63,8 +63,9 @@ const LAYERS: &[Layer] = &[
     // Around the core.
     layer("mcp",          &["tool", "registry"],
           "the bridge: external MCP servers' tools registered as the contract's tools"),
-    layer("config",       &["permission", "hooks", "dispatch", "tools", "mcp"],
-          "file, environment and flags into each component's typed settings, one way"),
+    layer("config",       &["permission", "hooks", "dispatch", "telemetry", "tools", "mcp"],
+          "file, environment and flags into each component's typed settings, one way \
+           (`[telemetry]` is telemetry's, the OTEL_* variables land there)"),
     layer("store",        &["tool", "event", "permission", "session", "registry", "dispatch"],
           "persistence: the core types it stores, dispatch's ports, permission's ledger"),
     layer("service",      &["tool", "event", "permission", "session", "registry", "hooks",
@@ -79,8 +80,9 @@ const LAYERS: &[Layer] = &[
           "wires settings into a running daemon: everything below it"),
     layer("client",       &[],
           "the terminal client knows the daemon only by its HTTP API, as JSON on the wire"),
-    layer("cli",          &["config", "server", "client", "tools"],
-          "parses flags into settings and starts the server, or hands over to the client, or \
+    layer("cli",          &["config", "server", "client", "tools", "telemetry"],
+          "parses flags into settings, installs the logs and traces (telemetry), and starts \
+           the server, or hands over to the client, or \
            (hidden `sandbox-spawner`) runs a session's shell spawner, which needs neither \
            settings nor a server"),
     // The crate root and the binary, which reaches the library as `toold::`.

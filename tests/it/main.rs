@@ -28,4 +28,5 @@ mod search;
 mod service;
 mod shell;
 mod store;
+mod telemetry;
 mod ui;

@@ -83,6 +83,9 @@ pub async fn router(
         .routes()
         .into_axum_router()
         .layer(axum::middleware::from_fn_with_state(gate, gates::gate))
+        .layer(axum::middleware::from_fn(
+            crate::api::trace_parent::grpc_request,
+        ))
 }
 
 /// The RPCs, each a one-line hand-off to its translation (in `sessions`, `batches`, `events`).

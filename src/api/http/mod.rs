@@ -81,13 +81,17 @@ pub fn app(service: Arc<ToolService>, settings: &ApiSettings, gate: Arc<Gate>) -
         .with_state(state)
         // The MCP door's routes, behind the same layers as every route here.
         .merge(mcp)
-        // Outermost first: an id for every request (kept if the client sent one), a span
-        // carrying it, the id echoed on the response, the request counter, then the gates and
+        // Outermost first: an id for every request (kept if the client sent one), a log span
+        // carrying it, the exported span, the id echoed on the response, the request counter, then the gates and
         // the body limit.
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
                 .layer(TraceLayer::new_for_http())
+                // The request's span for export, its parent the incoming `traceparent`.
+                .layer(axum::middleware::from_fn(
+                    crate::api::trace_parent::http_request,
+                ))
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 // Outside the gates, so 401/429/503 answers are counted too.
                 .layer(axum::middleware::from_fn(middleware::count_request))

@@ -184,5 +184,6 @@ fn call_json(row: &CallRow) -> Value {
         "started_at": humantime::format_rfc3339_millis(record.started_at).to_string(),
         "duration_ms": record.duration_ms,
         "cancelled_by": record.cancelled_by,
+        "trace_id": record.trace_id,
     })
 }

@@ -4,7 +4,8 @@
 //! an approval it waits for asked of the client (`elicitation` in the 2025 era,
 //! `input_required` in the 2026 era, whose retry is served here too); its result as MCP's (a
 //! failure an `isError` result, an offloaded output with a `resource_link`, an unknown tool a
-//! `-32602` error). The handler finds the session and the call id; the rest is here.
+//! `-32602` error). The handler finds the session and the call id; the rest is here. Each
+//! call is a span whose parent is `_meta.traceparent` when the request has one.
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, elicit_approval};
 use super::handler::rpc_error;
@@ -25,13 +27,55 @@ use super::results;
 use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
 use crate::service::{BatchItem, StreamDetail, StreamRequest, ToolService};
+use crate::tool::trace::{self, TraceContext};
 use crate::tool::{ErrorKind, ToolCall, ToolResult};
 
 /// Who the audit row of a call its MCP client cancelled names.
 pub(super) const MCP_CLIENT: &str = "mcp_client";
 
-/// Answers `request`, run in `session` as call `call_id`, or the retry it is.
+/// Answers `request`, run in `session` as call `call_id`, or the retry it is, in a span of
+/// its own: its parent the `traceparent` in the request's `_meta` (SEP-414), else the
+/// request's HTTP `traceparent` header when rmcp serves the request off the HTTP request's
+/// task (a 2025-era session's), else the span it runs in.
 pub async fn call_tool(
+    service: &Arc<ToolService>,
+    session: &str,
+    call_id: String,
+    request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    // rmcp leaves `_meta` in the params or moves it to the context, depending on the era.
+    let from_meta = [request.meta.as_ref(), Some(&context.meta)]
+        .into_iter()
+        .flatten()
+        .find_map(|meta| TraceContext::parse(meta.0.get_traceparent()?, meta.0.get_tracestate()));
+    let incoming = from_meta.or_else(|| {
+        let from_task = trace::incoming();
+        let from_headers = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| crate::api::trace_parent::from_headers(&parts.headers));
+        from_headers.filter(|_| from_task.is_none())
+    });
+    let span = tracing::info_span!(
+        target: trace::TARGET,
+        "mcp request",
+        otel.name = %format_args!("tools/call {}", request.name),
+        otel.kind = "server",
+        mcp.method.name = "tools/call",
+        gen_ai.tool.name = %request.name,
+    );
+    crate::telemetry::traces::set_parent(&span, incoming.as_ref());
+    let incoming = incoming.or_else(trace::incoming);
+    trace::scope(
+        incoming,
+        answer_call(service, session, call_id, request, context),
+    )
+    .instrument(span)
+    .await
+}
+
+async fn answer_call(
     service: &Arc<ToolService>,
     session: &str,
     call_id: String,

@@ -1,13 +1,15 @@
 //! Audit phase (outermost): times the call and writes its audit row before the result is
 //! returned, whichever phase produced the result; or, for a batch answered whole, holds the
 //! row for the batch to write with the others before it answers (`HeldAudit`). A cancelled
-//! call's row says who stopped it (`cancelled_by`).
+//! call's row says who stopped it (`cancelled_by`) and keeps the trace the call ran in
+//! (`trace_id`, `tool::trace::current`).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use super::{CallOutcome, CallRequest, CallSignals, Next, Phase, run_next};
 use crate::dispatch::ports::{AuditRecord, AuditSink};
+use crate::tool::trace;
 use crate::tool::{ErrorKind, ToolResult};
 
 pub struct Audit {
@@ -33,6 +35,9 @@ impl Phase for Audit {
 
         let mut outcome = run_next(next, request).await;
         outcome.result.duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
+        // In the call's span (the executor runs the pipeline in it).
+        let trace_id = trace::current().map(|context| context.trace_id_hex());
+        outcome.trace_id = trace_id.as_deref().map(Arc::from);
 
         // Nothing after this phase reads the final input: the row takes it.
         let input = outcome.final_input.take().unwrap_or_default();
@@ -53,6 +58,7 @@ impl Phase for Audit {
             started_at,
             duration_ms: result.duration_ms,
             cancelled_by: cancelled_by(result, &signals),
+            trace_id,
         };
         if let Some(held) = held {
             // The batch writes it, with its siblings', before any result is returned.

@@ -213,6 +213,7 @@ fn finish(
         context_updates,
         additional_context: Vec::new(),
         spill,
+        trace_id: None,
     })
 }
 

@@ -106,6 +106,8 @@ pub struct CallOutcome {
     /// The full output of an executed call whose tool spilled it to a file; the offload
     /// phase always stores it and deletes the file.
     pub spill: Option<SpilledResult>,
+    /// The trace the call ran in (set by the audit phase, for the row and the call's event).
+    pub trace_id: Option<Arc<str>>,
 }
 
 /// A result whose full text is `lead` (what the result puts before the tool's output: an
@@ -127,6 +129,7 @@ impl CallOutcome {
             context_updates: Vec::new(),
             additional_context: Vec::new(),
             spill: None,
+            trace_id: None,
         })
     }
 }

@@ -21,6 +21,8 @@ use std::process::ExitStatus;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use crate::tool::trace::{TRACEPARENT_ENV, TRACESTATE_ENV};
+
 /// A child of the daemon, reaped by [`DirectChild::wait`] or [`DirectChild::try_wait`] (or,
 /// if dropped before, by a thread of its own).
 #[derive(Debug)]
@@ -33,12 +35,13 @@ pub(crate) struct DirectChild {
 impl DirectChild {
     /// Starts `argv` (looked up on `PATH`) in `cwd` in a session of its own, with `stdio` on
     /// descriptors 0–2 and `report` on 3, in the daemon's environment without `TOOLD_*` and
-    /// `CDPATH`.
+    /// `CDPATH`, plus `extra` (the trace context; it replaces a variable of the same name).
     pub(crate) fn spawn(
         cwd: &Path,
         argv: &[OsString],
         stdio: [OwnedFd; 3],
         report: Option<OwnedFd>,
+        extra: &[(&str, String)],
     ) -> io::Result<DirectChild> {
         let cstring = |bytes: &[u8]| CString::new(bytes).map_err(io::Error::other);
         let args: Vec<CString> = argv
@@ -48,8 +51,17 @@ impl DirectChild {
         let env: Vec<CString> = std::env::vars_os()
             .filter(|(key, _)| {
                 let key = key.as_bytes();
-                !key.starts_with(b"TOOLD_") && key != b"CDPATH"
+                !key.starts_with(b"TOOLD_")
+                    && key != b"CDPATH"
+                    && key != TRACEPARENT_ENV.as_bytes()
+                    && key != TRACESTATE_ENV.as_bytes()
+                    && !extra.iter().any(|(name, _)| name.as_bytes() == key)
             })
+            .chain(
+                extra
+                    .iter()
+                    .map(|(name, value)| (OsString::from(name), OsString::from(value))),
+            )
             .map(|(key, value)| {
                 let mut pair = key.as_bytes().to_vec();
                 pair.push(b'=');

@@ -23,7 +23,9 @@
 //! behind (`run_in_background` is for processes that should outlive a call). Processes that
 //! left the group themselves (`setsid`, daemons) are out of reach. The daemon's own
 //! environment variables named `TOOLD_*` (auth tokens, database URLs) are not passed on, nor
-//! `CDPATH`, so that a relative `cd` goes where the workspace check resolved it.
+//! `CDPATH`, so that a relative `cd` goes where the workspace check resolved it. The call's
+//! trace context is (`TRACEPARENT`, `TRACESTATE`, naming the spawn's span), per command,
+//! whoever starts it.
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -42,12 +44,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::direct::DirectChild;
 use super::group::{GroupGuard, Leader, terminate_group};
 use super::output::OutputBuffer;
 use super::sandbox::Confinement;
 use super::spill::SpillWriter;
+use crate::tool::trace;
 
 /// How long to wait for the last output (and the cwd report) once the shell is gone.
 const DRAIN_WAIT: Duration = Duration::from_millis(200);
@@ -136,6 +140,10 @@ pub(crate) fn clean_environment(command: &mut Command) {
         }
     }
     command.env_remove("CDPATH");
+    // A context the daemon itself was started with is not a call's: each command gets its
+    // own, or none.
+    command.env_remove(trace::TRACEPARENT_ENV);
+    command.env_remove(trace::TRACESTATE_ENV);
 }
 
 impl ShellProcess {
@@ -170,21 +178,42 @@ impl ShellProcess {
         // Timed for `toold_sandbox_spawn_seconds`, failed spawns too: for a spawner, the request
         // until the command is about to exec.
         let started = std::time::Instant::now();
-        let leader = match confinement {
-            Confinement::Spawner(spawner) => spawner
-                .run(cwd, argv, stdio, report_write)
-                .await
-                .map(Leader::Spawned),
-            Confinement::None => {
-                DirectChild::spawn(cwd, &argv, stdio, report_write).map(Leader::Direct)
+        let backend = confinement.kind().as_str();
+        let span = tracing::info_span!(
+            target: trace::TARGET,
+            "process",
+            otel.name = %format_args!("process spawn {backend}"),
+            toold.sandbox.backend = backend,
+            process.pid = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let leader = async {
+            // Read inside the span: the shell's context names it.
+            let env = trace::current()
+                .map(|context| context.environment())
+                .unwrap_or_default();
+            match confinement {
+                Confinement::Spawner(spawner) => spawner
+                    .run(cwd, argv, stdio, report_write, &env)
+                    .await
+                    .map(Leader::Spawned),
+                Confinement::None => {
+                    DirectChild::spawn(cwd, &argv, stdio, report_write, &env).map(Leader::Direct)
+                }
             }
-        };
-        crate::telemetry::record_sandbox_spawn(confinement.kind().as_str(), started.elapsed());
+        }
+        .instrument(span.clone())
+        .await;
+        crate::telemetry::record_sandbox_spawn(backend, started.elapsed());
+        if let Err(err) = &leader {
+            span.record("otel.status_description", err.to_string().as_str());
+        }
         let leader = leader?;
         let pid = match &leader {
             Leader::Direct(child) => child.pid(),
             Leader::Spawned(shell) => shell.pid,
         };
+        span.record("process.pid", pid);
         let pid = u32::try_from(pid).map_err(io::Error::other)?;
         let pgid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
         let guard = GroupGuard { pgid, armed: true };

@@ -32,7 +32,16 @@ impl Toold {
 
     /// The daemon over `dir` (`data/` and an allowed root `projects/`), with extra flags.
     pub fn start_with(dir: Arc<tempfile::TempDir>, extra: &[&str]) -> Toold {
-        let process = DaemonProcess::start(dir.path(), extra);
+        Toold::start_with_env(dir, extra, &[])
+    }
+
+    /// [`Toold::start_with`] with `env` added to the daemon's environment.
+    pub fn start_with_env(
+        dir: Arc<tempfile::TempDir>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Toold {
+        let process = DaemonProcess::start_with_env(dir.path(), extra, env);
         let token = extra
             .windows(2)
             .find(|w| w[0] == "--auth-token")

@@ -53,8 +53,20 @@ impl DaemonProcess {
 
     /// [`DaemonProcess::start`] listening on `listen`.
     pub fn start_on(dir: &Path, listen: &str, extra: &[&str]) -> DaemonProcess {
+        DaemonProcess::start_command(dir, command_on(dir, listen, extra))
+    }
+
+    /// [`DaemonProcess::start`] with `env` added to the daemon's environment (the standard
+    /// `OTEL_*` variables, say).
+    pub fn start_with_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> DaemonProcess {
+        let mut command = command(dir, extra);
+        command.envs(env.iter().copied());
+        DaemonProcess::start_command(dir, command)
+    }
+
+    fn start_command(dir: &Path, mut command: Command) -> DaemonProcess {
         std::fs::create_dir_all(dir.join("projects")).unwrap();
-        let mut child = command_on(dir, listen, extra)
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -6,6 +6,7 @@
 //! Host names are checked after DNS resolution by [`address::CheckedResolver`]; what a body
 //! becomes is [`content`]'s business. Deliberately absent: cookies, authentication, proxies
 //! (a proxy would resolve names itself and defeat the address check), JavaScript, caching.
+//! Every hop carries the call's trace context (`traceparent`, `tracestate`; DESIGN §9).
 //! Permission rules match the input URL's host ([`crate::permission::matcher::web_fetch_host`]).
 
 mod address;
@@ -88,6 +89,7 @@ impl WebFetchTool {
     /// GETs `url`, following redirects by hand and checking every hop.
     async fn fetch(&self, url: &Url) -> Result<Fetched, ToolError> {
         let client = self.client()?;
+        let trace_context = crate::tool::trace::current();
         let mut current = url.clone();
         let mut previous: Option<Url> = None;
         let mut redirects = 0;
@@ -101,12 +103,17 @@ impl WebFetchTool {
             };
             check_url(&current, &self.policy)
                 .map_err(|message| hop_error(ToolError::Execution(message)))?;
-            let response = client
-                .get(current.clone())
-                .header(
-                    ACCEPT,
-                    "text/markdown, text/html;q=0.9, text/plain;q=0.8, */*;q=0.1",
-                )
+            let mut request = client.get(current.clone()).header(
+                ACCEPT,
+                "text/markdown, text/html;q=0.9, text/plain;q=0.8, */*;q=0.1",
+            );
+            if let Some(context) = &trace_context {
+                request = request.header("traceparent", context.traceparent());
+                if let Some(state) = &context.tracestate {
+                    request = request.header("tracestate", state);
+                }
+            }
+            let response = request
                 .send()
                 .await
                 .map_err(|err| hop_error(request_error(&current, &err)))?;

@@ -2,8 +2,9 @@
 //! `SOCK_SEQPACKET` sockets (one message per send, so no framing), descriptors passed with
 //! `SCM_RIGHTS`, and the request and reply formats both sides share.
 //!
-//! A request is one message on the control socket: a flags byte, then NUL-terminated fields
-//! (the working directory, then each argument), with the descriptors `[reply, stdin, stdout,
+//! A request is one message on the control socket: a flags byte, a count of environment
+//! variables, then NUL-terminated fields (the working directory, each variable as
+//! `NAME=value`, then each argument), with the descriptors `[reply, stdin, stdout,
 //! stderr, report?]`. Answers come on `reply` (a socket made for that one command): first
 //! [`REPLY_STARTED`], sent by the command's own process just before it execs, so that the
 //! kernel attaches its credentials (`SO_PASSCRED`) with its pid translated into the daemon's
@@ -199,35 +200,60 @@ pub(crate) struct Request {
     pub cwd: PathBuf,
     pub argv: Vec<OsString>,
     pub report: bool,
+    /// Set in the command's environment on top of the spawner's (the call's trace context).
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl Request {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut bytes = vec![if self.report { FLAG_REPORT } else { 0 }];
-        for field in std::iter::once(self.cwd.as_os_str()).chain(self.argv.iter().map(|a| &**a)) {
-            bytes.extend_from_slice(field.as_bytes());
+        // At most a few variables (the trace context); more would be a caller's bug.
+        let count = u8::try_from(self.env.len()).unwrap_or(u8::MAX);
+        let mut bytes = vec![if self.report { FLAG_REPORT } else { 0 }, count];
+        let mut push = |field: &[u8]| {
+            bytes.extend_from_slice(field);
             bytes.push(0);
+        };
+        push(self.cwd.as_os_str().as_bytes());
+        for (name, value) in self.env.iter().take(usize::from(count)) {
+            push(&[name.as_bytes(), b"=", value.as_bytes()].concat());
+        }
+        for argument in &self.argv {
+            push(argument.as_bytes());
         }
         bytes
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Request, String> {
         let (&flags, rest) = bytes.split_first().ok_or("an empty request")?;
+        let (&count, rest) = rest.split_first().ok_or("a request without its count")?;
         let rest = rest
             .strip_suffix(&[0])
             .ok_or("a request without its last NUL")?;
-        let mut fields = rest
-            .split(|&b| b == 0)
-            .map(|f| OsString::from_vec(f.to_vec()));
+        let mut fields = rest.split(|&b| b == 0);
         let cwd = fields.next().ok_or("a request without a directory")?;
-        let argv: Vec<OsString> = fields.collect();
+        let env = (0..count)
+            .map(|_| {
+                let field = fields.next().ok_or("a request missing a variable")?;
+                let at = field
+                    .iter()
+                    .position(|&b| b == b'=')
+                    .filter(|&at| at > 0)
+                    .ok_or("a variable without a name")?;
+                Ok((
+                    OsString::from_vec(field[..at].to_vec()),
+                    OsString::from_vec(field[at + 1..].to_vec()),
+                ))
+            })
+            .collect::<Result<Vec<_>, &str>>()?;
+        let argv: Vec<OsString> = fields.map(|f| OsString::from_vec(f.to_vec())).collect();
         if argv.is_empty() {
             return Err("a request without a program".into());
         }
         Ok(Request {
-            cwd: PathBuf::from(cwd),
+            cwd: PathBuf::from(OsString::from_vec(cwd.to_vec())),
             argv,
             report: flags & FLAG_REPORT != 0,
+            env,
         })
     }
 }
@@ -243,10 +269,25 @@ mod tests {
             cwd: PathBuf::from("/w/sub dir"),
             argv: vec!["bash".into(), "-c".into(), "echo 'a b'".into()],
             report: true,
+            env: vec![("TRACEPARENT".into(), "00-a=b".into())],
         };
         assert_eq!(Request::decode(&request.encode()), Ok(request));
         assert!(Request::decode(b"").is_err());
-        assert!(Request::decode(b"\0/w\0").unwrap_err().contains("program"));
+        assert!(
+            Request::decode(b"\0\0/w\0")
+                .unwrap_err()
+                .contains("program")
+        );
+        assert!(
+            Request::decode(b"\0\x01/w\0")
+                .unwrap_err()
+                .contains("variable")
+        );
+        assert!(
+            Request::decode(b"\0\x01/w\0=x\0bash\0")
+                .unwrap_err()
+                .contains("name")
+        );
     }
 
     #[test]

@@ -139,11 +139,16 @@ impl SessionSpawner {
         argv: Vec<OsString>,
         stdio: [OwnedFd; 3],
         report: Option<OwnedFd>,
+        env: &[(&str, String)],
     ) -> io::Result<SpawnedShell> {
         let request = Request {
             cwd: cwd.to_owned(),
             argv,
             report: report.is_some(),
+            env: env
+                .iter()
+                .map(|(name, value)| (OsString::from(name), OsString::from(value)))
+                .collect(),
         };
         let (reply, reply_theirs) = wire::seqpacket_pair()?;
         wire::pass_credentials(reply.as_raw_fd())?;

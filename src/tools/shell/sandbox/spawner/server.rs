@@ -273,6 +273,11 @@ fn fork_command(
             .collect(),
         cwd: cstring(request.cwd.as_os_str().as_bytes())?,
         argv: argv_ptrs,
+        env: request
+            .env
+            .iter()
+            .map(|(name, value)| cstring(&[name.as_bytes(), b"=", value.as_bytes()].concat()))
+            .collect::<io::Result<_>>()?,
         limits,
     };
     // SAFETY: this process has one thread, so the child may do anything; it only makes
@@ -295,6 +300,8 @@ struct Command {
     targets: Vec<(RawFd, RawFd)>,
     cwd: CString,
     argv: Vec<*const libc::c_char>,
+    /// `NAME=value`, added to the spawner's environment for this command.
+    env: Vec<CString>,
     limits: ChildLimits,
 }
 
@@ -328,6 +335,11 @@ impl Command {
                 fail(b"toold sandbox: cannot enter the working directory\n", 126);
             }
             // Sent by this process, so the kernel attaches its pid for the daemon.
+            // This copy of the environment is the child's own (one thread, forked); putenv
+            // keeps the pointers, which live until exec.
+            for variable in &self.env {
+                libc::putenv(variable.as_ptr().cast_mut());
+            }
             let started = [REPLY_STARTED];
             libc::send(self.reply, started.as_ptr().cast(), 1, libc::MSG_NOSIGNAL);
             libc::execvp(self.argv[0], self.argv.as_ptr());

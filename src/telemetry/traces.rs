@@ -1,0 +1,360 @@
+//! OpenTelemetry traces (DESIGN §9): the `[telemetry]` settings (the standard `OTEL_*`
+//! variables land there through `config`), the process's `tracing` subscriber (logs, and the
+//! OTLP exporter when an endpoint is set), and the bridge between the core's plain
+//! [`TraceContext`] and OpenTelemetry's.
+//!
+//! Decisions:
+//! - **Off without an endpoint, at no cost**: no exporter, no layer. The core's spans (target
+//!   [`trace::TARGET`]) are then disabled callsites, since the log layer's filter never
+//!   enables that target either; a disabled `info_span!` is a cached-interest check.
+//! - **Endpoints as the specification reads them**: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is
+//!   used verbatim; `OTEL_EXPORTER_OTLP_ENDPOINT` is a base URL, to which HTTP appends
+//!   `/v1/traces` (gRPC uses it as is). The protocol defaults to `http/protobuf`, the
+//!   specification's default. TLS to the collector is not built in (plain `http://` only).
+//! - **The sampler** is `OTEL_TRACES_SAMPLER` (`always_on`, `always_off`, `traceidratio`,
+//!   `parentbased_always_on` the default, `parentbased_always_off`,
+//!   `parentbased_traceidratio`) with `OTEL_TRACES_SAMPLER_ARG` as the ratio.
+//! - The exporter's own knobs (`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `OTEL_BSP_*`) are
+//!   read by the OpenTelemetry SDK itself, as in every SDK; everything else comes from here.
+//! - **Batched export** on the SDK's own thread; [`TracesGuard::shutdown`] flushes it, called
+//!   when the daemon has drained (and when `toold mcp` ends).
+//! - **Content stays out of spans** unless `capture_content` (then a call's input and output
+//!   become `gen_ai.tool.call.arguments`/`gen_ai.tool.call.result`, cut to
+//!   `content_limit_bytes`).
+
+use std::str::FromStr;
+
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use serde::{Deserialize, Serialize};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::tool::trace::{self, TraceContext};
+
+/// The OTLP wire format (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OtlpProtocol {
+    #[serde(rename = "grpc")]
+    Grpc,
+    #[default]
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+}
+
+/// `[telemetry]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySettings {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the collector's base URL; unset or empty: no traces.
+    pub otlp_endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: the full traces URL, before `otlp_endpoint`.
+    pub otlp_traces_endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`.
+    pub otlp_protocol: OtlpProtocol,
+    /// `OTEL_SERVICE_NAME`.
+    pub service_name: String,
+    /// `OTEL_TRACES_SAMPLER`.
+    pub traces_sampler: String,
+    /// `OTEL_TRACES_SAMPLER_ARG`: the ratio of the `*traceidratio` samplers.
+    pub traces_sampler_arg: Option<String>,
+    /// Whether spans carry a call's input and output.
+    pub capture_content: bool,
+    /// How much of each (bytes) when they do.
+    pub content_limit_bytes: usize,
+}
+
+impl Default for TelemetrySettings {
+    fn default() -> Self {
+        TelemetrySettings {
+            otlp_endpoint: None,
+            otlp_traces_endpoint: None,
+            otlp_protocol: OtlpProtocol::default(),
+            service_name: "toold".to_owned(),
+            traces_sampler: "parentbased_always_on".to_owned(),
+            traces_sampler_arg: None,
+            capture_content: false,
+            content_limit_bytes: 1024,
+        }
+    }
+}
+
+/// Why the traces could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TracesError {
+    #[error(
+        "unknown OTEL_TRACES_SAMPLER {0:?}; expected always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio"
+    )]
+    Sampler(String),
+    #[error("OTEL_TRACES_SAMPLER_ARG {0:?} is not a ratio between 0 and 1")]
+    SamplerArg(String),
+    #[error("invalid log filter {filter:?}: {problem}")]
+    LogFilter { filter: String, problem: String },
+    #[error("the OTLP exporter for {endpoint} could not be built: {problem}")]
+    Exporter { endpoint: String, problem: String },
+    #[error("a tracing subscriber was already installed: {0}")]
+    Subscriber(String),
+}
+
+impl TelemetrySettings {
+    /// Where spans go, `None` when tracing is off.
+    pub fn traces_endpoint(&self) -> Option<String> {
+        let set = |value: &Option<String>| {
+            value
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        if let Some(endpoint) = set(&self.otlp_traces_endpoint) {
+            return Some(endpoint);
+        }
+        let base = set(&self.otlp_endpoint)?;
+        Some(match self.otlp_protocol {
+            OtlpProtocol::Grpc => base,
+            OtlpProtocol::HttpProtobuf => format!("{}/v1/traces", base.trim_end_matches('/')),
+        })
+    }
+
+    /// The sampler the settings name (checked by `config` at load).
+    pub fn sampler(&self) -> Result<Sampler, TracesError> {
+        let ratio = || match self.traces_sampler_arg.as_deref().map(str::trim) {
+            None | Some("") => Ok(1.0),
+            Some(arg) => arg
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or_else(|| TracesError::SamplerArg(arg.to_owned())),
+        };
+        let name = self.traces_sampler.trim().to_ascii_lowercase();
+        Ok(match name.as_str() {
+            "always_on" => Sampler::AlwaysOn,
+            "always_off" => Sampler::AlwaysOff,
+            "traceidratio" => Sampler::TraceIdRatioBased(ratio()?),
+            "parentbased_always_on" => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+            "parentbased_always_off" => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+            "parentbased_traceidratio" => {
+                Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio()?)))
+            }
+            _ => return Err(TracesError::Sampler(self.traces_sampler.clone())),
+        })
+    }
+
+    /// How much of a call's content a span carries: `None` unless `capture_content`.
+    pub fn span_content_limit(&self) -> Option<usize> {
+        self.capture_content.then_some(self.content_limit_bytes)
+    }
+}
+
+/// The exporter, kept to be flushed at the end.
+#[must_use = "dropping the guard loses the spans not yet exported"]
+pub struct TracesGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl TracesGuard {
+    /// Whether spans are exported.
+    pub fn is_exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Exports what is pending and stops the exporter. Blocks: call it outside the runtime's
+    /// tasks (a multi-threaded runtime must still be alive, for the gRPC client).
+    pub fn shutdown(mut self) {
+        if let Some(provider) = self.provider.take() {
+            if let Err(err) = provider.force_flush() {
+                tracing::warn!(error = %err, "spans not flushed");
+            }
+            if let Err(err) = provider.shutdown() {
+                tracing::warn!(error = %err, "trace exporter not shut down cleanly");
+            }
+        }
+    }
+}
+
+/// Installs the process's subscriber: logs on stderr filtered by `log_filter`, and, when an
+/// endpoint is set, the OTLP exporter for the spans of [`trace::TARGET`]. Must run inside
+/// the Tokio runtime (the gRPC client lives on it).
+pub fn init(log_filter: &str, settings: &TelemetrySettings) -> Result<TracesGuard, TracesError> {
+    let targets: Targets =
+        log_filter
+            .parse()
+            .map_err(
+                |err: tracing_subscriber::filter::ParseError| TracesError::LogFilter {
+                    filter: log_filter.to_owned(),
+                    problem: err.to_string(),
+                },
+            )?;
+    // Spans meant for export never show in the logs.
+    let targets = targets.with_target(trace::TARGET, LevelFilter::OFF);
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_filter(targets);
+    let provider = match settings.traces_endpoint() {
+        Some(endpoint) => Some(provider(settings, endpoint)?),
+        None => None,
+    };
+    let spans = provider.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("toold"))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            .with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::TRACE))
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .try_init()
+        .map_err(|err| TracesError::Subscriber(err.to_string()))?;
+    if provider.is_some() {
+        trace::install_source(current_context);
+    }
+    Ok(TracesGuard { provider })
+}
+
+fn provider(
+    settings: &TelemetrySettings,
+    endpoint: String,
+) -> Result<SdkTracerProvider, TracesError> {
+    // The HTTP exporter's client is reqwest 0.13 with rustls but no crypto provider (the
+    // features rmcp's client asks for); as the MCP bridge does, install ring's, unless one
+    // is there already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let built = match settings.otlp_protocol {
+        OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint.clone())
+            .build(),
+        OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(endpoint.clone())
+            .build(),
+    };
+    let exporter = built.map_err(|err| TracesError::Exporter {
+        endpoint,
+        problem: err.to_string(),
+    })?;
+    let resource = Resource::builder_empty()
+        .with_service_name(settings.service_name.clone())
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .build();
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_sampler(settings.sampler()?)
+        .with_resource(resource)
+        .build())
+}
+
+/// The current span's context as the core's [`TraceContext`] (the installed
+/// [`trace::Source`]).
+fn current_context() -> Option<TraceContext> {
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    if !span_context.is_valid() {
+        return None;
+    }
+    let state = span_context.trace_state().header();
+    Some(TraceContext {
+        trace_id: span_context.trace_id().to_bytes(),
+        parent_id: span_context.span_id().to_bytes(),
+        flags: span_context.trace_flags().to_u8(),
+        tracestate: (!state.is_empty()).then_some(state),
+    })
+}
+
+/// Makes `incoming` (a request's `traceparent`) the parent of `span`, the request's root
+/// span; nothing when there is none or spans are not exported. Call it before anything
+/// enters the span.
+pub fn set_parent(span: &tracing::Span, incoming: Option<&TraceContext>) {
+    let Some(incoming) = incoming else { return };
+    if span.is_disabled() {
+        return;
+    }
+    let state = incoming
+        .tracestate
+        .as_deref()
+        .and_then(|s| TraceState::from_str(s).ok())
+        .unwrap_or_default();
+    let remote = SpanContext::new(
+        TraceId::from_bytes(incoming.trace_id),
+        SpanId::from_bytes(incoming.parent_id),
+        TraceFlags::new(incoming.flags),
+        true,
+        state,
+    );
+    let parent = opentelemetry::Context::new().with_remote_span_context(remote);
+    if let Err(err) = span.set_parent(parent) {
+        tracing::debug!(error = %err, "incoming trace context not attached");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_resolve_as_the_specification_says() {
+        let mut settings = TelemetrySettings::default();
+        assert_eq!(settings.traces_endpoint(), None);
+        settings.otlp_endpoint = Some("http://collector:4318/".into());
+        assert_eq!(
+            settings.traces_endpoint().as_deref(),
+            Some("http://collector:4318/v1/traces")
+        );
+        settings.otlp_protocol = OtlpProtocol::Grpc;
+        assert_eq!(
+            settings.traces_endpoint().as_deref(),
+            Some("http://collector:4318/")
+        );
+        settings.otlp_traces_endpoint = Some("http://other:9/x".into());
+        assert_eq!(
+            settings.traces_endpoint().as_deref(),
+            Some("http://other:9/x")
+        );
+        settings.otlp_traces_endpoint = Some(" ".into());
+        settings.otlp_endpoint = Some(String::new());
+        assert_eq!(settings.traces_endpoint(), None);
+    }
+
+    #[test]
+    fn samplers_are_named_as_the_specification_names_them() {
+        let with = |name: &str, arg: Option<&str>| TelemetrySettings {
+            traces_sampler: name.into(),
+            traces_sampler_arg: arg.map(str::to_owned),
+            ..TelemetrySettings::default()
+        };
+        for name in [
+            "always_on",
+            "always_off",
+            "traceidratio",
+            "parentbased_always_on",
+            "parentbased_always_off",
+            "parentbased_traceidratio",
+        ] {
+            assert!(with(name, Some("0.5")).sampler().is_ok(), "{name}");
+        }
+        assert!(matches!(
+            with("sometimes", None).sampler(),
+            Err(TracesError::Sampler(_))
+        ));
+        assert!(matches!(
+            with("traceidratio", Some("2")).sampler(),
+            Err(TracesError::SamplerArg(_))
+        ));
+    }
+}
