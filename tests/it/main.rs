@@ -28,3 +28,4 @@ mod search;
 mod service;
 mod shell;
 mod store;
+mod tls;
