@@ -77,6 +77,10 @@ pub struct ConnectArgs {
     /// The bearer token.
     #[arg(long, global = true, env = "TOOLD_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A PEM file of CA certificates to trust for an https:// URL (a daemon serving a
+    /// certificate of a private CA), besides the built-in roots.
+    #[arg(long = "ca-cert", global = true, env = "TOOLD_CA_CERT")]
+    ca_certificate: Option<PathBuf>,
 }
 
 impl ConnectArgs {
@@ -84,6 +88,7 @@ impl ConnectArgs {
         Connection {
             url: self.url,
             token: self.token,
+            ca_certificate: self.ca_certificate,
         }
     }
 }
@@ -231,6 +236,13 @@ pub struct ServeArgs {
     /// A bearer token accepted; repeatable [env: TOOLD_AUTH_TOKENS].
     #[arg(long = "auth-token")]
     auth_tokens: Vec<String>,
+    /// PEM certificate chain: serve HTTPS and gRPC over TLS (with --tls-key; reloaded on
+    /// SIGHUP) [env: TOOLD_TLS_CERT].
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert [env: TOOLD_TLS_KEY].
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -241,6 +253,8 @@ impl ServeArgs {
             database_url: self.database_url,
             allowed_roots: self.allowed_roots,
             auth_tokens: self.auth_tokens,
+            tls_cert: self.tls_cert,
+            tls_key: self.tls_key,
         }
     }
 }

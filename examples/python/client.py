@@ -6,7 +6,10 @@ tools in Anthropic format, runs a batch (a write and a read), streams a batch ca
 Execute, and reads those events back with Subscribe. Every step is checked; any surprise exits
 non-zero.
 
-    python client.py 127.0.0.1:7070 [--token TOKEN]
+    python client.py 127.0.0.1:7070 [--token TOKEN] [--ca-cert CA.pem]
+
+With --ca-cert the channel is TLS (a daemon started with --tls-cert and --tls-key), trusting
+the CA certificates in that PEM file; without it, plain HTTP/2.
 """
 
 import argparse
@@ -51,14 +54,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("address", help="host:port of toold")
     parser.add_argument("--token", help="bearer token, when the daemon has tokens")
+    parser.add_argument("--ca-cert", help="PEM CA certificates: connect over TLS trusting them")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toold-stubs-") as out_dir:
         pb, pb_grpc = load_stubs(out_dir)
         metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
-        with grpc.insecure_channel(args.address) as channel:
+        with open_channel(args.address, args.ca_cert) as channel:
             grpc.channel_ready_future(channel).result(timeout=TIMEOUT_S)
             run(pb, pb_grpc.ToolServiceStub(channel), metadata)
     print("python example: ok")
+
+
+def open_channel(address, ca_cert):
+    """A plain channel, or a TLS one trusting the CA certificates in `ca_cert`."""
+    if not ca_cert:
+        return grpc.insecure_channel(address)
+    with open(ca_cert, "rb") as file:
+        credentials = grpc.ssl_channel_credentials(root_certificates=file.read())
+    return grpc.secure_channel(address, credentials)
 
 
 def run(pb, stub, metadata):

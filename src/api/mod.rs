@@ -39,6 +39,8 @@ pub struct ApiSettings {
     pub repoll_self_wake: bool,
     /// The MCP door's own settings.
     pub mcp: mcp::McpDoorSettings,
+    /// The certificate to serve TLS with (`[server] tls_cert`, `tls_key`); `None`: plain HTTP.
+    pub tls: Option<std::sync::Arc<listener::ServerCertificate>>,
 }
 
 use axum::http::StatusCode;

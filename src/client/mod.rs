@@ -51,11 +51,14 @@ pub enum ExitStatus {
     Unreachable = 4,
 }
 
-/// Where the daemon is and who is asking (`--url`/`TOOLD_URL`, `--token`/`TOOLD_TOKEN`).
+/// Where the daemon is and who is asking (`--url`/`TOOLD_URL`, `--token`/`TOOLD_TOKEN`), and
+/// the CA certificates (PEM) to trust for an `https://` URL besides the system's
+/// (`--ca-cert`/`TOOLD_CA_CERT`).
 #[derive(Clone, Debug)]
 pub struct Connection {
     pub url: String,
     pub token: Option<String>,
+    pub ca_certificate: Option<std::path::PathBuf>,
 }
 
 /// `toold tail`'s choices.

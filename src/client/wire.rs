@@ -56,6 +56,19 @@ impl ClientError {
     }
 }
 
+/// The certificates of a PEM bundle (`--ca-cert`), to trust as roots.
+fn ca_certificates(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, ClientError> {
+    let usage =
+        |problem: String| ClientError::Usage(format!("--ca-cert {}: {problem}", path.display()));
+    let pem = std::fs::read(path).map_err(|err| usage(format!("cannot read it: {err}")))?;
+    let roots = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|err| usage(format!("invalid PEM: {err}")))?;
+    if roots.is_empty() {
+        return Err(usage("no CERTIFICATE block in the file".into()));
+    }
+    Ok(roots)
+}
+
 /// The daemon at one URL, spoken to with one token.
 pub struct ApiClient {
     http: reqwest::Client,
@@ -73,8 +86,14 @@ impl ApiClient {
                 "invalid --url {base:?}: expected http:// or https://"
             )));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(5))
+        let mut builder =
+            reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(5));
+        if let Some(path) = &connection.ca_certificate {
+            for root in ca_certificates(path)? {
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        let http = builder
             .build()
             .map_err(|err| ClientError::Failed(format!("cannot build the HTTP client: {err}")))?;
         Ok(ApiClient {

@@ -9,7 +9,7 @@ mod server;
 pub use mcp::{McpFlags, McpSettings};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
 pub use crate::permission::PermissionLevel;
-pub use server::{ServerFlags, ServerSettings};
+pub use server::{HalfTlsError, ServerFlags, ServerSettings, TlsFiles};
 
 use std::path::Path;
 
@@ -78,6 +78,8 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         "server.auth_tokens",
         EnvKind::List(','),
     ),
+    ("TOOLD_TLS_CERT", "server.tls_cert", EnvKind::Text),
+    ("TOOLD_TLS_KEY", "server.tls_key", EnvKind::Text),
     (
         "TOOLD_REPOLL_SELF_WAKE",
         "server.repoll_self_wake",
@@ -302,6 +304,8 @@ mod tests {
             "TOOLD_DATABASE_URL" => Some("sqlite:///tmp/t.db".to_owned()),
             "TOOLD_ALLOWED_ROOTS" => Some("/srv/a:/srv/b".to_owned()),
             "TOOLD_AUTH_TOKENS" => Some("one, two".to_owned()),
+            "TOOLD_TLS_CERT" => Some("/etc/toold/cert.pem".to_owned()),
+            "TOOLD_TLS_KEY" => Some("/etc/toold/key.pem".to_owned()),
             _ => None,
         };
         let server = Settings::load(None, env).unwrap().server;
@@ -313,6 +317,8 @@ mod tests {
             vec![Path::new("/srv/a"), Path::new("/srv/b")]
         );
         assert_eq!(server.auth_tokens, vec!["one", "two"]);
+        assert_eq!(server.tls_cert, Path::new("/etc/toold/cert.pem"));
+        assert_eq!(server.tls_key, Path::new("/etc/toold/key.pem"));
         let defaults = Settings::load(None, no_env).unwrap().server;
         assert_eq!(defaults.listen, "127.0.0.1:7070");
         assert_eq!(defaults.body_limit_bytes, 16 * 1024 * 1024);

@@ -57,6 +57,28 @@ pub struct ServerSettings {
     /// a wake-up of a second worker on every HTTP/1 POST; off is for re-measuring it after a
     /// tokio or hyper upgrade (see `api/listener/self_wake.rs`).
     pub repoll_self_wake: bool,
+    /// PEM certificate chain to serve HTTPS and gRPC over TLS with (`TOOLD_TLS_CERT`,
+    /// `--tls-cert`); empty: plain HTTP. Reloaded on SIGHUP.
+    pub tls_cert: PathBuf,
+    /// PEM private key of `tls_cert` (`TOOLD_TLS_KEY`, `--tls-key`); set both or neither.
+    pub tls_key: PathBuf,
+}
+
+/// The certificate and key files TLS is served with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub certificate: PathBuf,
+    pub key: PathBuf,
+}
+
+/// `tls_cert` without `tls_key`, or the other way round.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "TLS needs both a certificate and a key: {given} is set, {missing} is not (set --tls-cert and --tls-key, or neither)"
+)]
+pub struct HalfTlsError {
+    given: &'static str,
+    missing: &'static str,
 }
 
 impl Default for ServerSettings {
@@ -78,6 +100,8 @@ impl Default for ServerSettings {
             heartbeat_interval: Duration::from_secs(2),
             node_timeout: Duration::from_secs(15),
             repoll_self_wake: true,
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
         }
     }
 }
@@ -88,13 +112,45 @@ impl ServerSettings {
         Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
     }
 
-    /// The address to advertise: the setting (with `http://` added when it has no scheme),
-    /// else `http://` and the address bound.
+    /// The address to advertise: the setting (with the scheme added when it has none), else
+    /// the scheme and the address bound. The scheme is `https` when TLS is configured.
     pub fn advertised(&self, bound: std::net::SocketAddr) -> String {
+        let scheme = self.scheme();
         match self.advertise_address.trim() {
-            "" => format!("http://{bound}"),
+            "" => format!("{scheme}://{bound}"),
             given if given.contains("://") => given.to_owned(),
-            given => format!("http://{given}"),
+            given => format!("{scheme}://{given}"),
+        }
+    }
+
+    /// `https` when a TLS certificate is configured, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls_cert.as_os_str().is_empty() {
+            "http"
+        } else {
+            "https"
+        }
+    }
+
+    /// The files to serve TLS with: both set, or neither (`None`: plain HTTP). Checked when the
+    /// daemon starts, after the flags, since any of the three layers may set either.
+    pub fn tls_files(&self) -> Result<Option<TlsFiles>, HalfTlsError> {
+        let cert = !self.tls_cert.as_os_str().is_empty();
+        let key = !self.tls_key.as_os_str().is_empty();
+        match (cert, key) {
+            (false, false) => Ok(None),
+            (true, true) => Ok(Some(TlsFiles {
+                certificate: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+            })),
+            (true, false) => Err(HalfTlsError {
+                given: "tls_cert",
+                missing: "tls_key",
+            }),
+            (false, true) => Err(HalfTlsError {
+                given: "tls_key",
+                missing: "tls_cert",
+            }),
         }
     }
 
@@ -119,6 +175,8 @@ pub struct ServerFlags {
     pub database_url: Option<String>,
     pub allowed_roots: Vec<PathBuf>,
     pub auth_tokens: Vec<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 impl ServerFlags {
@@ -138,6 +196,12 @@ impl ServerFlags {
         }
         if !self.auth_tokens.is_empty() {
             settings.auth_tokens = self.auth_tokens;
+        }
+        if let Some(cert) = self.tls_cert {
+            settings.tls_cert = cert;
+        }
+        if let Some(key) = self.tls_key {
+            settings.tls_key = key;
         }
     }
 }
@@ -170,6 +234,25 @@ mod tests {
         assert_eq!(file.event_retention(), Duration::from_secs(2 * 3600));
         let off: ServerSettings = toml_from("event_retention_hours = 0");
         assert!(off.event_retention().is_zero());
+    }
+
+    #[test]
+    fn tls_needs_both_files_or_neither() {
+        let mut server = ServerSettings::default();
+        assert_eq!(server.tls_files().unwrap(), None);
+        assert_eq!(server.scheme(), "http");
+        server.tls_cert = PathBuf::from("/etc/toold/cert.pem");
+        let err = server.tls_files().unwrap_err().to_string();
+        assert!(err.contains("tls_cert is set, tls_key is not"), "{err}");
+        server.tls_key = PathBuf::from("/etc/toold/key.pem");
+        let files = server.tls_files().unwrap().unwrap();
+        assert_eq!(files.key, PathBuf::from("/etc/toold/key.pem"));
+        assert_eq!(server.scheme(), "https");
+        let bound = "10.0.0.1:7070".parse().unwrap();
+        assert_eq!(server.advertised(bound), "https://10.0.0.1:7070");
+        server.tls_cert = PathBuf::new();
+        let err = server.tls_files().unwrap_err().to_string();
+        assert!(err.contains("tls_key is set, tls_cert is not"), "{err}");
     }
 
     fn toml_from(text: &str) -> ServerSettings {

@@ -9,8 +9,9 @@
 //! event bus after the last stored seq (on a shared store the store numbers events and
 //! `relay` feeds subscribers), start the event persister, mark the calls this node left
 //! unfinished as interrupted, restore the sessions it owns, bind, refuse a non-loopback
-//! address without auth tokens, record the node (address, heartbeat; `fleet`), and print
-//! `toold listening on http://ADDR` on stdout (logs go to stderr). Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
+//! address without auth tokens (and warn about one without TLS; `tls`), record the node
+//! (address, heartbeat; `fleet`), and print `toold listening on http://ADDR` (`https://`
+//! with TLS) on stdout (logs go to stderr). SIGHUP reloads the TLS certificate. Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
 //! batches have `shutdown_grace` to finish, then their calls are cancelled; the queued events
 //! are stored, the store is closed (the audit log flushed) and `run` returns. While serving,
 //! `retention` prunes events older than `[server] event_retention_hours`.
@@ -19,6 +20,7 @@ mod fleet;
 mod persister;
 mod relay;
 mod retention;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -34,9 +36,10 @@ pub use persister::EventPersister;
 // The `[server]` settings are config's (settings flow config → components, never back).
 pub use crate::config::{ServerFlags, ServerSettings};
 
+use crate::api::listener::{ServerCertificate, TlsError};
 use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
-use crate::config::{McpSettings, Settings};
+use crate::config::{HalfTlsError, McpSettings, Settings};
 use crate::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
@@ -78,6 +81,10 @@ pub enum ServerError {
         "refusing to listen on non-loopback address {0} without auth tokens (set --auth-token or TOOLD_AUTH_TOKENS)"
     )]
     NoAuthOnPublicAddress(SocketAddr),
+    #[error(transparent)]
+    HalfTls(#[from] HalfTlsError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
     #[error("creating the MCP session: {0}")]
@@ -177,11 +184,15 @@ pub struct Daemon {
     node: fleet::NodeIdentity,
     listener: TcpListener,
     settings: Settings,
+    /// The certificate served, when TLS is configured.
+    tls: Option<Arc<ServerCertificate>>,
 }
 
 impl Daemon {
     /// Everything up to a bound listener; nothing is served yet.
     pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
+        // First: a certificate that cannot be read is a mistake to report before any work.
+        let tls = tls::load(&settings.server)?;
         let core = Core::start(&settings).await?;
         let server = &settings.server;
         let service = core.service.clone();
@@ -213,6 +224,9 @@ impl Daemon {
         if !address.ip().is_loopback() && server.auth_tokens.is_empty() {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
+        if let Some(warning) = tls::clear_text_warning(address, tls.is_some()) {
+            tracing::warn!("{warning}");
+        }
         let node = fleet::NodeIdentity {
             node_id: core.node_id.clone(),
             address: server.advertised(address),
@@ -230,6 +244,7 @@ impl Daemon {
             node,
             listener,
             settings,
+            tls,
         })
     }
 
@@ -242,6 +257,7 @@ impl Daemon {
             node,
             listener,
             settings,
+            tls,
             ..
         } = self;
         let store = core.store.clone();
@@ -259,7 +275,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            api_settings(server, &settings.mcp),
+            api_settings(server, &settings.mcp, tls),
             status.clone(),
             draining.clone(),
         ));
@@ -340,8 +356,12 @@ pub async fn run(settings: Settings) -> Result<(), ServerError> {
     // Handlers first: a SIGTERM sent as soon as the line below is read drains like any other.
     let stop = CancellationToken::new();
     tokio::spawn(wait_for_signal(signals(), stop.clone()));
+    if let Some(certificate) = &daemon.tls {
+        tls::reload_on_hangup(certificate.clone());
+    }
     // The one line scripts and tests wait for; stdout so it never mixes with the logs.
-    println!("toold listening on http://{}", daemon.address);
+    let scheme = daemon.settings.server.scheme();
+    println!("toold listening on {scheme}://{}", daemon.address);
     tracing::info!(address = %daemon.address, "listening");
     daemon.serve(stop).await
 }
@@ -615,7 +635,11 @@ fn mcp_session_template(mcp: &McpSettings) -> CreateSessionRequest {
 }
 
 /// What the doors and their listener need of the `[server]` and `[mcp]` settings.
-fn api_settings(server: &ServerSettings, mcp: &McpSettings) -> ApiSettings {
+fn api_settings(
+    server: &ServerSettings,
+    mcp: &McpSettings,
+    tls: Option<Arc<ServerCertificate>>,
+) -> ApiSettings {
     ApiSettings {
         mcp: mcp_door_settings(server, mcp),
         auth_tokens: server.auth_tokens.clone(),
@@ -624,5 +648,6 @@ fn api_settings(server: &ServerSettings, mcp: &McpSettings) -> ApiSettings {
         max_concurrent_requests: server.max_concurrent_requests,
         event_buffer: server.event_buffer,
         repoll_self_wake: server.repoll_self_wake,
+        tls,
     }
 }

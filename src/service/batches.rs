@@ -13,7 +13,10 @@
 //!   rows together before answering; a streamed one, each before its result goes out);
 //! - a batch with an idempotency key is claimed in the store before it runs and completed
 //!   with its results before it answers, so a retry after a lost connection (or a restart)
-//!   gets the stored results and runs nothing again;
+//!   gets the stored results and runs nothing again; if the completion cannot be stored, the
+//!   claim is released (the record deleted) and the request fails saying so, so a retry runs
+//!   the batch again rather than finding it `running` for ever (a `failed` status would need
+//!   a migration of the `status` check; the calls are in the audit log either way);
 //! - a batch without one is recorded (status, no results) behind the answer; its results stay
 //!   in memory for `GET .../batches/{id}` until newer batches push them out
 //!   (`recent_batches`);
@@ -28,7 +31,7 @@ use super::run_to_completion::RunToCompletion;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::dispatch::executor::new_batch_id;
 use crate::registry::calls::{BatchFormat, BatchRequest, Idempotency};
-use crate::store::{BatchClaim, BatchRecord, BatchStatus};
+use crate::store::{BatchClaim, BatchRecord, BatchStatus, StoreError};
 use crate::tool::{ToolCall, ToolResult};
 
 /// A finished batch: every call's result in request order, for the door to render in the
@@ -253,12 +256,36 @@ impl ToolService {
         if record.idempotency_key.is_some() {
             let stored = self.store.complete_batch(&record.batch_id, &results).await;
             self.recent.completed(&record.batch_id, results);
-            return Ok(stored?);
+            return match stored {
+                Ok(()) => Ok(()),
+                Err(err) => Err(self.release(&record.batch_id, err).await),
+            };
         }
         if let Some(completed) = self.recent.completed(&record.batch_id, results) {
             self.behind.record_batch(completed);
         }
         Ok(())
+    }
+}
+
+impl ToolService {
+    /// A keyed batch whose results could not be stored: its claim is released so a retry
+    /// runs it again, instead of finding it `running` for ever. The error says which way it
+    /// went (releasing needs the store too).
+    async fn release(&self, batch_id: &str, completion: StoreError) -> ServiceError {
+        match self.store.release_batch(batch_id).await {
+            Ok(()) => ServiceError::internal(format!(
+                "batch \"{batch_id}\" ran but its results could not be stored ({completion}); \
+                 its idempotency key is released, so a retry runs it again"
+            )),
+            Err(release) => {
+                tracing::error!(batch_id, %completion, %release, "a keyed batch could neither be completed nor released: its key stays claimed");
+                ServiceError::internal(format!(
+                    "batch \"{batch_id}\" ran but its results could not be stored ({completion}), \
+                     nor its idempotency key released ({release})"
+                ))
+            }
+        }
     }
 }
 

@@ -330,6 +330,10 @@ pub trait BatchStore: SessionStore {
         batch_id: &str,
         results: &[ToolResult],
     ) -> Result<(), StoreError>;
+    /// Gives up a running batch's claim (its completion could not be stored): its record is
+    /// deleted, so a retry with its idempotency key claims the key anew and runs. A completed
+    /// or unknown batch is left as it is.
+    async fn release_batch(&self, batch_id: &str) -> Result<(), StoreError>;
     /// A batch of `session_id`'s; another session's batch is `None`.
     async fn get_batch(
         &self,

@@ -29,4 +29,5 @@ mod service;
 mod shell;
 mod store;
 mod telemetry;
+mod tls;
 mod ui;

@@ -2,14 +2,18 @@
 //! one listener"). [`serve`] builds the one gate, the HTTP app and the gRPC routes behind it,
 //! and the split between them (a request whose content type is `application/grpc*` goes to
 //! the gRPC door, anything else to the HTTP app); `connections.rs` runs the accept loop
-//! (HTTP/1.1 and h2c on every connection, graceful drain) and `self_wake.rs` the wrapper each
-//! connection is served in.
+//! (HTTP/1.1 and HTTP/2 on every connection, graceful drain), `tls.rs` the certificate and the
+//! handshake when `[server] tls_cert` is set (then every connection is TLS, both doors alike),
+//! and `self_wake.rs` the wrapper each connection is served in.
 //!
 //! Not here: any route. The HTTP door keeps its router, the gRPC door its services; this
 //! module only decides which one a request goes to.
 
 mod connections;
 mod self_wake;
+mod tls;
+
+pub use tls::{ServerCertificate, TlsError};
 
 use std::sync::Arc;
 
@@ -23,8 +27,8 @@ use crate::api::ApiSettings;
 use crate::api::gate::{DaemonStatus, Gate};
 use crate::service::ToolService;
 
-/// Serves both doors on `listener` (HTTP/1.1, and HTTP/2 without TLS, which gRPC uses)
-/// until `drain` fires, then until running requests finish. Both doors pass the same gate, so
+/// Serves both doors on `listener` (HTTP/1.1 and HTTP/2, which gRPC uses; over TLS when
+/// `settings.tls` holds a certificate) until `drain` fires, then until running requests finish. Both doors pass the same gate, so
 /// they shed on the same permits.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -52,7 +56,11 @@ pub async fn serve(
         };
         door.oneshot(request)
     }));
-    connections::serve_connections(listener, doors, settings.repoll_self_wake, drain).await
+    let tls = match &settings.tls {
+        Some(certificate) => Some(certificate.acceptor().map_err(std::io::Error::other)?),
+        None => None,
+    };
+    connections::serve_connections(listener, doors, tls, settings.repoll_self_wake, drain).await
 }
 
 /// Whether a request is gRPC (any `application/grpc` content type: `+proto`, `+json`, ...).

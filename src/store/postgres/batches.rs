@@ -86,6 +86,15 @@ impl BatchStore for PostgresStore {
         Ok(())
     }
 
+    async fn release_batch(&self, batch_id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM batches WHERE batch_id = $1 AND status = 'running'")
+            .bind(batch_id)
+            .execute(&self.pool)
+            .await
+            .map_err(|err| database_error(&format!("releasing batch \"{batch_id}\""), err))?;
+        Ok(())
+    }
+
     async fn get_batch(
         &self,
         session_id: &str,

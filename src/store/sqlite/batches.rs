@@ -191,6 +191,22 @@ impl BatchStore for SqliteStore {
             .await
     }
 
+    async fn release_batch(&self, batch_id: &str) -> Result<(), StoreError> {
+        let context = format!("releasing batch \"{batch_id}\"");
+        let batch_id = batch_id.to_owned();
+        self.writer
+            .write_one(move |connection| {
+                connection
+                    .prepare_cached(
+                        "DELETE FROM batches WHERE batch_id = ?1 AND status = 'running'",
+                    )
+                    .and_then(|mut delete| delete.execute(params![batch_id]))
+                    .map_err(|err| sqlite_error(&context, err))?;
+                Ok(())
+            })
+            .await
+    }
+
     async fn get_batch(
         &self,
         session_id: &str,

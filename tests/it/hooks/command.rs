@@ -120,10 +120,34 @@ esac"#,
     assert!(!hooked.path("ran").exists());
 }
 
+/// The live (not zombie) processes whose command line names `script`.
+fn processes_naming(script: &std::path::Path) -> Vec<String> {
+    let script = script.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |stat| stat.contains(") Z "));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(&script)
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_timed_out_hook_is_killed_and_blocks_only_with_on_failure_block() {
     let dir = scripts();
-    let mut slow = script(dir.path(), "slow", "echo $$ > \"$PWD/hook.pid\"; sleep 300");
+    // Every process of the hook names the script: `sh -c SCRIPT`, then bash running it, then
+    // `sleep` in its place under the script's name. (The test used to read the hook's pid from
+    // a file its first line wrote: on a loaded machine the 300 ms ran out before that line
+    // ran, and the file was missing. Whether or not the hook got that far, none of its
+    // processes may outlive the reply.)
+    let mut slow = script(dir.path(), "slow", "exec -a \"$0 (sleeping)\" sleep 300");
+    let script_path = dir.path().join("slow");
     slow.timeout_ms = 300;
     slow.on_failure = OnFailure::Block;
     let hooked = Hooked::new(pre(vec![slow.clone()]));
@@ -135,20 +159,15 @@ async fn a_timed_out_hook_is_killed_and_blocks_only_with_on_failure_block() {
         result.output
     );
     assert!(!hooked.path("ran").exists());
-    let pid = std::fs::read_to_string(hooked.path("hook.pid")).unwrap();
-    let gone = || {
-        !std::path::Path::new(&format!("/proc/{}/cmdline", pid.trim())).exists()
-            || std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-                .is_ok_and(|s| s.contains(") Z "))
-    };
-    // The hook's group is sent SIGKILL before the reply, but the script runs under `sh -c`,
-    // which is reaped, while the script itself is gone only once the kernel has run its exit:
-    // on a loaded machine that can come a moment after the reply.
+    // The hook's group is sent SIGKILL before the reply, and the process the runner started
+    // is reaped; a process of the group is gone only once the kernel has run its exit, which
+    // on a loaded machine can come a moment after the reply.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !gone() && std::time::Instant::now() < deadline {
+    while !processes_naming(&script_path).is_empty() && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert!(gone(), "the timed-out hook still runs");
+    let left = processes_naming(&script_path);
+    assert!(left.is_empty(), "the timed-out hook still runs: {left:?}");
 
     slow.on_failure = OnFailure::Allow;
     let hooked = Hooked::new(pre(vec![slow]));

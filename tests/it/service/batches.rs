@@ -167,6 +167,65 @@ async fn an_idempotent_retry_runs_nothing_again() {
 }
 
 #[tokio::test]
+async fn a_keyed_batch_whose_completion_fails_is_released_and_a_retry_runs_it() {
+    let daemon = Daemon::start().await;
+    let session = daemon
+        .session(json!({"permission_mode": "danger_full_access"}))
+        .await;
+    // The store's own file, refusing any completion: a real failure of the commit.
+    let database = rusqlite::Connection::open(daemon.data.join("toold.db")).unwrap();
+    database
+        .busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    database
+        .execute_batch(
+            "CREATE TRIGGER refuse_completion BEFORE UPDATE ON batches \
+             WHEN NEW.status = 'completed' \
+             BEGIN SELECT RAISE(ABORT, 'completion refused by the test'); END;",
+        )
+        .unwrap();
+    let body = json!({"idempotency_key": "k-fail", "calls": [
+        {"id": "w", "name": "bash", "input": {"command": "echo run >> log.txt"}}]});
+    let err = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert!(
+        err.message.contains("completion refused by the test") && err.message.contains("retry"),
+        "{}",
+        err.message
+    );
+    let running: i64 = database
+        .query_row(
+            "SELECT count(*) FROM batches WHERE status = 'running'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(running, 0, "no batch is left running");
+
+    database
+        .execute_batch("DROP TRIGGER refuse_completion")
+        .unwrap();
+    let retried = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .expect("a retry with the key runs");
+    assert!(!retried.replayed);
+    let log = std::fs::read_to_string(session.working_directory.join("log.txt")).unwrap();
+    assert_eq!(log, "run\nrun\n", "the retry ran the batch again");
+    let replayed = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .unwrap();
+    assert!(replayed.replayed, "once completed, the key replays");
+}
+
+#[tokio::test]
 async fn a_streamed_batch_passes_results_on_in_order() {
     let daemon = Daemon::start().await;
     let session = daemon.session(json!({})).await;

@@ -187,6 +187,32 @@ pub async fn completing_an_unknown_batch_is_not_found(backend: Backend) {
     assert!(err.to_string().contains("\"ghost\""), "{err}");
 }
 
+pub async fn a_released_claim_frees_its_key_and_a_completed_batch_stays(backend: Backend) {
+    let fixture = with_sessions(backend, &["s1"]).await;
+    let store = &fixture.store;
+    store
+        .claim_batch(&batch("b1", "s1", Some("k1"), "h1"))
+        .await
+        .unwrap();
+    store.release_batch("b1").await.unwrap();
+    assert_eq!(store.get_batch("s1", "b1").await.unwrap(), None);
+    let retry = store
+        .claim_batch(&batch("b2", "s1", Some("k1"), "h1"))
+        .await
+        .unwrap();
+    assert_eq!(retry, BatchClaim::New, "the key is free again");
+
+    store.complete_batch("b2", &results()).await.unwrap();
+    store.release_batch("b2").await.unwrap();
+    let kept = store.get_batch("s1", "b2").await.unwrap().unwrap();
+    assert_eq!(
+        kept.status,
+        BatchStatus::Completed,
+        "a completed batch stays"
+    );
+    store.release_batch("unknown").await.unwrap();
+}
+
 pub async fn claiming_for_an_unknown_session_is_not_found(backend: Backend) {
     let fixture = with_sessions(backend, &[]).await;
     let err = fixture

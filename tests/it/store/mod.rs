@@ -58,6 +58,7 @@ conformance! {
         concurrent_claims_with_one_key_give_exactly_one_new,
         another_sessions_or_an_unknown_batch_is_none,
         completing_an_unknown_batch_is_not_found,
+        a_released_claim_frees_its_key_and_a_completed_batch_stays,
         claiming_for_an_unknown_session_is_not_found,
         a_duplicate_batch_id_is_a_conflict,
         a_stored_batch_of_an_unknown_format_is_an_error_naming_it,
