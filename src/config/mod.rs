@@ -74,6 +74,7 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         "server.auth_tokens",
         EnvKind::List(','),
     ),
+    ("TOOLD_FLEET_SECRET", "server.fleet_secret", EnvKind::Text),
     (
         "TOOLD_REPOLL_SELF_WAKE",
         "server.repoll_self_wake",

@@ -57,6 +57,14 @@ pub struct ServerSettings {
     /// a wake-up of a second worker on every HTTP/1 POST; off is for re-measuring it after a
     /// tokio or hyper upgrade (see `api/listener/self_wake.rs`).
     pub repoll_self_wake: bool,
+    /// The secret daemons of one fleet present to each other when one forwards a request for a
+    /// session another runs (`TOOLD_FLEET_SECRET`); empty: no forwarding, and such a request
+    /// is refused with a `conflict` naming the owner, as a lone daemon's fleet did before.
+    pub fleet_secret: String,
+    /// Live sessions after which a new session is placed on the least-loaded live daemon of
+    /// the fleet instead of this one (its create forwarded there); 0: no limit. Needs
+    /// `fleet_secret`.
+    pub max_sessions: usize,
 }
 
 impl Default for ServerSettings {
@@ -78,6 +86,8 @@ impl Default for ServerSettings {
             heartbeat_interval: Duration::from_secs(2),
             node_timeout: Duration::from_secs(15),
             repoll_self_wake: true,
+            fleet_secret: String::new(),
+            max_sessions: 0,
         }
     }
 }

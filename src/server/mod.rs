@@ -34,6 +34,7 @@ pub use persister::EventPersister;
 // The `[server]` settings are config's (settings flow config → components, never back).
 pub use crate::config::{ServerFlags, ServerSettings};
 
+use crate::api::forward::FleetHop;
 use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
 use crate::config::{McpSettings, Settings};
@@ -42,7 +43,7 @@ use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::mcp::McpBridge;
 use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
-use crate::service::{CreateSessionRequest, ServiceSettings, ToolService, tool_names};
+use crate::service::{CreateSessionRequest, FleetPolicy, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
 use crate::tools::{
@@ -248,6 +249,7 @@ impl Daemon {
         let server = &settings.server;
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
+        let api = api_settings(server, &settings.mcp, &node.node_id);
         let beating = fleet::spawn(
             store.clone(),
             service.clone(),
@@ -259,7 +261,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            api_settings(server, &settings.mcp),
+            api,
             status.clone(),
             draining.clone(),
         ));
@@ -514,7 +516,11 @@ fn build_service(
                 skill_directories: settings.skills.directories.clone(),
             },
         )
-        .with_bridge(bridge),
+        .with_bridge(bridge)
+        .with_fleet(FleetPolicy {
+            node_timeout: settings.server.node_timeout,
+            max_sessions: settings.server.max_sessions,
+        }),
     ))
 }
 
@@ -612,8 +618,12 @@ fn mcp_session_template(mcp: &McpSettings) -> CreateSessionRequest {
 }
 
 /// What the doors and their listener need of the `[server]` and `[mcp]` settings.
-fn api_settings(server: &ServerSettings, mcp: &McpSettings) -> ApiSettings {
+fn api_settings(server: &ServerSettings, mcp: &McpSettings, node_id: &str) -> ApiSettings {
     ApiSettings {
+        fleet: FleetHop {
+            secret: Some(server.fleet_secret.clone()).filter(|secret| !secret.is_empty()),
+            node_id: node_id.to_owned(),
+        },
         mcp: mcp_door_settings(server, mcp),
         auth_tokens: server.auth_tokens.clone(),
         body_limit_bytes: server.body_limit_bytes,
