@@ -56,7 +56,7 @@ async fn what_b_is_sent_for_as_session_runs_on_a_and_comes_back_unchanged() {
     // Fields drop in order: both daemons, then the schema.
     let Pair { a, b, .. } = &pair;
     let session = a.session().await;
-    let a_node = owner(&a, &session).await;
+    let a_node = owner(a, &session).await;
     let batches = format!("/v1/sessions/{session}/batches");
     let plain = b.post(&batches, &echo_batch(2)).await;
     assert_eq!(plain.status, StatusCode::OK, "{}", plain.body);
@@ -90,7 +90,7 @@ async fn what_b_is_sent_for_as_session_runs_on_a_and_comes_back_unchanged() {
         .await;
     assert_eq!(interrupted.status, StatusCode::OK, "{}", interrupted.body);
     // Every call ran on A.
-    let rows = audit_rows(&a, &session).await;
+    let rows = audit_rows(a, &session).await;
     assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(
         rows.iter().all(|row| row["node"] == a_node.as_str()),
@@ -131,22 +131,22 @@ async fn a_hop_without_the_right_secret_is_refused_and_a_hop_is_never_forwarded_
         vec![by, ("x-toold-fleet-secret", "not-the-secret")],
         vec![("x-toold-fleet-secret", "")],
     ] {
-        let refused = post_hop(&a, &batches, &echo_batch(1), &hop).await;
+        let refused = post_hop(a, &batches, &echo_batch(1), &hop).await;
         assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{hop:?}");
         assert_eq!(refused.body["error"]["code"], "unauthenticated");
         let message = refused.body["error"]["message"].as_str().unwrap();
         assert!(message.contains("x-toold-fleet-secret"), "{message}");
     }
     assert_eq!(
-        audit_rows(&a, &session).await,
+        audit_rows(a, &session).await,
         Vec::<Value>::new(),
         "nothing ran"
     );
     // With the secret A runs it; B, which does not run the session, answers 503 itself.
     let secret = ("x-toold-fleet-secret", SECRET);
-    let accepted = post_hop(&a, &batches, &echo_batch(1), &[by, secret]).await;
+    let accepted = post_hop(a, &batches, &echo_batch(1), &[by, secret]).await;
     assert_eq!(accepted.status, StatusCode::OK, "{}", accepted.body);
-    let not_here = post_hop(&b, &batches, &echo_batch(1), &[by, secret]).await;
+    let not_here = post_hop(b, &batches, &echo_batch(1), &[by, secret]).await;
     assert_eq!(
         not_here.status,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -156,12 +156,12 @@ async fn a_hop_without_the_right_secret_is_refused_and_a_hop_is_never_forwarded_
     assert_eq!(not_here.body["error"]["code"], "unavailable");
     assert_eq!(not_here.headers["retry-after"], "1");
     assert_eq!(
-        audit_rows(&a, &session).await.len(),
+        audit_rows(a, &session).await.len(),
         1,
         "only the accepted hop ran"
     );
     // gRPC: the same refusal, as UNAUTHENTICATED.
-    let mut client = grpc(&a).await;
+    let mut client = grpc(a).await;
     let mut request = tonic::Request::new(batch_message(&session, "g1"));
     request
         .metadata_mut()
@@ -199,8 +199,8 @@ async fn grpc_rpcs_sent_to_b_for_as_session_are_relayed_to_a() {
     // Fields drop in order: both daemons, then the schema.
     let Pair { a, b, .. } = &pair;
     let session = a.session().await;
-    let a_node = owner(&a, &session).await;
-    let mut on_b = grpc(&b).await;
+    let a_node = owner(a, &session).await;
+    let mut on_b = grpc(b).await;
     let whole = on_b
         .execute_batch(batch_message(&session, "g1"))
         .await
@@ -244,7 +244,7 @@ async fn grpc_rpcs_sent_to_b_for_as_session_are_relayed_to_a() {
     }
     assert_eq!(results, ["s1\n", "s2\n"]);
     assert!(done.is_some(), "the stream ends with done");
-    let rows = audit_rows(&a, &session).await;
+    let rows = audit_rows(a, &session).await;
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|row| row["node"] == a_node.as_str()));
 }
@@ -258,7 +258,7 @@ async fn past_max_sessions_a_new_session_is_created_on_the_daemon_with_fewer() {
     let Pair { a, b, .. } = &pair;
     let first = a.session().await;
     let second = a.session().await;
-    let (a_node, b_node) = (owner(&a, &first).await, owner(&a, &second).await);
+    let (a_node, b_node) = (owner(a, &first).await, owner(a, &second).await);
     assert_ne!(a_node, b_node, "the second session went to B");
     let on_b = b.get(&format!("/v1/sessions/{second}")).await;
     assert_eq!(on_b.body["owner_address"], b.base.as_str());
@@ -269,5 +269,5 @@ async fn past_max_sessions_a_new_session_is_created_on_the_daemon_with_fewer() {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     // Both hold one: the next one stays where it was asked.
     let third = b.session().await;
-    assert_eq!(owner(&b, &third).await, b_node);
+    assert_eq!(owner(b, &third).await, b_node);
 }
