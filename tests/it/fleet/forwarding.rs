@@ -271,3 +271,43 @@ async fn past_max_sessions_a_new_session_is_created_on_the_daemon_with_fewer() {
     let third = b.session().await;
     assert_eq!(owner(b, &third).await, b_node);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_forwarded_through_b_ends_with_an_error_when_a_dies_mid_stream() {
+    let Some(mut pair) = pair("").await else {
+        return;
+    };
+    let created = pair
+        .a
+        .post(
+            "/v1/sessions",
+            &json!({"permission_mode": "danger_full_access"}),
+        )
+        .await;
+    let session = created.body["id"].as_str().unwrap().to_owned();
+    let body = json!({"calls": [
+        {"id": "first", "name": "bash", "input": {"command": "echo first"}},
+        {"id": "long", "name": "bash", "input": {"command": "sleep 60"}},
+    ]});
+    let batches = format!("/v1/sessions/{session}/batches");
+    let mut stream = pair.b.sse(&batches, Some(&body), None).await;
+    // The first result comes through while the second call runs: nothing waits for the end.
+    loop {
+        let frame = stream.next().await.expect("frames until the first result");
+        if frame.event == "result" {
+            assert_eq!(frame.data["output"], "first\n");
+            break;
+        }
+    }
+    pair.a.kill();
+    let ended = loop {
+        match stream.try_next().await {
+            Ok(Some(frame)) if frame.event == "tool:progress" => continue,
+            other => break other,
+        }
+    };
+    assert!(
+        ended.is_err(),
+        "the stream ends with an error, not {ended:?}"
+    );
+}
