@@ -262,9 +262,11 @@ mod tests {
             "TOOLD_DATABASE_URL" => Some("sqlite:///tmp/t.db".to_owned()),
             "TOOLD_ALLOWED_ROOTS" => Some("/srv/a:/srv/b".to_owned()),
             "TOOLD_AUTH_TOKENS" => Some("one, two".to_owned()),
+            "TOOLD_FLEET_SECRET" => Some("s3cret".to_owned()),
             _ => None,
         };
         let server = Settings::load(None, env).unwrap().server;
+        assert_eq!(server.fleet_secret, "s3cret");
         assert_eq!(server.listen, "0.0.0.0:9000");
         assert_eq!(server.data_dir, Path::new("/var/lib/toold"));
         assert_eq!(server.database_location(), "sqlite:///tmp/t.db");
@@ -275,6 +277,10 @@ mod tests {
         assert_eq!(server.auth_tokens, vec!["one", "two"]);
         let defaults = Settings::load(None, no_env).unwrap().server;
         assert_eq!(defaults.listen, "127.0.0.1:7070");
+        assert_eq!(
+            (defaults.fleet_secret.as_str(), defaults.max_sessions),
+            ("", 0)
+        );
         assert_eq!(defaults.body_limit_bytes, 16 * 1024 * 1024);
         assert_eq!(
             defaults.database_location(),

@@ -6,8 +6,9 @@
 //! A session is run by its owner (`SessionRecord.owner`) while the owner's heartbeat is fresh
 //! (younger than the fleet's node timeout). An owner gone silent runs nothing: until another
 //! daemon adopts its sessions, they are [`SessionPlace::Nobody`] (the doors answer 503 with
-//! `Retry-After`). A stored session this daemon owns but does not hold live (it is being
-//! adopted or restored this moment) is `Nobody` too.
+//! `Retry-After`). A stored session this daemon owns but does not hold live is `Here`, as
+//! before fleets (the service then says it is unknown); only an adoption in progress, between
+//! the store's update and going live, shows it so for an instant.
 //!
 //! Decisions:
 //! - Another daemon's place is cached for [`PLACE_TTL`], so a forwarded request costs no store
@@ -110,21 +111,17 @@ impl ToolService {
         if record.closed_at.is_some() {
             return Ok(SessionPlace::Here);
         }
-        let place = if record.owner == self.settings.node_id {
-            // Stored as ours but not live: being adopted or restored right now.
-            SessionPlace::Nobody {
+        if record.owner == self.settings.node_id {
+            return Ok(SessionPlace::Here);
+        }
+        let place = match self.store.get_node(&record.owner).await? {
+            Some(node) if self.placement.alive(&node) => SessionPlace::Node {
+                node_id: node.id,
+                address: node.address,
+            },
+            _ => SessionPlace::Nobody {
                 owner: record.owner,
-            }
-        } else {
-            match self.store.get_node(&record.owner).await? {
-                Some(node) if self.placement.alive(&node) => SessionPlace::Node {
-                    node_id: node.id,
-                    address: node.address,
-                },
-                _ => SessionPlace::Nobody {
-                    owner: record.owner,
-                },
-            }
+            },
         };
         if matches!(place, SessionPlace::Node { .. }) {
             self.placement
