@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header::{CONNECTION, HeaderName, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+use axum::http::header::{CONNECTION, EXPECT, HeaderName, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
 use axum::http::{HeaderMap, Method, Uri, Version};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -159,7 +159,8 @@ async fn proxy(
     }
 }
 
-/// Removes the headers that concern one connection, not the request (RFC 9110 §7.6.1).
+/// Removes the headers that concern one connection, not the request (RFC 9110 §7.6.1), and
+/// an `Expect` the first daemon has met.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
@@ -176,6 +177,8 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     headers.remove("keep-alive");
     headers.remove("proxy-connection");
+    // Met already by the daemon the client reached (hyper answers 100 Continue itself).
+    headers.remove(EXPECT);
 }
 
 #[cfg(test)]
