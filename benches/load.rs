@@ -28,8 +28,9 @@
 //!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
-//! the starts; `TOOLD_BENCH_ONLY=shell` (or `tracing`) measures only the shell (or the cost
-//! of traces), without the starts.
+//! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
+//! traces, and `forward` only the forwarding hop between two daemons of a fleet
+//! (`load/forward.rs`), without the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -37,6 +38,8 @@ mod client;
 mod daemon;
 #[path = "load/floor.rs"]
 mod floor;
+#[path = "load/forward.rs"]
+mod forward;
 #[path = "load/grpc.rs"]
 mod grpc;
 #[path = "load/mcp.rs"]
@@ -89,6 +92,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "tracing") {
         traces::measure().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "forward") {
+        forward::report().await;
         return;
     }
     let dirs: Vec<tempfile::TempDir> = (0..STARTS).map(|_| fixture_dir()).collect();
@@ -457,25 +464,12 @@ fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
 /// The batched throughput of a daemon on Postgres (a fresh schema of the server named by
 /// `TOOLD_BENCH_POSTGRES_URL` or `TOOLD_TEST_POSTGRES_URL`), audit rows checked too.
 async fn postgres_throughput() {
-    let Some(server) = ["TOOLD_BENCH_POSTGRES_URL", "TOOLD_TEST_POSTGRES_URL"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()))
-    else {
+    let Some(schema) = forward::BenchSchema::create().await else {
         println!("throughput (postgres): skipped (set TOOLD_BENCH_POSTGRES_URL)");
         return;
     };
-    let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server)
-        .await
-        .expect("connects to the Postgres server");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut admin)
-        .await
-        .expect("creates the bench schema");
-    let separator = if server.contains('?') { '&' } else { '?' };
-    let url = format!("{server}{separator}options=-csearch_path%3D{schema}");
     let dir = fixture_dir();
-    let daemon = Daemon::start_with(dir.path(), &["--database-url", &url]).await;
+    let daemon = Daemon::start_with(dir.path(), &["--database-url", &schema.url]).await;
     let projects = dir
         .path()
         .join("projects")
@@ -488,9 +482,7 @@ async fn postgres_throughput() {
     }
     println!("audit (postgres):    {made} rows = every call made");
     daemon.terminate();
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&mut admin)
-        .await;
+    schema.drop_schema().await;
 }
 
 /// [`CLIENTS`] clients, each with its own session and connection, send 100-call batches

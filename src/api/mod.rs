@@ -5,6 +5,8 @@
 //!   doors run and answer in their own way.
 //! - `http`, `grpc`, `mcp`: the doors; `http` mounts `mcp`'s routes inside its layers,
 //!   otherwise none imports another.
+//! - `forward`: a request for a session another daemon of the fleet runs, carried there (the
+//!   HTTP door's middleware proxies it, the gRPC door's RPCs relay it).
 //! - `listener`: the one listener serving both doors (the accept loop, the HTTP/gRPC split,
 //!   `RepollOnSelfWake`).
 //! - `trace_parent`: each request's span and the `traceparent` it brought (HTTP and gRPC).
@@ -12,6 +14,7 @@
 //! The one error table lives here: every [`ErrorCode`] maps to one HTTP status and one gRPC
 //! code, so the doors cannot disagree.
 
+pub mod forward;
 pub mod gate;
 pub mod grpc;
 pub mod http;
@@ -41,6 +44,8 @@ pub struct ApiSettings {
     pub mcp: mcp::McpDoorSettings,
     /// The certificate to serve TLS with (`[server] tls_cert`, `tls_key`); `None`: plain HTTP.
     pub tls: Option<std::sync::Arc<listener::ServerCertificate>>,
+    /// The fleet's secret and this daemon's node id, for forwarding (`forward`).
+    pub fleet: forward::FleetHop,
 }
 
 use axum::http::StatusCode;
@@ -58,6 +63,7 @@ fn error_table(code: ErrorCode) -> (StatusCode, tonic::Code) {
         ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
         ErrorCode::Overloaded => (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted),
         ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
+        ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
         ErrorCode::Timeout => (StatusCode::REQUEST_TIMEOUT, Code::DeadlineExceeded),
         ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
     }
@@ -79,13 +85,15 @@ mod tests {
 
     #[test]
     fn every_code_has_a_distinct_status() {
+        // Both are 503: the body's code and `Retry-After` tell them apart.
         let mut statuses: Vec<u16> = ErrorCode::ALL
             .iter()
+            .filter(|c| **c != ErrorCode::Unavailable)
             .map(|c| http_status(*c).as_u16())
             .collect();
         statuses.sort_unstable();
         statuses.dedup();
-        assert_eq!(statuses.len(), ErrorCode::ALL.len());
+        assert_eq!(statuses.len(), ErrorCode::ALL.len() - 1);
         assert_eq!(
             http_status(ErrorCode::PayloadTooLarge),
             StatusCode::PAYLOAD_TOO_LARGE

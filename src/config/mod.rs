@@ -80,6 +80,7 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ),
     ("TOOLD_TLS_CERT", "server.tls_cert", EnvKind::Text),
     ("TOOLD_TLS_KEY", "server.tls_key", EnvKind::Text),
+    ("TOOLD_FLEET_SECRET", "server.fleet_secret", EnvKind::Text),
     (
         "TOOLD_REPOLL_SELF_WAKE",
         "server.repoll_self_wake",
@@ -306,9 +307,11 @@ mod tests {
             "TOOLD_AUTH_TOKENS" => Some("one, two".to_owned()),
             "TOOLD_TLS_CERT" => Some("/etc/toold/cert.pem".to_owned()),
             "TOOLD_TLS_KEY" => Some("/etc/toold/key.pem".to_owned()),
+            "TOOLD_FLEET_SECRET" => Some("s3cret".to_owned()),
             _ => None,
         };
         let server = Settings::load(None, env).unwrap().server;
+        assert_eq!(server.fleet_secret, "s3cret");
         assert_eq!(server.listen, "0.0.0.0:9000");
         assert_eq!(server.data_dir, Path::new("/var/lib/toold"));
         assert_eq!(server.database_location(), "sqlite:///tmp/t.db");
@@ -321,6 +324,10 @@ mod tests {
         assert_eq!(server.tls_key, Path::new("/etc/toold/key.pem"));
         let defaults = Settings::load(None, no_env).unwrap().server;
         assert_eq!(defaults.listen, "127.0.0.1:7070");
+        assert_eq!(
+            (defaults.fleet_secret.as_str(), defaults.max_sessions),
+            ("", 0)
+        );
         assert_eq!(defaults.body_limit_bytes, 16 * 1024 * 1024);
         assert_eq!(
             defaults.database_location(),

@@ -62,6 +62,14 @@ pub struct ServerSettings {
     pub tls_cert: PathBuf,
     /// PEM private key of `tls_cert` (`TOOLD_TLS_KEY`, `--tls-key`); set both or neither.
     pub tls_key: PathBuf,
+    /// The secret daemons of one fleet present to each other when one forwards a request for a
+    /// session another runs (`TOOLD_FLEET_SECRET`); empty: no forwarding, and such a request
+    /// is refused with a `conflict` naming the owner, as a lone daemon's fleet did before.
+    pub fleet_secret: String,
+    /// Live sessions after which a new session is placed on the least-loaded live daemon of
+    /// the fleet instead of this one (its create forwarded there); 0: no limit. Needs
+    /// `fleet_secret`.
+    pub max_sessions: usize,
 }
 
 /// The certificate and key files TLS is served with.
@@ -102,6 +110,8 @@ impl Default for ServerSettings {
             repoll_self_wake: true,
             tls_cert: PathBuf::new(),
             tls_key: PathBuf::new(),
+            fleet_secret: String::new(),
+            max_sessions: 0,
         }
     }
 }

@@ -37,6 +37,7 @@ pub use persister::EventPersister;
 pub use crate::config::{ServerFlags, ServerSettings};
 
 use crate::api::listener::{ServerCertificate, TlsError};
+use crate::api::forward::FleetHop;
 use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
 use crate::config::{HalfTlsError, McpSettings, Settings};
@@ -45,7 +46,7 @@ use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::mcp::McpBridge;
 use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
-use crate::service::{CreateSessionRequest, ServiceSettings, ToolService, tool_names};
+use crate::service::{CreateSessionRequest, FleetPolicy, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
 use crate::tools::{
@@ -264,6 +265,7 @@ impl Daemon {
         let server = &settings.server;
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
+        let api = api_settings(server, &settings.mcp, &node.node_id, tls);
         let beating = fleet::spawn(
             store.clone(),
             service.clone(),
@@ -275,7 +277,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            api_settings(server, &settings.mcp, tls),
+            api,
             status.clone(),
             draining.clone(),
         ));
@@ -537,7 +539,11 @@ fn build_service(
                 skill_directories: settings.skills.directories.clone(),
             },
         )
-        .with_bridge(bridge),
+        .with_bridge(bridge)
+        .with_fleet(FleetPolicy {
+            node_timeout: settings.server.node_timeout,
+            max_sessions: settings.server.max_sessions,
+        }),
     ))
 }
 
@@ -638,9 +644,14 @@ fn mcp_session_template(mcp: &McpSettings) -> CreateSessionRequest {
 fn api_settings(
     server: &ServerSettings,
     mcp: &McpSettings,
+    node_id: &str,
     tls: Option<Arc<ServerCertificate>>,
 ) -> ApiSettings {
     ApiSettings {
+        fleet: FleetHop {
+            secret: Some(server.fleet_secret.clone()).filter(|secret| !secret.is_empty()),
+            node_id: node_id.to_owned(),
+        },
         mcp: mcp_door_settings(server, mcp),
         auth_tokens: server.auth_tokens.clone(),
         body_limit_bytes: server.body_limit_bytes,

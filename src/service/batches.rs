@@ -191,6 +191,11 @@ impl ToolService {
                 "idempotency key {key:?} was used for a different request (batch \"{batch_id}\")"
             ))),
             BatchClaim::Existing(earlier) if earlier.status == BatchStatus::Running => {
+                if self.cut_off(&earlier)
+                    && let Some(settled) = self.settle_cut_off(&earlier, record.format).await?
+                {
+                    return Ok(Some(settled));
+                }
                 Err(ServiceError::conflict(self.still_running(key, &earlier)))
             }
             // The same hash means the same request, so the same shape as this one.
@@ -205,10 +210,10 @@ impl ToolService {
 
     fn still_running(&self, key: &str, earlier: &BatchRecord) -> String {
         let id = &earlier.batch_id;
-        if earlier.created_at < self.started_at {
+        if self.cut_off(earlier) {
             return format!(
-                "the batch with idempotency key {key:?} (\"{id}\") was cut off by a restart of the \
-                 daemon before it completed; its calls are in the audit log (GET .../calls)"
+                "the batch with idempotency key {key:?} (\"{id}\") was cut off (its daemon \
+                 stopped) before it completed; its calls are in the audit log (GET .../calls)"
             );
         }
         format!(

@@ -24,6 +24,10 @@ pub enum ErrorCode {
     Overloaded,
     /// The daemon is shutting down (503).
     ShuttingDown,
+    /// Nobody can run the session right now (its daemon stopped and no other has adopted it
+    /// yet, or the daemon it was forwarded to does not run it): retry shortly (503 with
+    /// `Retry-After`).
+    Unavailable,
     /// The request took longer than the request timeout (408).
     Timeout,
     /// Something inside toold failed (500).
@@ -31,7 +35,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 10] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::NotFound,
@@ -39,6 +43,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::Overloaded,
         ErrorCode::ShuttingDown,
+        ErrorCode::Unavailable,
         ErrorCode::Timeout,
         ErrorCode::Internal,
     ];
@@ -52,6 +57,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Unavailable => "unavailable",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }
@@ -90,6 +96,10 @@ impl ServiceError {
 
     pub fn conflict(message: impl Into<String>) -> ServiceError {
         ServiceError::new(ErrorCode::Conflict, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ServiceError {
+        ServiceError::new(ErrorCode::Unavailable, message)
     }
 
     pub fn internal(message: impl Into<String>) -> ServiceError {

@@ -13,6 +13,7 @@ mod default_sessions;
 mod error;
 mod events;
 mod ownership;
+mod placement;
 mod recent_batches;
 mod run_to_completion;
 mod sessions;
@@ -29,7 +30,8 @@ pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
-pub use ownership::TakeOver;
+pub use ownership::{TakeOver, nobody_runs};
+pub use placement::{FleetPolicy, SessionPlace};
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
 pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamRequest};
 
@@ -74,6 +76,9 @@ pub struct LiveSession {
     pool_options: PoolOptions,
     /// Held while a batch runs: a session runs one batch at a time.
     batch_lock: tokio::sync::Mutex<()>,
+    /// When this daemon began running the session (created, restored or adopted): a batch
+    /// stored as running from before then was cut off by a restart or a takeover.
+    live_since: SystemTime,
 }
 
 /// The core service.
@@ -108,6 +113,8 @@ pub struct ToolService {
     default_sessions: tokio::sync::Mutex<HashMap<Option<String>, String>>,
     /// External MCP servers' tools ([`ToolService::with_bridge`]; none by default).
     bridge: Arc<McpBridge>,
+    /// Which daemon of the fleet runs a session ([`ToolService::with_fleet`]).
+    placement: placement::Placement,
 }
 
 impl ToolService {
@@ -142,6 +149,7 @@ impl ToolService {
             batch_tasks: tokio_util::task::TaskTracker::new(),
             default_sessions: tokio::sync::Mutex::new(HashMap::new()),
             bridge: Arc::new(McpBridge::none()),
+            placement: placement::Placement::default(),
         }
     }
 

@@ -1,22 +1,39 @@
-//! Sessions across several daemons sharing one store: who runs a session, refusing batches
-//! for a session another daemon runs, and taking over the sessions of a daemon that stopped.
+//! Sessions across several daemons sharing one store: who runs a session, refusing what needs
+//! the live session when it is another daemon's, taking over the sessions of a daemon that
+//! stopped, and settling the batches such a daemon (or this one, before a restart) cut off.
 //!
 //! A session belongs to the daemon that created it (`SessionRecord.owner`, a node id). Only
-//! the owner holds it live, so a batch sent elsewhere is refused (`conflict`) with a message
-//! naming the owner's node id and address; the client sends it there. Reads (a session's
-//! description, its audit log, results, events) are answered by any daemon from the store.
-//! Forwarding was not chosen: a batch's answer may be a long SSE stream, and a proxy hop
-//! would tie two daemons' lifetimes to one request.
+//! the owner holds it live. With a fleet secret configured the doors forward what needs the
+//! live session to its owner (`api::forward`, which asks [`ToolService::locate_session`]), so
+//! a client behind a load balancer never sees which daemon runs what; this reverses an
+//! earlier decision not to forward (a hop ties two daemons' lifetimes to one request), because
+//! behind a round-robin balancer most batches would otherwise fail. What still reaches the
+//! service for a session it does not run is refused here: a `conflict` naming the owner's node
+//! id and address when the owner is alive (no fleet secret, so no forwarding), `unavailable`
+//! (503, retry) when the owner stopped and nobody has adopted the session yet. Reads (a
+//! session's description, its audit log, results, events) are answered by any daemon from the
+//! store.
+//!
+//! A keyed batch still stored as running when its session went live here was cut off (its
+//! daemon was killed, or this one restarted). A retry with its key is answered from the audit
+//! log: every call has a row (the row of a call cut off says `interrupted`), and the results
+//! built from them (a call cut off: kind `cancelled`; a finished call whose answer was lost:
+//! its row's outcome, its output lost unless offloaded) are stored as the batch's, so every
+//! later retry replays the same. A whole batch whose rows do not cover every call stays a
+//! `conflict` saying it was cut off.
 //!
 //! Deliberately absent: noticing that a daemon stopped (the server's fleet task does, by
 //! heartbeats, and calls [`ToolService::take_over`] once it has claimed the silent node).
 
 use std::sync::Arc;
 
+use super::BatchOutcome;
 use super::sessions::{CreateSessionRequest, session_info};
-use super::{ErrorCode, LiveSession, ServiceError, ToolService};
+use super::{ErrorCode, LiveSession, ServiceError, SessionPlace, ToolService};
+use crate::registry::calls::BatchFormat;
 use crate::session::SessionSnapshot;
-use crate::store::SessionRecord;
+use crate::store::{BatchRecord, CallRow, SessionRecord};
+use crate::tool::{ErrorKind, ToolResult};
 
 /// What taking over a stopped daemon's sessions did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,27 +46,22 @@ pub struct TakeOver {
 
 impl ToolService {
     /// The live session `id`, to run a batch in. A session another daemon runs is refused
-    /// with a `conflict` naming that daemon (see the module header).
+    /// (see the module header).
     pub(super) async fn owned_session(&self, id: &str) -> Result<Arc<LiveSession>, ServiceError> {
         if let Ok(live) = self.session(id) {
             return Ok(live);
         }
-        match self.store.get_session(id).await? {
-            Some(record) if record.closed_at.is_none() && record.owner != self.settings.node_id => {
-                let address = self
-                    .node_address(&record.owner)
-                    .await
-                    .unwrap_or_else(|| "an unknown address".into());
-                Err(ServiceError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "session \"{id}\" is run by node \"{}\" at {address}, not by this \
-                         daemon (\"{}\"); send its batches there",
-                        record.owner, self.settings.node_id
-                    ),
-                ))
-            }
-            _ => Err(ServiceError::not_found(format!("unknown session \"{id}\""))),
+        match self.locate_session(id).await? {
+            SessionPlace::Here => self.session(id),
+            SessionPlace::Node { node_id, address } => Err(ServiceError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "session \"{id}\" is run by node \"{node_id}\" at {address}, not by this \
+                     daemon (\"{}\"); send its batches there",
+                    self.settings.node_id
+                ),
+            )),
+            SessionPlace::Nobody { owner } => Err(nobody_runs(id, &owner)),
         }
     }
 
@@ -131,7 +143,100 @@ impl ToolService {
     }
 }
 
+/// The refusal of a request for a session nobody runs this moment.
+pub fn nobody_runs(id: &str, owner: &str) -> ServiceError {
+    ServiceError::unavailable(format!(
+        "session \"{id}\" is not running: its daemon (node \"{owner}\") stopped and no other \
+         has adopted it yet; retry shortly"
+    ))
+}
+
 fn stored_request(record: &SessionRecord) -> Result<CreateSessionRequest, ServiceError> {
     serde_json::from_value(record.options.clone())
         .map_err(|err| ServiceError::internal(format!("session \"{}\" options: {err}", record.id)))
+}
+
+impl ToolService {
+    /// Whether `earlier`, a batch stored as running, was cut off: it began before this daemon
+    /// took its session live (a restart, a takeover), so nothing here is running it.
+    pub(super) fn cut_off(&self, earlier: &BatchRecord) -> bool {
+        self.session(&earlier.session_id)
+            .map_or(earlier.created_at < self.started_at, |live| {
+                earlier.created_at < live.live_since
+            })
+    }
+
+    /// Answers a retry of a cut-off batch from the audit log and stores that answer as the
+    /// batch's (see the module header); `None` when the rows do not cover every call.
+    pub(super) async fn settle_cut_off(
+        &self,
+        earlier: &BatchRecord,
+        format: BatchFormat,
+    ) -> Result<Option<BatchOutcome>, ServiceError> {
+        let mut rows = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .list_calls(&earlier.session_id, after, 1000)
+                .await?;
+            rows.extend(
+                page.rows
+                    .into_iter()
+                    .filter(|row| row.record.batch_id == earlier.batch_id),
+            );
+            match page.next_cursor {
+                Some(cursor) => after = Some(cursor),
+                None => break,
+            }
+        }
+        // A streamed batch is stored with no count: the calls that arrived are all it had.
+        if earlier.call_count != 0 && rows.len() != earlier.call_count {
+            return Ok(None);
+        }
+        rows.sort_by_key(|row| row.record.index);
+        let results: Vec<ToolResult> = rows.iter().map(settled_result).collect();
+        self.store
+            .complete_batch(&earlier.batch_id, &results)
+            .await?;
+        Ok(Some(BatchOutcome {
+            batch_id: earlier.batch_id.clone(),
+            format,
+            results: results.into(),
+            replayed: true,
+        }))
+    }
+}
+
+/// A cut-off batch's result for one call, from its audit row.
+fn settled_result(row: &CallRow) -> ToolResult {
+    let record = &row.record;
+    let (is_error, error_kind, output) = if row.interrupted {
+        let kind = ErrorKind::Cancelled;
+        let message = "the daemon running this call stopped before it finished";
+        (true, Some(kind), kind.format_output(message))
+    } else {
+        let output = match &record.offloaded {
+            Some(offloaded) => format!(
+                "the answer to this call was lost when its daemon stopped; its output is stored \
+                 as {} ({} characters)",
+                offloaded.result_id, offloaded.total_chars
+            ),
+            None => "the answer to this call was lost when its daemon stopped; its outcome is \
+                     in the audit log"
+                .to_owned(),
+        };
+        (record.is_error, record.error_kind, output)
+    };
+    ToolResult {
+        id: record.call_id.clone(),
+        name: record.requested_name.clone(),
+        is_error,
+        output,
+        error_kind,
+        duration_ms: record.duration_ms,
+        offloaded: record.offloaded.clone(),
+        structured: None,
+        metadata: serde_json::Map::new(),
+    }
 }

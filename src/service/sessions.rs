@@ -167,6 +167,7 @@ impl ToolService {
                 loaded: Default::default(),
             },
             batch_lock: tokio::sync::Mutex::new(()),
+            live_since: std::time::SystemTime::now(),
         });
         self.live().insert(record.id.clone(), live.clone());
         self.bridge

@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::events::event;
 use super::proto::{self, execute_request, execute_response};
 use super::{GrpcDoor, invalid, status};
+use crate::api::forward::grpc::RpcConcerns;
 use crate::registry::calls::BatchRequest;
 use crate::service::{BatchItem, BatchStream, ServiceError, StreamDetail, StreamRequest};
 use crate::tool::{CallInput, ToolCall, ToolResult};
@@ -27,7 +28,10 @@ impl GrpcDoor {
         &self,
         request: Request<proto::ExecuteBatchRequest>,
     ) -> Result<Response<proto::ExecuteBatchResponse>, Status> {
-        let (session_id, batch) = batch_request(request.into_inner())?;
+        let (metadata, extensions, message) = request.into_parts();
+        let concerns = RpcConcerns::Session(&message.session_id);
+        forward_rpc!(self, concerns, extensions, metadata, message, execute_batch);
+        let (session_id, batch) = batch_request(message)?;
         let outcome = self
             .service
             .execute_batch(&session_id, batch)
@@ -44,8 +48,18 @@ impl GrpcDoor {
         &self,
         request: Request<Streaming<proto::ExecuteRequest>>,
     ) -> Result<Response<ExecuteResponses>, Status> {
-        let mut incoming = request.into_inner();
+        let (metadata, extensions, mut incoming) = request.into_parts();
         let session_id = started_session(&mut incoming).await?;
+        let concerns = RpcConcerns::Session(&session_id);
+        if let Some(mut relay) = self.relay(concerns, &extensions).await? {
+            let outbound = relayed_calls(session_id.clone(), incoming);
+            let answer = relay
+                .client
+                .execute(relay.request(metadata, outbound))
+                .await;
+            let answer = relay.answer(&self.service, answer)?;
+            return Ok(Response::new(Box::pin(answer.into_inner())));
+        }
         let request = StreamRequest::arriving(calls(incoming), StreamDetail::Events);
         let stream = self
             .service
@@ -122,6 +136,30 @@ fn responses(stream: BatchStream) -> ExecuteResponses {
         .chain(futures::stream::once(async move { done }))
         .map(Ok);
     Box::pin(responses)
+}
+
+/// The rest of an `Execute` stream as the owner is sent it: `start` again, then every message
+/// the client sends, up to its end or its first error (the owner then sees the stream end).
+fn relayed_calls(
+    session_id: String,
+    incoming: Streaming<proto::ExecuteRequest>,
+) -> impl Stream<Item = proto::ExecuteRequest> + Send + 'static {
+    let start = proto::ExecuteRequest {
+        kind: Some(execute_request::Kind::Start(proto::ExecuteStart {
+            session_id,
+        })),
+    };
+    let rest = futures::stream::unfold(incoming, |mut incoming| async move {
+        match incoming.message().await {
+            Ok(Some(message)) => Some((message, incoming)),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!(error = %err, "Execute stream failed; the relayed batch ends");
+                None
+            }
+        }
+    });
+    futures::stream::once(async move { start }).chain(rest)
 }
 
 /// The calls of an `Execute` stream, up to `end` (or the client closing its side). A

@@ -7,6 +7,17 @@
 //! translates messages to and from [`crate::service`] calls; errors go through the one table
 //! in `api` ([`crate::api::grpc_code`]). Not here: any rule about sessions, batches or events.
 
+/// Returns the answer of the daemon that runs what an RPC concerns, when that is not this one
+/// (`api::forward`); otherwise carries on. `$message` moves only when forwarded.
+macro_rules! forward_rpc {
+    ($door:expr, $concerns:expr, $extensions:expr, $metadata:expr, $message:expr, $rpc:ident) => {
+        if let Some(mut relay) = $door.relay($concerns, &$extensions).await? {
+            let answer = relay.client.$rpc(relay.request($metadata, $message)).await;
+            return relay.answer(&$door.service, answer);
+        }
+    };
+}
+
 mod batches;
 mod events;
 mod gates;
@@ -16,6 +27,9 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::api::forward::Forwarder;
+use crate::api::forward::Hop;
+use crate::api::forward::grpc::{Relay, RpcConcerns};
 use crate::api::gate::Gate;
 use crate::api::{ApiSettings, grpc_code};
 use crate::service::{ServiceError, ToolService};
@@ -38,6 +52,8 @@ pub const SERVICE_NAME: &str = "toold.v1.ToolService";
 pub struct GrpcDoor {
     service: Arc<ToolService>,
     event_buffer: usize,
+    /// Relays an RPC for a session another daemon of the fleet runs.
+    forward: Arc<Forwarder>,
 }
 
 /// Every gRPC service behind `gate` (shared with the HTTP door): toold's, health and
@@ -46,10 +62,12 @@ pub async fn router(
     service: Arc<ToolService>,
     settings: &ApiSettings,
     gate: Arc<Gate>,
+    forward: Arc<Forwarder>,
 ) -> axum::Router {
     let door = GrpcDoor {
         service,
         event_buffer: settings.event_buffer,
+        forward: forward.clone(),
     };
     let tool_service = proto::tool_service_server::ToolServiceServer::new(door)
         .max_decoding_message_size(settings.body_limit_bytes)
@@ -82,6 +100,11 @@ pub async fn router(
     routes
         .routes()
         .into_axum_router()
+        // Inside the gates: a hop's secret is checked once the request is admitted.
+        .layer(axum::middleware::from_fn_with_state(
+            forward,
+            crate::api::forward::grpc::check_hop,
+        ))
         .layer(axum::middleware::from_fn_with_state(gate, gates::gate))
         .layer(axum::middleware::from_fn(
             crate::api::trace_parent::grpc_request,
@@ -162,6 +185,19 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
         request: Request<proto::ListMcpServersRequest>,
     ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
         GrpcDoor::list_mcp_servers(self, request).await
+    }
+}
+
+impl GrpcDoor {
+    /// A relay to the daemon that runs what the RPC concerns, if that is not this one.
+    async fn relay(
+        &self,
+        concerns: RpcConcerns<'_>,
+        extensions: &tonic::Extensions,
+    ) -> Result<Option<Relay>, Status> {
+        self.forward
+            .relay(&self.service, concerns, extensions.get::<Hop>())
+            .await
     }
 }
 

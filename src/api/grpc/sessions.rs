@@ -6,6 +6,7 @@ use tonic::{Request, Response, Status};
 
 use super::proto::{self, CloseSessionResponse, InterruptResponse, ResolveApprovalResponse};
 use super::{GrpcDoor, invalid, status};
+use crate::api::forward::grpc::RpcConcerns;
 use crate::api::gate::CallerToken;
 use crate::permission::Approver;
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo};
@@ -15,7 +16,16 @@ impl GrpcDoor {
         &self,
         request: Request<proto::CreateSessionRequest>,
     ) -> Result<Response<proto::Session>, Status> {
-        let request = create_request(request.into_inner())?;
+        let (metadata, extensions, message) = request.into_parts();
+        forward_rpc!(
+            self,
+            RpcConcerns::NewSession,
+            extensions,
+            metadata,
+            message,
+            create_session
+        );
+        let request = create_request(message)?;
         let info = self.service.create_session(request).await.map_err(status)?;
         Ok(Response::new(session(info)))
     }
@@ -24,7 +34,10 @@ impl GrpcDoor {
         &self,
         request: Request<proto::CloseSessionRequest>,
     ) -> Result<Response<CloseSessionResponse>, Status> {
-        let session_id = request.into_inner().session_id;
+        let (metadata, extensions, message) = request.into_parts();
+        let concerns = RpcConcerns::Session(&message.session_id);
+        forward_rpc!(self, concerns, extensions, metadata, message, close_session);
+        let session_id = message.session_id;
         self.service
             .close_session(&session_id)
             .await
@@ -36,7 +49,9 @@ impl GrpcDoor {
         &self,
         request: Request<proto::ListToolsRequest>,
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
-        let request = request.into_inner();
+        let (metadata, extensions, request) = request.into_parts();
+        let concerns = RpcConcerns::Session(&request.session_id);
+        forward_rpc!(self, concerns, extensions, metadata, request, list_tools);
         let format = if request.format.is_empty() {
             "toold"
         } else {
@@ -78,8 +93,11 @@ impl GrpcDoor {
         &self,
         request: Request<proto::InterruptRequest>,
     ) -> Result<Response<InterruptResponse>, Status> {
+        let (metadata, extensions, message) = request.into_parts();
+        let concerns = RpcConcerns::Session(&message.session_id);
+        forward_rpc!(self, concerns, extensions, metadata, message, interrupt);
         self.service
-            .interrupt(&request.into_inner().session_id)
+            .interrupt(&message.session_id)
             .map_err(status)?;
         Ok(Response::new(InterruptResponse {}))
     }
@@ -93,7 +111,16 @@ impl GrpcDoor {
             .get::<CallerToken>()
             .and_then(|CallerToken(token)| token.clone());
         let approver = Approver::new("grpc", token.as_deref());
-        let request = request.into_inner();
+        let (metadata, extensions, request) = request.into_parts();
+        let concerns = RpcConcerns::Session(&request.session_id);
+        forward_rpc!(
+            self,
+            concerns,
+            extensions,
+            metadata,
+            request,
+            resolve_approval
+        );
         let resolution = ResolveApprovalRequest {
             decision: request.decision,
             reason: Some(request.reason).filter(|reason| !reason.is_empty()),

@@ -35,7 +35,16 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = super::super::http_status(self.0.code);
         let body = json!({"error": {"code": self.0.code.as_str(), "message": self.0.message}});
-        (status, axum::Json(body)).into_response()
+        let mut response = (status, axum::Json(body)).into_response();
+        if self.0.code == ErrorCode::Unavailable {
+            // Nobody runs the session this moment; a takeover settles within the fleet's node
+            // timeout, so a client retrying every second finds its new owner.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 

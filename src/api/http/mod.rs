@@ -32,6 +32,8 @@ use utoipa_axum::routes;
 pub use error::ApiError;
 
 use crate::api::ApiSettings;
+use crate::api::forward::Forwarder;
+use crate::api::forward::http::{ForwardState, forward};
 use crate::api::gate::{DaemonStatus, Gate};
 use crate::service::ToolService;
 
@@ -63,12 +65,22 @@ pub fn router(
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
     });
-    app(service, settings, gate)
+    let forward = Forwarder::new(settings.fleet.clone());
+    app(service, settings, gate, forward)
 }
 
 /// The app: every route of DESIGN §4 behind `gate` (which the listener shares with the gRPC
-/// door, so both shed on the same permits).
-pub fn app(service: Arc<ToolService>, settings: &ApiSettings, gate: Arc<Gate>) -> Router {
+/// door, so both shed on the same permits), and `forwarder` to the daemons of the fleet.
+pub fn app(
+    service: Arc<ToolService>,
+    settings: &ApiSettings,
+    gate: Arc<Gate>,
+    forwarder: Arc<Forwarder>,
+) -> Router {
+    let forwarding = ForwardState {
+        service: service.clone(),
+        forwarder,
+    };
     let state = HttpState {
         service,
         status: gate.status.clone(),
@@ -82,8 +94,9 @@ pub fn app(service: Arc<ToolService>, settings: &ApiSettings, gate: Arc<Gate>) -
         // The MCP door's routes, behind the same layers as every route here.
         .merge(mcp)
         // Outermost first: an id for every request (kept if the client sent one), a log span
-        // carrying it, the exported span, the id echoed on the response, the request counter, then the gates and
-        // the body limit.
+        // carrying it, the exported span, the id echoed on the response, the request counter,
+        // then the gates, the body limit, and forwarding (an admitted request for another
+        // daemon's session goes there before any handler reads its body).
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
@@ -97,7 +110,8 @@ pub fn app(service: Arc<ToolService>, settings: &ApiSettings, gate: Arc<Gate>) -
                 .layer(axum::middleware::from_fn(middleware::count_request))
                 .layer(axum::middleware::from_fn_with_state(gate, middleware::gate))
                 .layer(DefaultBodyLimit::max(settings.body_limit_bytes))
-                .layer(axum::Extension(error::BodyLimit(settings.body_limit_bytes))),
+                .layer(axum::Extension(error::BodyLimit(settings.body_limit_bytes)))
+                .layer(axum::middleware::from_fn_with_state(forwarding, forward)),
         )
 }
 

@@ -50,7 +50,8 @@ pub struct ErrorBody {
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// `invalid_request`, `unauthenticated`, `not_found`, `conflict`, `payload_too_large`,
-    /// `overloaded`, `shutting_down`, `timeout` or `internal`.
+    /// `overloaded`, `shutting_down`, `unavailable` (503 with `Retry-After`: nobody runs the
+    /// session this moment), `timeout` or `internal`.
     pub code: String,
     pub message: String,
 }

@@ -46,8 +46,10 @@ pub async fn serve(
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
     });
-    let grpc = crate::api::grpc::router(service.clone(), &settings, gate.clone()).await;
-    let http = crate::api::http::app(service, &settings, gate);
+    let forward = crate::api::forward::Forwarder::new(settings.fleet.clone());
+    let grpc =
+        crate::api::grpc::router(service.clone(), &settings, gate.clone(), forward.clone()).await;
+    let http = crate::api::http::app(service, &settings, gate, forward);
     let doors = Router::new().fallback_service(tower::service_fn(move |request: Request| {
         let door = if is_grpc(&request) {
             grpc.clone()

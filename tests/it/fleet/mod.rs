@@ -6,7 +6,12 @@
 //!
 //! A module of the one test binary, not a process of its own: the daemons are child processes
 //! on ports and directories of their own, and the schema is the test's own, so nothing here
-//! is shared with the tests running beside it.
+//! is shared with the tests running beside it. Forwarding within a fleet that has a secret:
+//! `forwarding` (daemon to daemon, HTTP and gRPC, the hop's secret, placement) and `balancer`
+//! (three daemons behind haproxy).
+
+mod balancer;
+mod forwarding;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,9 +34,15 @@ struct Fleet {
 
 /// A daemon over a directory of its own (its own node id) on the database `url`.
 fn daemon(url: &str) -> Toold {
+    daemon_with(url, FLEET_CONFIG)
+}
+
+/// A daemon as [`daemon`] with the settings file `config`.
+fn daemon_with(url: &str, config: &str) -> Toold {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let config = dir.path().join("toold.toml");
-    std::fs::write(&config, FLEET_CONFIG).unwrap();
+    let file = dir.path().join("toold.toml");
+    std::fs::write(&file, config).unwrap();
+    let config = file;
     Toold::start_with(
         dir.clone(),
         &["--database-url", url, "--config", config.to_str().unwrap()],
@@ -48,7 +59,7 @@ async fn fleet() -> Option<Fleet> {
     })
 }
 
-fn echo_batch(n: usize) -> Value {
+pub(crate) fn echo_batch(n: usize) -> Value {
     json!({"calls": (0..n)
         .map(|i| json!({"id": format!("c{i}"), "name": "bash", "input": {"command": format!("echo {i}")}}))
         .collect::<Vec<_>>()})

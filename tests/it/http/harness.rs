@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::support::daemon::DaemonProcess;
 
 pub struct Toold {
-    process: DaemonProcess,
+    /// `None` for a client of a daemon (or a load balancer) this test did not start.
+    process: Option<DaemonProcess>,
     pub base: String,
     pub client: reqwest::Client,
     pub dir: Arc<tempfile::TempDir>,
@@ -48,11 +49,31 @@ impl Toold {
             .map(|w| w[1].to_owned());
         Toold {
             base: process.base.clone(),
-            process,
+            process: Some(process),
             client: reqwest::Client::new(),
             dir,
             token,
         }
+    }
+
+    /// A client of whatever answers at `base` (a load balancer in front of daemons): the
+    /// request helpers work, the process ones panic.
+    pub fn at(base: &str, dir: Arc<tempfile::TempDir>) -> Toold {
+        Toold {
+            process: None,
+            base: base.to_owned(),
+            client: reqwest::Client::new(),
+            dir,
+            token: None,
+        }
+    }
+
+    fn process(&self) -> &DaemonProcess {
+        self.process.as_ref().expect("a daemon this test started")
+    }
+
+    fn process_mut(&mut self) -> &mut DaemonProcess {
+        self.process.as_mut().expect("a daemon this test started")
     }
 
     /// The daemon with a settings file holding `toml`, passed with `--config`.
@@ -72,22 +93,22 @@ impl Toold {
 
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
-        self.process.pid()
+        self.process().pid()
     }
 
     /// Sends SIGTERM without waiting for the exit.
     pub fn signal_terminate(&self) {
-        self.process.signal_terminate();
+        self.process().signal_terminate();
     }
 
     /// Waits for the process to exit.
     pub fn wait(&mut self) -> std::process::ExitStatus {
-        self.process.wait()
+        self.process_mut().wait()
     }
 
     /// Stops this daemon with `kill -9` and waits for it.
     pub fn kill(&mut self) {
-        self.process.kill();
+        self.process_mut().kill();
     }
 
     /// Stops this daemon with `kill -9` and starts another over the same directory.
@@ -100,8 +121,11 @@ impl Toold {
     /// directory on the same address, with the same flags `extra` (a client configured with
     /// the old URL reaches the new daemon).
     pub fn terminate_and_restart(mut self, extra: &[&str]) -> Toold {
-        self.process.signal_terminate();
-        assert!(self.process.wait().success(), "a graceful stop exits 0");
+        self.process().signal_terminate();
+        assert!(
+            self.process_mut().wait().success(),
+            "a graceful stop exits 0"
+        );
         self.start_again(extra)
     }
 
@@ -112,7 +136,7 @@ impl Toold {
         let process = DaemonProcess::start_on(self.dir.path(), &listen, extra);
         Toold {
             base: process.base.clone(),
-            process,
+            process: Some(process),
             client: reqwest::Client::new(),
             dir: self.dir.clone(),
             token: self.token.clone(),
@@ -121,8 +145,8 @@ impl Toold {
 
     /// SIGTERM; returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        self.process.signal_terminate();
-        self.process.wait()
+        self.process().signal_terminate();
+        self.process_mut().wait()
     }
 
     pub fn projects(&self) -> PathBuf {
@@ -267,6 +291,11 @@ pub struct SseReader {
 impl SseReader {
     /// The next frame with data (keep-alive comments skipped); `None` when the stream ends.
     pub async fn next(&mut self) -> Option<Frame> {
+        self.try_next().await.expect("the stream does not fail")
+    }
+
+    /// As [`Self::next`], with a stream that fails (its connection cut) as an error.
+    pub async fn try_next(&mut self) -> reqwest::Result<Option<Frame>> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let raw: String = self.buffer.drain(..end + 2).collect();
@@ -285,13 +314,15 @@ impl SseReader {
                     continue;
                 }
                 frame.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                return Some(frame);
+                return Ok(Some(frame));
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.stream.next())
+            let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), self.stream.next())
                 .await
-                .expect("an SSE frame within 30 s")?;
-            self.buffer
-                .push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+                .expect("an SSE frame within 30 s")
+            else {
+                return Ok(None);
+            };
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk?));
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The daemon's life: idempotent retries, interrupts, graceful restarts, `kill -9`, auth and
-//! refusing to start unprotected on a public address.
+//! The daemon's life: idempotent retries (of a batch cut off by `kill -9` too), interrupts,
+//! graceful restarts, `kill -9`, auth and refusing to start unprotected on a public address.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -215,4 +215,49 @@ fn it_refuses_to_listen_publicly_without_tokens() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn a_keyed_batch_cut_off_by_kill_9_is_answered_from_its_audit_rows_after_a_restart() {
+    let toold = Toold::start();
+    let id = toold.session().await;
+    let path = format!("/v1/sessions/{id}/batches");
+    let body = json!({"idempotency_key": "cut", "calls": [
+        {"id": "s", "name": "sleep", "input": {"duration_ms": 300000}},
+        {"id": "e", "name": "bash", "input": {"command": "echo cut off"}}]});
+    let request = toold
+        .client
+        .post(format!("{}{path}", toold.base))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap());
+    let running = tokio::spawn(request.send());
+    wait_for_start(&toold, &id, "s").await;
+    // The calls' `tool:queued` events reach the store within ~10 ms (the persister's linger
+    // and the writer's): what the restart marks interrupted.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let again = toold.kill_and_restart();
+    assert!(running.await.unwrap().is_err(), "cut off");
+    let retry = again.post(&path, &body).await;
+    assert_eq!(retry.status, StatusCode::OK, "{}", retry.body);
+    assert_eq!(retry.headers["x-toold-replayed"], "true");
+    let results = retry.body["results"].as_array().unwrap();
+    let ids: Vec<&str> = results.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["s", "e"]);
+    let rows = again.get(&format!("/v1/sessions/{id}/calls")).await;
+    for result in results {
+        assert_eq!(result["error_kind"], "cancelled", "{result}");
+        let row = rows.body["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["call_id"] == result["id"])
+            .expect("the result's audit row");
+        assert_eq!(row["batch_id"], retry.body["batch_id"]);
+        assert_eq!(row["interrupted"], true);
+    }
+    assert_eq!(
+        again.post(&path, &body).await.body,
+        retry.body,
+        "replayed alike"
+    );
 }

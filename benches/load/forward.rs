@@ -1,0 +1,125 @@
+//! The forwarding hop's cost (issue 23): two daemons of one fleet (a fresh schema on the
+//! Postgres of `TOOLD_BENCH_POSTGRES_URL` or `TOOLD_TEST_POSTGRES_URL`, one fleet secret), a
+//! session on A, and the single `read_file` call of the latency bench sent to A directly and
+//! through B (which forwards it to A), in alternating rounds over one keep-alive connection
+//! each, in one run. Budget: the hop adds at most 100 µs at p50. Every call's audit row is
+//! then checked. Selected alone with `TOOLD_BENCH_ONLY=forward`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::client::{Connection, PreparedRequest};
+use super::daemon::Daemon;
+use super::{
+    FILE_NAME, ROUND, ROUNDS, WARM_UP, batch, create_session, fixture_dir, percentiles,
+    time_requests, us, verdict, verify_audit,
+};
+
+/// What the hop may add to a single call's p50.
+const HOP_BUDGET: Duration = Duration::from_micros(100);
+
+/// A schema of the bench's own on a Postgres server, dropped by [`BenchSchema::drop_schema`].
+pub struct BenchSchema {
+    admin: sqlx::PgConnection,
+    name: String,
+    /// The server's URL with the schema as its search path.
+    pub url: String,
+}
+
+impl BenchSchema {
+    /// A fresh schema on the bench's Postgres, or `None` when none is configured.
+    pub async fn create() -> Option<BenchSchema> {
+        let server = ["TOOLD_BENCH_POSTGRES_URL", "TOOLD_TEST_POSTGRES_URL"]
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|url| !url.is_empty()))?;
+        let name = format!("bench_{}", uuid::Uuid::now_v7().simple());
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server)
+            .await
+            .expect("connects to the Postgres server");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("creates the bench schema");
+        let separator = if server.contains('?') { '&' } else { '?' };
+        let url = format!("{server}{separator}options=-csearch_path%3D{name}");
+        Some(BenchSchema { admin, name, url })
+    }
+
+    pub async fn drop_schema(mut self) {
+        let drop = format!("DROP SCHEMA {} CASCADE", self.name);
+        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
+            .execute(&mut self.admin)
+            .await;
+    }
+}
+
+pub async fn report() {
+    let Some(schema) = BenchSchema::create().await else {
+        println!("forwarding hop:      skipped (set TOOLD_BENCH_POSTGRES_URL)");
+        return;
+    };
+    let (dir_a, dir_b) = (fixture_dir(), fixture_dir());
+    let config = dir_a.path().join("fleet.toml");
+    std::fs::write(&config, "[server]\nfleet_secret = \"bench-secret\"\n").expect("config");
+    let config = config.to_str().expect("a UTF-8 path");
+    let flags = ["--database-url", schema.url.as_str(), "--config", config];
+    let a = Daemon::start_with(dir_a.path(), &flags).await;
+    let b = Daemon::start_with(dir_b.path(), &flags).await;
+    let projects = dir_a
+        .path()
+        .join("projects")
+        .canonicalize()
+        .expect("projects");
+    let session = create_session(a.address, &projects).await;
+    let calls = measure(a.address, b.address, &session).await;
+    verify_audit(a.address, &session, calls).await;
+    println!("audit (forwarding):  {calls} rows = every call made, direct and forwarded");
+    a.terminate();
+    b.terminate();
+    schema.drop_schema().await;
+}
+
+/// Alternating rounds to the owner and through the other daemon; the calls made.
+async fn measure(owner: SocketAddr, other: SocketAddr, session: &str) -> usize {
+    let path = format!("/v1/sessions/{session}/batches");
+    let mut direct = Connection::open(owner).await.expect("connects to A");
+    let mut hop = Connection::open(other).await.expect("connects to B");
+    let to_owner = PreparedRequest::post_json(owner, &path, &batch(1));
+    let through_other = PreparedRequest::post_json(other, &path, &batch(1));
+    let answer = hop.send(&through_other).await.expect("a forwarded batch");
+    let output = answer.json()["results"][0]["output"]
+        .as_str()
+        .map(str::to_owned);
+    assert!(
+        output.is_some_and(|output| output.contains("64\t63 abcdef")),
+        "the forwarded call reads {FILE_NAME}"
+    );
+    time_requests(&mut direct, &to_owner, WARM_UP).await;
+    time_requests(&mut hop, &through_other, WARM_UP).await;
+    let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        direct_samples.extend(time_requests(&mut direct, &to_owner, ROUND).await);
+        hop_samples.extend(time_requests(&mut hop, &through_other, ROUND).await);
+    }
+    let (direct_p50, direct_p99) = percentiles(&mut direct_samples);
+    let (hop_p50, hop_p99) = percentiles(&mut hop_samples);
+    let added = hop_p50.saturating_sub(direct_p50);
+    println!(
+        "owner directly:      p50 {:.1} µs, p99 {:.1} µs ({} calls, Postgres)",
+        us(direct_p50),
+        us(direct_p99),
+        direct_samples.len()
+    );
+    println!(
+        "through a non-owner: p50 {:.1} µs, p99 {:.1} µs ({} calls, forwarded to the owner)",
+        us(hop_p50),
+        us(hop_p99),
+        hop_samples.len()
+    );
+    println!(
+        "forwarding hop:      +{:.1} µs at p50  (budget ≤ +100 µs: {})",
+        us(added),
+        verdict(added <= HOP_BUDGET)
+    );
+    1 + 2 * (WARM_UP + ROUNDS * ROUND)
+}
