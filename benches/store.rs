@@ -38,6 +38,7 @@ fn record(writer: usize, n: usize) -> AuditRecord {
         started_at: SystemTime::now(),
         duration_ms: 0.21,
         cancelled_by: None,
+        principal: None,
     }
 }
 

@@ -1,9 +1,11 @@
 //! Settings: the file, then `TOOLD_*` environment variables, then flags, into one typed
 //! [`Settings`] that components receive as arguments. Nothing else reads the environment.
 
+mod auth;
 mod mcp;
 mod server;
 
+pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
 pub use mcp::{McpFlags, McpSettings};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
 pub use crate::permission::PermissionLevel;
@@ -33,6 +35,8 @@ pub struct Settings {
     pub sandbox: SandboxSettings,
     pub hooks: HookSettings,
     pub mcp: McpSettings,
+    /// `[[auth.tokens]]`: principals and roles (DESIGN §10).
+    pub auth: AuthSettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -104,6 +108,8 @@ pub enum ConfigError {
     Hooks(HookConfigError),
     #[error("invalid settings: {0}")]
     McpServers(McpSettingsError),
+    #[error("invalid settings: {0}")]
+    Auth(AuthSettingsError),
 }
 
 impl From<HookConfigError> for ConfigError {
@@ -211,7 +217,16 @@ impl Settings {
             }
         }
         self.hooks.check()?;
+        self.auth_principals()?;
         Ok(())
+    }
+
+    /// Every accepted token (as its SHA-256 digest) with the principal it names: the
+    /// `--auth-token` ones as admins, then `[[auth.tokens]]` (see `config/auth.rs`).
+    pub fn auth_principals(&self) -> Result<Vec<TokenPrincipal>, ConfigError> {
+        self.auth
+            .principals(&self.server.auth_tokens)
+            .map_err(ConfigError::Auth)
     }
 }
 

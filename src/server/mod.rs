@@ -36,12 +36,12 @@ pub use crate::config::{ServerFlags, ServerSettings};
 
 use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
-use crate::config::{McpSettings, Settings};
+use crate::config::{McpSettings, Settings, TokenPrincipal};
 use crate::dispatch::{DispatchDeps, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::mcp::McpBridge;
-use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
+use crate::permission::{Principal, RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{CreateSessionRequest, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
@@ -78,6 +78,8 @@ pub enum ServerError {
         "refusing to listen on non-loopback address {0} without auth tokens (set --auth-token or TOOLD_AUTH_TOKENS)"
     )]
     NoAuthOnPublicAddress(SocketAddr),
+    #[error(transparent)]
+    Settings(#[from] crate::config::ConfigError),
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
     #[error("creating the MCP session: {0}")]
@@ -177,6 +179,8 @@ pub struct Daemon {
     node: fleet::NodeIdentity,
     listener: TcpListener,
     settings: Settings,
+    /// The accepted tokens' digests and principals (checked at start).
+    tokens: Vec<TokenPrincipal>,
 }
 
 impl Daemon {
@@ -210,7 +214,8 @@ impl Daemon {
             address: server.listen.clone(),
             source,
         })?;
-        if !address.ip().is_loopback() && server.auth_tokens.is_empty() {
+        let tokens = settings.auth_principals()?;
+        if !address.ip().is_loopback() && tokens.is_empty() {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
         let node = fleet::NodeIdentity {
@@ -230,6 +235,7 @@ impl Daemon {
             node,
             listener,
             settings,
+            tokens,
         })
     }
 
@@ -242,6 +248,7 @@ impl Daemon {
             node,
             listener,
             settings,
+            tokens,
             ..
         } = self;
         let store = core.store.clone();
@@ -259,7 +266,7 @@ impl Daemon {
         let mut serving = tokio::spawn(crate::api::serve(
             listener,
             service.clone(),
-            api_settings(server, &settings.mcp),
+            api_settings(server, &settings.mcp, tokens),
             status.clone(),
             draining.clone(),
         ));
@@ -366,9 +373,11 @@ pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
     let core = Core::start(&settings).await?;
     let stop = CancellationToken::new();
     tokio::spawn(wait_for_signal(signals(), stop.clone()));
+    // Over stdio the caller is the person who started the process: `local`, an admin.
+    let local = Principal::local();
     let session = match core
         .service
-        .create_session(mcp_session_template(&settings.mcp))
+        .create_session(&local, mcp_session_template(&settings.mcp))
         .await
     {
         Ok(info) => info.id,
@@ -391,7 +400,7 @@ pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
     {
         tracing::error!("batches still running at exit; their calls may lack audit rows");
     }
-    if let Err(err) = core.service.close_session(&session).await {
+    if let Err(err) = core.service.close_session(&local, &session).await {
         tracing::warn!(%session, %err, "closing the MCP session");
     }
     core.stop().await;
@@ -612,10 +621,14 @@ fn mcp_session_template(mcp: &McpSettings) -> CreateSessionRequest {
 }
 
 /// What the doors and their listener need of the `[server]` and `[mcp]` settings.
-fn api_settings(server: &ServerSettings, mcp: &McpSettings) -> ApiSettings {
+fn api_settings(
+    server: &ServerSettings,
+    mcp: &McpSettings,
+    auth_tokens: Vec<TokenPrincipal>,
+) -> ApiSettings {
     ApiSettings {
         mcp: mcp_door_settings(server, mcp),
-        auth_tokens: server.auth_tokens.clone(),
+        auth_tokens,
         body_limit_bytes: server.body_limit_bytes,
         request_timeout: server.request_timeout,
         max_concurrent_requests: server.max_concurrent_requests,

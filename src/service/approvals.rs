@@ -9,10 +9,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::access::Access;
 use super::{ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
 use crate::permission::approvals::ResolveError;
-use crate::permission::{Approver, Resolution};
+use crate::permission::{Approver, Principal, Resolution};
 
 /// A pending approval (`GET /v1/sessions/{id}/approvals`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,8 +43,10 @@ impl ToolService {
     /// The session's unresolved approvals, oldest first.
     pub async fn pending_approvals(
         &self,
+        caller: &Principal,
         session_id: &str,
     ) -> Result<Vec<PendingApproval>, ServiceError> {
+        self.authorize(caller, session_id, Access::Read).await?;
         self.ensure_session_known(session_id).await?;
         let pending = self.store.pending_approvals(session_id).await?;
         Ok(pending
@@ -58,16 +61,19 @@ impl ToolService {
             .collect())
     }
 
-    /// Resolves a pending approval of the session as `approver`: `not_found` if it is
-    /// unknown, another session's, or already resolved; `conflict` if another resolution (or
-    /// the timeout) settled it while this one was on its way.
+    /// Resolves a pending approval of the session as `approver` (who `caller` is, as the
+    /// door recorded it): `not_found` if it is unknown, another session's, or already
+    /// resolved; `conflict` if another resolution (or the timeout) settled it while this one
+    /// was on its way.
     pub async fn resolve_approval(
         &self,
+        caller: &Principal,
         session_id: &str,
         approval_id: &str,
         request: ResolveApprovalRequest,
         approver: Approver,
     ) -> Result<(), ServiceError> {
+        self.authorize(caller, session_id, Access::Write).await?;
         let allow = match request.decision.as_str() {
             "allow" => true,
             "deny" => false,
@@ -107,6 +113,7 @@ impl ToolService {
             // No call waits (it ended meanwhile): the decision is still published.
             self.events.publish(
                 EventDraft::new(EventType::PermissionDecision, session_id)
+                    .actor(caller.name.clone())
                     .call(approval.call_id, approval.tool)
                     .data(json!({
                         "approval_id": approval_id,

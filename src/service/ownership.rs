@@ -13,8 +13,10 @@
 
 use std::sync::Arc;
 
+use super::access::Access;
 use super::sessions::{CreateSessionRequest, session_info};
 use super::{ErrorCode, LiveSession, ServiceError, ToolService};
+use crate::permission::Principal;
 use crate::session::SessionSnapshot;
 use crate::store::SessionRecord;
 
@@ -56,7 +58,12 @@ impl ToolService {
     /// A session as `GET /v1/sessions/{id}` shows it, with its owner's node id and address:
     /// the live one, else the stored open one another daemon runs (a closed one is unknown,
     /// as on a single daemon).
-    pub async fn describe_session(&self, id: &str) -> Result<super::SessionInfo, ServiceError> {
+    pub async fn describe_session(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<super::SessionInfo, ServiceError> {
+        self.authorize(caller, id, Access::Read).await?;
         let mut info = match self.session(id) {
             Ok(live) => live.info.clone(),
             Err(not_live) => {

@@ -190,6 +190,9 @@ pub(crate) struct AuditRow {
     /// Absent from rows journalled before the column existed.
     #[serde(default)]
     pub(crate) cancelled_by: Option<String>,
+    /// Absent from rows journalled before the column existed.
+    #[serde(default)]
+    pub(crate) principal: Option<String>,
 }
 
 impl AuditRow {
@@ -233,6 +236,7 @@ impl AuditRow {
             result_total_chars,
             duration_ms: record.duration_ms,
             cancelled_by: record.cancelled_by,
+            principal: record.principal,
         })
     }
 }

@@ -18,7 +18,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::api::gate::Gate;
 use crate::api::{ApiSettings, grpc_code};
-use crate::service::{ServiceError, ToolService};
+use crate::permission::Principal;
+use crate::service::{ErrorCode, ServiceError, ToolService};
 
 /// The generated messages, server and client (`toold.v1`), and the descriptor set that
 /// reflection serves. Clients in Rust (tests, benches, tools) use `proto::tool_service_client`.
@@ -165,6 +166,21 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
 /// A service error as a gRPC status, through the one table.
 fn status(err: ServiceError) -> tonic::Status {
     tonic::Status::new(grpc_code(err.code), err.message)
+}
+
+/// Who the caller is, as the gate recorded it; a request the gate did not admit (which
+/// cannot reach a method) is refused rather than served as anyone.
+fn caller<T>(request: &Request<T>) -> Result<Principal, tonic::Status> {
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| {
+            status(ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "the request has no authenticated caller",
+            ))
+        })
 }
 
 /// A malformed field of a request message.

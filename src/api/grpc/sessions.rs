@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use tonic::{Request, Response, Status};
 
 use super::proto::{self, CloseSessionResponse, InterruptResponse, ResolveApprovalResponse};
-use super::{GrpcDoor, invalid, status};
+use super::{GrpcDoor, caller, invalid, status};
 use crate::api::gate::CallerToken;
 use crate::permission::Approver;
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo};
@@ -15,8 +15,13 @@ impl GrpcDoor {
         &self,
         request: Request<proto::CreateSessionRequest>,
     ) -> Result<Response<proto::Session>, Status> {
+        let caller = caller(&request)?;
         let request = create_request(request.into_inner())?;
-        let info = self.service.create_session(request).await.map_err(status)?;
+        let info = self
+            .service
+            .create_session(&caller, request)
+            .await
+            .map_err(status)?;
         Ok(Response::new(session(info)))
     }
 
@@ -24,9 +29,10 @@ impl GrpcDoor {
         &self,
         request: Request<proto::CloseSessionRequest>,
     ) -> Result<Response<CloseSessionResponse>, Status> {
+        let caller = caller(&request)?;
         let session_id = request.into_inner().session_id;
         self.service
-            .close_session(&session_id)
+            .close_session(&caller, &session_id)
             .await
             .map_err(status)?;
         Ok(Response::new(CloseSessionResponse {}))
@@ -36,6 +42,7 @@ impl GrpcDoor {
         &self,
         request: Request<proto::ListToolsRequest>,
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let format = if request.format.is_empty() {
             "toold"
@@ -44,7 +51,7 @@ impl GrpcDoor {
         };
         let tools = self
             .service
-            .list_tools(&request.session_id, format)
+            .list_tools(&caller, &request.session_id, format)
             .map_err(status)?;
         Ok(Response::new(proto::ListToolsResponse {
             tools_json: Value::Array(tools).to_string(),
@@ -78,8 +85,9 @@ impl GrpcDoor {
         &self,
         request: Request<proto::InterruptRequest>,
     ) -> Result<Response<InterruptResponse>, Status> {
+        let caller = caller(&request)?;
         self.service
-            .interrupt(&request.into_inner().session_id)
+            .interrupt(&caller, &request.into_inner().session_id)
             .map_err(status)?;
         Ok(Response::new(InterruptResponse {}))
     }
@@ -93,6 +101,7 @@ impl GrpcDoor {
             .get::<CallerToken>()
             .and_then(|CallerToken(token)| token.clone());
         let approver = Approver::new("grpc", token.as_deref());
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let resolution = ResolveApprovalRequest {
             decision: request.decision,
@@ -101,6 +110,7 @@ impl GrpcDoor {
         };
         self.service
             .resolve_approval(
+                &caller,
                 &request.session_id,
                 &request.approval_id,
                 resolution,
@@ -144,5 +154,6 @@ fn session(info: SessionInfo) -> proto::Session {
         permission_mode: info.permission_mode.as_str().to_owned(),
         interactive: info.interactive,
         owner: info.owner,
+        principal: info.principal.unwrap_or_default(),
     }
 }

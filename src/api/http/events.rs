@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +22,7 @@ use utoipa::IntoParams;
 use super::error::{ApiError, ApiQuery};
 use super::openapi::{ErrorBody, EventBody, ResultPage};
 use crate::event::EventType;
+use crate::permission::Principal;
 use crate::service::{ErrorCode, EventItem};
 use crate::store::EventFilter;
 
@@ -42,6 +43,7 @@ pub struct EventsQuery {
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn all(
     State(state): State<HttpState>,
+    Extension(caller): Extension<Principal>,
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
@@ -59,7 +61,7 @@ pub async fn all(
         tool: query.tool.filter(|t| !t.is_empty()),
         event_type,
     };
-    subscribe(state, filter, &headers).await
+    subscribe(state, &caller, filter, &headers).await
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
@@ -67,6 +69,7 @@ pub async fn all(
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn session(
     State(state): State<HttpState>,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -74,18 +77,19 @@ pub async fn session(
         session_id: Some(id),
         ..EventFilter::default()
     };
-    subscribe(state, filter, &headers).await
+    subscribe(state, &caller, filter, &headers).await
 }
 
 async fn subscribe(
     state: HttpState,
+    caller: &Principal,
     filter: EventFilter,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = last_event_id(headers)?;
     let items = state
         .service
-        .subscribe_events(filter, after, state.event_buffer)
+        .subscribe_events(caller, filter, after, state.event_buffer)
         .await?;
     let frames = futures::stream::unfold(items, |mut items| async move {
         items.recv().await.map(|item| (item, items))
@@ -134,6 +138,8 @@ pub struct ResultQuery {
     responses((status = 200, body = ResultPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn result(
     State(state): State<HttpState>,
+    Extension(caller): Extension<Principal>,
+
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<ResultQuery>,
 ) -> Result<Json<Value>, ApiError> {
@@ -143,7 +149,7 @@ pub async fn result(
         .min(MAX_RESULT_PAGE);
     let page = state
         .service
-        .read_result(&id, query.offset.unwrap_or(0), limit)
+        .read_result(&caller, &id, query.offset.unwrap_or(0), limit)
         .await?;
     Ok(Json(json!({
         "result_id": page.result_id,

@@ -55,7 +55,7 @@ pub async fn mcp_servers(State(service): State<Arc<ToolService>>) -> Json<Value>
 pub async fn metrics(State(service): State<Arc<ToolService>>) -> impl IntoResponse {
     let servers = service.mcp_servers();
     crate::telemetry::set_live_gauges(
-        service.list_sessions().len(),
+        service.live_session_count(),
         servers.iter().map(|server| server.state),
     );
     (

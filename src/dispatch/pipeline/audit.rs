@@ -1,7 +1,8 @@
 //! Audit phase (outermost): times the call and writes its audit row before the result is
 //! returned, whichever phase produced the result; or, for a batch answered whole, holds the
 //! row for the batch to write with the others before it answers (`HeldAudit`). A cancelled
-//! call's row says who stopped it (`cancelled_by`).
+//! call's row says who stopped it (`cancelled_by`), and every row whose request asked for the
+//! batch (`principal`, the batch's actor).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -53,6 +54,7 @@ impl Phase for Audit {
             started_at,
             duration_ms: result.duration_ms,
             cancelled_by: cancelled_by(result, &signals),
+            principal: signals.interrupt.actor().map(|actor| actor.to_string()),
         };
         if let Some(held) = held {
             // The batch writes it, with its siblings', before any result is returned.

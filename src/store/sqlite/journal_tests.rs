@@ -28,6 +28,7 @@ fn record(batch: &str, call: &str) -> AuditRecord {
         started_at: SystemTime::now(),
         duration_ms: 0.5,
         cancelled_by: None,
+        principal: None,
     }
 }
 
