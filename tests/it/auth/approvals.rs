@@ -23,17 +23,22 @@ async fn only_the_sessions_agent_sees_and_answers_its_pending_approval() {
                 &toold,
                 AGENT_A,
                 &format!("/v1/sessions/{a}/batches"),
-                bash("echo ask: waiting"),
+                bash("echo ask waiting"),
             )
             .await
         })
     };
     let approvals = format!("/v1/sessions/{a}/approvals");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let approval = loop {
         let listed = get(&toold, AGENT_A, &approvals).await;
         if let Some(first) = listed.body["approvals"].as_array().and_then(|a| a.first()) {
             break first["id"].as_str().unwrap().to_owned();
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no approval appeared"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let answer = format!("{approvals}/{approval}");
@@ -90,7 +95,7 @@ async fn only_the_sessions_agent_sees_and_answers_its_pending_approval() {
     assert_eq!(allowed.status, StatusCode::OK, "{}", allowed.body);
     let ran = running.await.unwrap();
     assert_eq!(
-        ran.body["results"][0]["output"], "ask: waiting\n",
+        ran.body["results"][0]["output"], "ask waiting\n",
         "{}",
         ran.body
     );
