@@ -160,8 +160,19 @@ impl ToolService {
     }
 
     /// Every running MCP server instance the bridge has (`GET /v1/mcp/servers`).
-    pub fn mcp_servers(&self) -> Vec<ServerStatus> {
-        self.bridge.status()
+    /// Only the daemon's and those of sessions `caller` sees: an agent learns no other's
+    /// session id here.
+    pub fn mcp_servers(&self, caller: &Principal) -> Vec<ServerStatus> {
+        let live = self.live();
+        let sees = |id: &String| {
+            live.get(id)
+                .is_some_and(|session| Self::sees(caller, session.info.principal.as_deref()))
+        };
+        self.bridge
+            .status()
+            .into_iter()
+            .filter(|server| server.session_id.as_ref().is_none_or(sees))
+            .collect()
     }
 
     /// Waits up to `within` for every batch still running (a client that went away leaves its

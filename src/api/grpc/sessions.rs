@@ -60,11 +60,12 @@ impl GrpcDoor {
 
     pub(super) async fn list_mcp_servers(
         &self,
-        _request: Request<proto::ListMcpServersRequest>,
+        request: Request<proto::ListMcpServersRequest>,
     ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
+        let caller = caller(&request)?;
         let servers = self
             .service
-            .mcp_servers()
+            .mcp_servers(&caller)
             .into_iter()
             .map(|server| proto::McpServer {
                 name: server.name,

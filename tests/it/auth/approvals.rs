@@ -6,11 +6,9 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
-use tonic::metadata::MetadataValue;
-use tonic::transport::Channel;
-use toold::api::grpc::proto::{self, tool_service_client::ToolServiceClient};
+use toold::api::grpc::proto;
 
-use super::{AGENT_A, AGENT_B, OBSERVER, bash, daemon, get, post, session_of};
+use super::{AGENT_A, AGENT_B, OBSERVER, bash, daemon, get, grpc_client, post, session_of, with};
 
 #[tokio::test]
 async fn only_the_sessions_agent_sees_and_answers_its_pending_approval() {
@@ -62,20 +60,16 @@ async fn only_the_sessions_agent_sees_and_answers_its_pending_approval() {
         "{}",
         interrupted.body
     );
-    let channel = Channel::from_shared(toold.base.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ToolServiceClient::new(channel);
-    let mut request = tonic::Request::new(proto::ResolveApprovalRequest {
-        session_id: a.clone(),
-        approval_id: approval.clone(),
-        decision: "allow".into(),
-        ..Default::default()
-    });
-    let bearer = MetadataValue::try_from(format!("Bearer {AGENT_B}")).unwrap();
-    request.metadata_mut().insert("authorization", bearer);
+    let mut client = grpc_client(&toold).await;
+    let request = with(
+        AGENT_B,
+        proto::ResolveApprovalRequest {
+            session_id: a.clone(),
+            approval_id: approval.clone(),
+            decision: "allow".into(),
+            ..Default::default()
+        },
+    );
     let refused = client.resolve_approval(request).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
 

@@ -3,20 +3,10 @@
 //! every session shows only B's; O's writes are `PERMISSION_DENIED`.
 
 use serde_json::json;
-use tonic::metadata::MetadataValue;
-use tonic::transport::Channel;
-use toold::api::grpc::proto::tool_service_client::ToolServiceClient;
 use toold::api::grpc::proto::{self, ExecuteRequest, execute_request};
 
-use super::{AGENT_A, AGENT_B, MISSING, OBSERVER, daemon};
+use super::{AGENT_A, AGENT_B, MISSING, OBSERVER, daemon, grpc_client, with};
 use crate::grpc::harness::{Client, call, next};
-
-fn with<T>(token: &str, message: T) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    let value = MetadataValue::try_from(format!("Bearer {token}")).unwrap();
-    request.metadata_mut().insert("authorization", value);
-    request
-}
 
 /// The writing RPCs about `session` as `token`; each one's refusal.
 async fn writes(client: &mut Client, token: &str, session: &str) -> Vec<tonic::Status> {
@@ -34,14 +24,16 @@ async fn writes(client: &mut Client, token: &str, session: &str) -> Vec<tonic::S
     };
     vec![
         client.execute_batch(with(token, batch)).await.unwrap_err(),
-        client
+        match client
             .execute(with(
                 token,
                 tokio_stream::iter(execute_messages(session, &[])),
             ))
             .await
-            .err()
-            .expect("Execute refused"),
+        {
+            Ok(_) => panic!("Execute accepted in {session}"),
+            Err(status) => status,
+        },
         client
             .resolve_approval(with(token, approval))
             .await
@@ -103,12 +95,7 @@ fn execute_messages(session: &str, commands: &[&str]) -> Vec<ExecuteRequest> {
 #[tokio::test]
 async fn another_agents_session_is_a_missing_one_over_grpc() {
     let toold = daemon();
-    let channel = Channel::from_shared(toold.base.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ToolServiceClient::new(channel);
+    let mut client = grpc_client(&toold).await;
     let a = client
         .create_session(with(AGENT_A, proto::CreateSessionRequest::default()))
         .await
@@ -166,12 +153,7 @@ async fn another_agents_session_is_a_missing_one_over_grpc() {
 #[tokio::test]
 async fn an_agents_subscription_to_every_session_shows_only_its_own() {
     let toold = daemon();
-    let channel = Channel::from_shared(toold.base.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ToolServiceClient::new(channel);
+    let mut client = grpc_client(&toold).await;
     let session = proto::CreateSessionRequest::default;
     let a = client
         .create_session(with(AGENT_A, session()))

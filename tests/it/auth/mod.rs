@@ -19,6 +19,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::grpc::harness::Client;
 use crate::http::harness::{Reply, Toold};
 
 pub const AGENT_A: &str = "token-agent-a";
@@ -108,4 +109,22 @@ pub fn like_missing(reply: &Reply, missing: &Reply, ids: (&str, &str), secrets: 
 /// A batch running `command` as call `c1`.
 pub fn bash(command: &str) -> Value {
     json!({"calls": [{"id": "c1", "name": "bash", "input": {"command": command}}]})
+}
+
+/// The generated gRPC client, connected to `toold`'s listener.
+pub async fn grpc_client(toold: &Toold) -> Client {
+    let channel = tonic::transport::Channel::from_shared(toold.base.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    Client::new(channel)
+}
+
+/// A gRPC request carrying `token`.
+pub fn with<T>(token: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    let value = tonic::metadata::MetadataValue::try_from(format!("Bearer {token}")).unwrap();
+    request.metadata_mut().insert("authorization", value);
+    request
 }
