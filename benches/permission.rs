@@ -116,6 +116,7 @@ fn bench(c: &mut Criterion) {
                         session_id: "bench",
                         session,
                         batch_id: "b",
+                        actor: None,
                         call_id: "c",
                         tool,
                         input: &input,

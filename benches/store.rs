@@ -39,6 +39,7 @@ fn record(writer: usize, n: usize) -> AuditRecord {
         duration_ms: 0.21,
         cancelled_by: None,
         trace_id: None,
+        principal: None,
     }
 }
 

@@ -11,6 +11,12 @@
 //! in `grpc-status` headers). [`Admitted::respond_within`] then holds the permit and enforces
 //! the deadline while the door produces its response head.
 //!
+//! Authentication yields the caller's [`Principal`] (DESIGN §10): the presented token's
+//! SHA-256 digest is compared, in constant time, with every configured digest, so timing
+//! tells neither which token nor which prefix matched, and the daemon holds no plain token.
+//! Without configured tokens every caller is [`Principal::local`] (an admin). What a
+//! principal may do is decided once, in the service; the gate only says who it is.
+//!
 //! Not here: what a door adds on top (gRPC's `grpc-timeout`, which may shorten the deadline
 //! through [`Admitted::shorten_deadline`], and its per-method request counter; HTTP's request
 //! ids and counter). The gate is on every request's path: admitting allocates only the
@@ -21,11 +27,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
+use axum::http::{Extensions, HeaderMap};
+use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::permission::Principal;
 use crate::service::{ErrorCode, ServiceError};
+
+/// A configured token: its SHA-256 digest and the principal it names.
+pub type KnownToken = ([u8; 32], Principal);
 
 /// Whether the daemon can serve: shared by the server (which flips it), the gate and the
 /// readiness probe.
@@ -74,7 +85,7 @@ pub fn is_grpc_probe(path: &str) -> bool {
 pub struct Gate {
     pub status: Arc<DaemonStatus>,
     /// Empty: no auth.
-    pub auth_tokens: Vec<String>,
+    pub auth_tokens: Vec<KnownToken>,
     /// One per request in flight (until its response head is ready).
     pub permits: Arc<Semaphore>,
     pub request_timeout: Duration,
@@ -91,6 +102,7 @@ pub enum Admission {
 /// What an admitted request carries while its response head is produced.
 pub struct Admitted {
     caller: CallerToken,
+    principal: Principal,
     /// Returned when the response head is ready (a stream runs on without it).
     permit: OwnedSemaphorePermit,
     deadline: Deadline,
@@ -153,7 +165,7 @@ impl Gate {
         if open {
             return Ok(Admission::Probe);
         }
-        let caller = self.caller(door, headers)?;
+        let (caller, principal) = self.caller(door, headers)?;
         // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return Err(ServiceError::new(
@@ -163,6 +175,7 @@ impl Gate {
         };
         Ok(Admission::Admitted(Admitted {
             caller,
+            principal,
             permit,
             deadline: Deadline {
                 duration: self.request_timeout,
@@ -171,12 +184,16 @@ impl Gate {
         }))
     }
 
-    fn caller(&self, door: Door, headers: &HeaderMap) -> Result<CallerToken, ServiceError> {
+    fn caller(
+        &self,
+        door: Door,
+        headers: &HeaderMap,
+    ) -> Result<(CallerToken, Principal), ServiceError> {
         if self.auth_tokens.is_empty() {
-            return Ok(CallerToken(None));
+            return Ok((CallerToken(None), Principal::local()));
         }
         match authorised(&self.auth_tokens, headers) {
-            Some(token) => Ok(CallerToken(Some(token.to_owned()))),
+            Some((token, principal)) => Ok((CallerToken(Some(token)), principal.clone())),
             None => Err(ServiceError::new(
                 ErrorCode::Unauthenticated,
                 door.token_required(),
@@ -189,6 +206,18 @@ impl Admitted {
     /// The caller's token, for the request's extensions (left empty here).
     pub fn take_caller(&mut self) -> CallerToken {
         std::mem::take(&mut self.caller)
+    }
+
+    /// Who the caller is, as the doors' handlers read it.
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+
+    /// Puts the caller's token and principal into a request's extensions, where the doors'
+    /// handlers find them.
+    pub fn identify(&mut self, extensions: &mut Extensions) {
+        extensions.insert(self.take_caller());
+        extensions.insert(self.principal.clone());
     }
 
     /// A client's own deadline (named by where it came from, e.g. `grpc-timeout`) replaces the
@@ -227,17 +256,24 @@ impl Deadline {
 }
 
 /// The configured token the request presents (`authorization: Bearer TOKEN`: an HTTP header,
-/// or gRPC metadata, which travels as headers). Every token is compared in full, so timing
-/// does not tell which prefix (or which token) matched.
-pub fn authorised<'t>(tokens: &'t [String], headers: &HeaderMap) -> Option<&'t str> {
+/// or gRPC metadata, which travels as headers) and the principal it names. The presented
+/// token's digest is compared in full with every configured digest, so timing does not tell
+/// which prefix (or which token) matched.
+pub fn authorised<'t>(
+    tokens: &'t [KnownToken],
+    headers: &HeaderMap,
+) -> Option<(String, &'t Principal)> {
     let presented = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))?;
-    tokens.iter().fold(None, |found, token| {
-        let matches = constant_time_eq(token.as_bytes(), presented.trim().as_bytes());
-        found.or(matches.then_some(token.as_str()))
-    })
+        .and_then(|value| value.strip_prefix("Bearer "))?
+        .trim();
+    let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    let found = tokens.iter().fold(None, |found, (known, principal)| {
+        let matches = constant_time_eq(known, &digest);
+        found.or(matches.then_some(principal))
+    })?;
+    Some((presented.to_owned(), found))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -5,7 +5,14 @@ use super::*;
 fn gate(tokens: &[&str], permits: usize) -> Gate {
     Gate {
         status: Arc::new(DaemonStatus::default()),
-        auth_tokens: tokens.iter().map(|token| (*token).to_owned()).collect(),
+        auth_tokens: tokens
+            .iter()
+            .map(|token| {
+                let digest = Sha256::digest(token.as_bytes()).into();
+                let name = format!("p-{token}");
+                (digest, Principal::new(name, crate::permission::Role::Agent))
+            })
+            .collect(),
         permits: Arc::new(Semaphore::new(permits)),
         request_timeout: Duration::from_secs(900),
     }
@@ -116,6 +123,7 @@ fn auth_comes_before_load_shedding_and_names_the_caller() {
         ..gate
     };
     let mut first = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("two")));
+    assert_eq!(&*first.principal().name, "p-two");
     assert_eq!(first.take_caller().0.as_deref(), Some("two"));
     assert_eq!(
         refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("one"))),
@@ -129,6 +137,7 @@ fn auth_comes_before_load_shedding_and_names_the_caller() {
 fn without_tokens_every_caller_is_anonymous() {
     let gate = gate(&[], 1);
     let mut anyone = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("anything")));
+    assert_eq!(anyone.principal(), &Principal::local());
     assert_eq!(anyone.take_caller().0, None);
 }
 

@@ -31,8 +31,8 @@ pub use self::listener::serve;
 /// it, so the doors need not know the settings file).
 #[derive(Clone, Debug)]
 pub struct ApiSettings {
-    /// Empty: no auth.
-    pub auth_tokens: Vec<String>,
+    /// Each accepted token's digest and principal; empty: no auth.
+    pub auth_tokens: Vec<gate::KnownToken>,
     pub body_limit_bytes: usize,
     pub request_timeout: Duration,
     pub max_concurrent_requests: usize,
@@ -58,6 +58,7 @@ fn error_table(code: ErrorCode) -> (StatusCode, tonic::Code) {
     match code {
         ErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
         ErrorCode::Unauthenticated => (StatusCode::UNAUTHORIZED, Code::Unauthenticated),
+        ErrorCode::Forbidden => (StatusCode::FORBIDDEN, Code::PermissionDenied),
         ErrorCode::NotFound => (StatusCode::NOT_FOUND, Code::NotFound),
         ErrorCode::Conflict => (StatusCode::CONFLICT, Code::AlreadyExists),
         ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),

@@ -3,9 +3,11 @@
 //! The standard `OTEL_*` variables of DESIGN §9 land in `[telemetry]` the same way (an empty
 //! one counts as unset, as OpenTelemetry's SDKs read them).
 
+mod auth;
 mod mcp;
 mod server;
 
+pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
 pub use mcp::{McpFlags, McpSettings};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
 pub use crate::permission::PermissionLevel;
@@ -37,6 +39,8 @@ pub struct Settings {
     pub hooks: HookSettings,
     pub mcp: McpSettings,
     pub telemetry: TelemetrySettings,
+    /// `[[auth.tokens]]`: principals and roles (DESIGN §10).
+    pub auth: AuthSettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -141,6 +145,8 @@ pub enum ConfigError {
     EmptyServiceName,
     #[error("invalid settings: {0}")]
     Telemetry(crate::telemetry::traces::TracesError),
+    #[error("invalid settings: {0}")]
+    Auth(AuthSettingsError),
 }
 
 impl From<HookConfigError> for ConfigError {
@@ -255,7 +261,16 @@ impl Settings {
         if self.telemetry.service_name.trim().is_empty() {
             return Err(ConfigError::EmptyServiceName);
         }
+        self.auth_principals()?;
         Ok(())
+    }
+
+    /// Every accepted token (as its SHA-256 digest) with the principal it names: the
+    /// `--auth-token` ones as admins, then `[[auth.tokens]]` (see `config/auth.rs`).
+    pub fn auth_principals(&self) -> Result<Vec<TokenPrincipal>, ConfigError> {
+        self.auth
+            .principals(&self.server.auth_tokens)
+            .map_err(ConfigError::Auth)
     }
 }
 

@@ -254,7 +254,7 @@ impl Dispatcher {
         let interrupt = running_batch.interrupt.clone();
         let mut run = BatchRun {
             dispatcher: self,
-            progress: progress_delivery(self, &session, &batch_id, &updates),
+            progress: progress_delivery(self, &session, &batch_id, &interrupt, &updates),
             working_directory: Arc::from(session.working_directory()),
             session,
             pool,
@@ -311,9 +311,11 @@ fn progress_delivery(
     dispatcher: &Dispatcher,
     session: &SessionState,
     batch_id: &Arc<str>,
+    interrupt: &BatchInterrupt,
     updates: &mpsc::UnboundedSender<BatchUpdate>,
 ) -> Arc<dyn Fn(ProgressUpdate) + Send + Sync> {
     let events = dispatcher.events.clone();
+    let actor = interrupt.actor().cloned();
     let session_id = session.shared_id();
     let batch_id = batch_id.clone();
     let updates = updates.clone();
@@ -321,6 +323,7 @@ fn progress_delivery(
         events.publish(
             EventDraft::new(EventType::ToolProgress, session_id.clone())
                 .batch(batch_id.clone())
+                .acted_by(actor.clone())
                 .call(update.call_id.clone(), update.tool.clone())
                 .data(update.data.clone()),
         );
@@ -347,10 +350,12 @@ struct BatchRun<'a> {
 }
 
 impl BatchRun<'_> {
+    /// Publishes one of the batch's events, naming the batch and who asked for it.
     fn publish(&self, draft: EventDraft) {
-        self.dispatcher
-            .events
-            .publish(draft.batch(self.batch_id.clone()));
+        let draft = draft
+            .batch(self.batch_id.clone())
+            .acted_by(self.interrupt.actor().cloned());
+        self.dispatcher.events.publish(draft);
     }
 
     fn call_event(&self, event_type: EventType, index: usize) -> EventDraft {

@@ -48,6 +48,9 @@ pub struct AuditRecord {
     /// The trace the call ran in (32 hex digits), if any: the exported span's, or the
     /// `traceparent` the request brought when spans are not exported.
     pub trace_id: Option<String>,
+    /// The principal whose request ran the call (DESIGN §10); `None` for rows written before
+    /// principals were recorded, and for calls run outside any request.
+    pub principal: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,6 +98,8 @@ impl HeldAudit {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResultPage {
     pub result_id: String,
+    /// The session whose call stored the result (who may read it depends on it).
+    pub session_id: String,
     pub total_chars: u64,
     pub offset: u64,
     pub content: String,
@@ -186,9 +191,10 @@ impl InMemoryResultStore {
 }
 
 /// Characters `offset..offset + limit` of `content`.
-fn page(result_id: &str, content: &str, offset: u64, limit: u64) -> ResultPage {
+fn page(session_id: &str, result_id: &str, content: &str, offset: u64, limit: u64) -> ResultPage {
     ResultPage {
         result_id: result_id.to_owned(),
+        session_id: session_id.to_owned(),
         total_chars: content.chars().count() as u64,
         offset,
         content: content
@@ -244,8 +250,8 @@ impl ResultStore for InMemoryResultStore {
         offset: u64,
         limit: u64,
     ) -> Result<ResultPage, SinkError> {
-        let (_, content) = self.stored(result_id)?;
-        Ok(page(result_id, &content, offset, limit))
+        let (session_id, content) = self.stored(result_id)?;
+        Ok(page(&session_id, result_id, &content, offset, limit))
     }
 
     async fn read_for_session(
@@ -256,7 +262,9 @@ impl ResultStore for InMemoryResultStore {
         limit: u64,
     ) -> Result<ResultPage, SinkError> {
         match self.stored(result_id)? {
-            (owner, content) if owner == session_id => Ok(page(result_id, &content, offset, limit)),
+            (owner, content) if owner == session_id => {
+                Ok(page(&owner, result_id, &content, offset, limit))
+            }
             _ => Err(SinkError(format!("unknown result \"{result_id}\""))),
         }
     }

@@ -112,6 +112,10 @@ pub struct Event {
     pub call_id: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<Arc<str>>,
+    /// The principal whose request caused the event (DESIGN §10), when one did; absent on
+    /// events stored before principals were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Arc<str>>,
     pub data: EventData,
 }
 
@@ -145,6 +149,7 @@ pub struct EventDraft {
     pub batch_id: Option<Arc<str>>,
     pub call_id: Option<Arc<str>>,
     pub tool: Option<Arc<str>>,
+    pub actor: Option<Arc<str>>,
     pub data: EventData,
 }
 
@@ -156,8 +161,21 @@ impl EventDraft {
             batch_id: None,
             call_id: None,
             tool: None,
+            actor: None,
             data: EventData::null(),
         }
+    }
+
+    /// Who caused the event: a principal's name.
+    pub fn actor(mut self, actor: impl Into<Arc<str>>) -> EventDraft {
+        self.actor = Some(actor.into());
+        self
+    }
+
+    /// [`EventDraft::actor`] when there is one.
+    pub fn acted_by(mut self, actor: Option<Arc<str>>) -> EventDraft {
+        self.actor = actor;
+        self
     }
 
     pub fn batch(mut self, batch_id: impl Into<Arc<str>>) -> EventDraft {
@@ -294,6 +312,7 @@ fn stamp(seq: u64, draft: EventDraft) -> Event {
         batch_id: draft.batch_id,
         call_id: draft.call_id,
         tool: draft.tool,
+        actor: draft.actor,
         data: draft.data,
     }
 }

@@ -134,6 +134,7 @@ pub enum WaitOutcome {
 pub struct ApprovalAsk<'a> {
     pub session_id: &'a str,
     pub batch_id: &'a str,
+    pub actor: Option<&'a str>,
     pub call_id: &'a str,
     pub tool: &'a str,
     pub input: &'a Value,
@@ -248,6 +249,7 @@ impl<L: ApprovalLedger> Approvals<L> {
         }
         self.events.publish(
             EventDraft::new(EventType::PermissionAsk, ask.session_id)
+                .acted_by(ask.actor.map(std::sync::Arc::from))
                 .batch(ask.batch_id)
                 .call(ask.call_id, ask.tool)
                 .data(json!({

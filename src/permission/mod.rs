@@ -14,6 +14,7 @@
 pub mod approvals;
 pub mod matcher;
 pub mod policy;
+mod principal;
 pub mod rules;
 mod settings;
 #[cfg(test)]
@@ -21,6 +22,7 @@ pub(crate) mod test_session;
 
 pub use approvals::{ApprovalLedger, ApprovalWait, Approvals, Approver, NewApproval, Resolution};
 pub use policy::RulePolicy;
+pub use principal::{Principal, Role};
 pub use rules::{
     RememberedRule, Rule, RuleContext, RuleError, RuleKind, RuleSet, RuleSource, SessionRules,
     ToolNames,
@@ -135,6 +137,8 @@ pub struct PermissionRequest<'a> {
     /// The session: its workspace, rules and remembered answers.
     pub session: &'a dyn PermissionSession,
     pub batch_id: &'a str,
+    /// Who asked for the batch (a principal's name), named on the events of an approval.
+    pub actor: Option<&'a str>,
     pub call_id: &'a str,
     pub tool: &'a str,
     pub input: &'a Value,
@@ -202,6 +206,7 @@ mod tests {
             session_id: "s",
             session: &session,
             batch_id: "b",
+            actor: None,
             call_id: "c",
             tool: "write_file",
             input: &input,

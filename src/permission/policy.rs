@@ -169,6 +169,7 @@ impl RulePolicy {
         let ask = ApprovalAsk {
             session_id: request.session_id,
             batch_id: request.batch_id,
+            actor: request.actor,
             call_id: request.call_id,
             tool: request.tool,
             input: request.input,

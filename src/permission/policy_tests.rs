@@ -173,6 +173,7 @@ pub(super) fn judged(world: &World, case: &Case, session: &TestSession) -> Strin
         session_id: "s",
         session,
         batch_id: "b",
+        actor: None,
         call_id: "c",
         tool: case.tool,
         input: &case.input,

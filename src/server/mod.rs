@@ -36,16 +36,16 @@ pub use persister::EventPersister;
 // The `[server]` settings are config's (settings flow config → components, never back).
 pub use crate::config::{ServerFlags, ServerSettings};
 
-use crate::api::listener::{ServerCertificate, TlsError};
 use crate::api::forward::FleetHop;
+use crate::api::listener::{ServerCertificate, TlsError};
 use crate::api::mcp::McpDoorSettings;
 use crate::api::{ApiSettings, DaemonStatus};
-use crate::config::{HalfTlsError, McpSettings, Settings};
+use crate::config::{HalfTlsError, McpSettings, Settings, TokenPrincipal};
 use crate::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::mcp::McpBridge;
-use crate::permission::{RuleContext, RulePolicy, RuleSet, RuleSource};
+use crate::permission::{Principal, RuleContext, RulePolicy, RuleSet, RuleSource};
 use crate::service::{CreateSessionRequest, FleetPolicy, ServiceSettings, ToolService, tool_names};
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
@@ -86,6 +86,8 @@ pub enum ServerError {
     HalfTls(#[from] HalfTlsError),
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error(transparent)]
+    Settings(#[from] crate::config::ConfigError),
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
     #[error("creating the MCP session: {0}")]
@@ -187,6 +189,8 @@ pub struct Daemon {
     settings: Settings,
     /// The certificate served, when TLS is configured.
     tls: Option<Arc<ServerCertificate>>,
+    /// The accepted tokens' digests and principals (checked at start).
+    tokens: Vec<TokenPrincipal>,
 }
 
 impl Daemon {
@@ -222,7 +226,8 @@ impl Daemon {
             address: server.listen.clone(),
             source,
         })?;
-        if !address.ip().is_loopback() && server.auth_tokens.is_empty() {
+        let tokens = settings.auth_principals()?;
+        if !address.ip().is_loopback() && tokens.is_empty() {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
         if let Some(warning) = tls::clear_text_warning(address, tls.is_some()) {
@@ -246,6 +251,7 @@ impl Daemon {
             listener,
             settings,
             tls,
+            tokens,
         })
     }
 
@@ -259,13 +265,14 @@ impl Daemon {
             listener,
             settings,
             tls,
+            tokens,
             ..
         } = self;
         let store = core.store.clone();
         let server = &settings.server;
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
-        let api = api_settings(server, &settings.mcp, &node.node_id, tls);
+        let api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
         let beating = fleet::spawn(
             store.clone(),
             service.clone(),
@@ -388,9 +395,11 @@ pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
     let core = Core::start(&settings).await?;
     let stop = CancellationToken::new();
     tokio::spawn(wait_for_signal(signals(), stop.clone()));
+    // Over stdio the caller is the person who started the process: `local`, an admin.
+    let local = Principal::local();
     let session = match core
         .service
-        .create_session(mcp_session_template(&settings.mcp))
+        .create_session(&local, mcp_session_template(&settings.mcp))
         .await
     {
         Ok(info) => info.id,
@@ -413,7 +422,7 @@ pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
     {
         tracing::error!("batches still running at exit; their calls may lack audit rows");
     }
-    if let Err(err) = core.service.close_session(&session).await {
+    if let Err(err) = core.service.close_session(&local, &session).await {
         tracing::warn!(%session, %err, "closing the MCP session");
     }
     core.stop().await;
@@ -646,6 +655,7 @@ fn api_settings(
     mcp: &McpSettings,
     node_id: &str,
     tls: Option<Arc<ServerCertificate>>,
+    auth_tokens: Vec<TokenPrincipal>,
 ) -> ApiSettings {
     ApiSettings {
         fleet: FleetHop {
@@ -653,7 +663,7 @@ fn api_settings(
             node_id: node_id.to_owned(),
         },
         mcp: mcp_door_settings(server, mcp),
-        auth_tokens: server.auth_tokens.clone(),
+        auth_tokens,
         body_limit_bytes: server.body_limit_bytes,
         request_timeout: server.request_timeout,
         max_concurrent_requests: server.max_concurrent_requests,

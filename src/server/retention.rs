@@ -67,6 +67,7 @@ mod tests {
             batch_id: None,
             call_id: None,
             tool: None,
+            actor: None,
             data: crate::event::EventData::empty_object(),
         })
     }

@@ -10,10 +10,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::access::Access;
 use super::{ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
 use crate::permission::approvals::ResolveError;
-use crate::permission::{Approver, Resolution};
+use crate::permission::{Approver, Principal, Resolution};
 use crate::store::ApprovalRecord;
 
 /// A pending approval (`GET /v1/sessions/{id}/approvals`).
@@ -58,8 +59,10 @@ impl ToolService {
     /// The session's unresolved approvals, oldest first.
     pub async fn pending_approvals(
         &self,
+        caller: &Principal,
         session_id: &str,
     ) -> Result<Vec<PendingApproval>, ServiceError> {
+        self.authorize(caller, session_id, Access::Read).await?;
         self.ensure_session_known(session_id).await?;
         let pending = self.store.pending_approvals(session_id).await?;
         Ok(pending.into_iter().map(PendingApproval::from).collect())
@@ -68,26 +71,33 @@ impl ToolService {
     /// The unresolved approvals of every session this daemon runs (`GET /v1/approvals`),
     /// session by session in the order of [`ToolService::list_sessions`], oldest first within
     /// one. A session closed meanwhile is skipped. Sessions another daemon of a fleet runs are
-    /// not included: their calls wait on that daemon.
-    pub async fn every_pending_approval(&self) -> Result<Vec<PendingApproval>, ServiceError> {
+    /// not included: their calls wait on that daemon. Only the sessions `caller` sees
+    /// (an agent: its own).
+    pub async fn every_pending_approval(
+        &self,
+        caller: &Principal,
+    ) -> Result<Vec<PendingApproval>, ServiceError> {
         let mut every = Vec::new();
-        for session in self.list_sessions() {
+        for session in self.list_sessions(caller) {
             let pending = self.store.pending_approvals(&session.id).await?;
             every.extend(pending.into_iter().map(PendingApproval::from));
         }
         Ok(every)
     }
 
-    /// Resolves a pending approval of the session as `approver`: `not_found` if it is
-    /// unknown, another session's, or already resolved; `conflict` if another resolution (or
-    /// the timeout) settled it while this one was on its way.
+    /// Resolves a pending approval of the session as `approver` (who `caller` is, as the
+    /// door recorded it): `not_found` if it is unknown, another session's, or already
+    /// resolved; `conflict` if another resolution (or the timeout) settled it while this one
+    /// was on its way.
     pub async fn resolve_approval(
         &self,
+        caller: &Principal,
         session_id: &str,
         approval_id: &str,
         request: ResolveApprovalRequest,
         approver: Approver,
     ) -> Result<(), ServiceError> {
+        self.authorize(caller, session_id, Access::Write).await?;
         let allow = match request.decision.as_str() {
             "allow" => true,
             "deny" => false,
@@ -127,6 +137,7 @@ impl ToolService {
             // No call waits (it ended meanwhile): the decision is still published.
             self.events.publish(
                 EventDraft::new(EventType::PermissionDecision, session_id)
+                    .actor(caller.name.clone())
                     .call(approval.call_id, approval.tool)
                     .data(json!({
                         "approval_id": approval_id,

@@ -27,9 +27,11 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::access::Access;
 use super::run_to_completion::RunToCompletion;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::dispatch::executor::new_batch_id;
+use crate::permission::Principal;
 use crate::registry::calls::{BatchFormat, BatchRequest, Idempotency};
 use crate::store::{BatchClaim, BatchRecord, BatchStatus, StoreError};
 use crate::tool::{ToolCall, ToolResult};
@@ -63,13 +65,16 @@ pub struct BatchStatusView {
 }
 
 impl ToolService {
-    /// Runs a whole batch and answers with every result in request order.
+    /// Runs a whole batch for `caller` and answers with every result in request order.
     pub async fn execute_batch(
         self: &Arc<Self>,
+        caller: &Principal,
         session_id: &str,
         request: BatchRequest,
     ) -> Result<BatchOutcome, ServiceError> {
+        self.authorize(caller, session_id, Access::Write).await?;
         let session = self.owned_session(session_id).await?;
+        let actor = caller.name.clone();
         let record = new_record(
             session_id,
             request.format,
@@ -85,7 +90,7 @@ impl ToolService {
                 return Ok(replay);
             }
             let results: Arc<[ToolResult]> = service
-                .run_whole(&session, &record, request.calls)
+                .run_whole(&session, &record, request.calls, actor)
                 .await
                 .into();
             let outcome = BatchOutcome {
@@ -114,9 +119,11 @@ impl ToolService {
     /// A batch's status and, once complete and while kept, its results.
     pub async fn get_batch(
         &self,
+        caller: &Principal,
         session_id: &str,
         batch_id: &str,
     ) -> Result<BatchStatusView, ServiceError> {
+        self.authorize(caller, session_id, Access::Read).await?;
         let record = match self.recent.get(session_id, batch_id) {
             Some(record) => record,
             None => self
@@ -145,9 +152,11 @@ impl ToolService {
     /// unknown one are each a `not_found` saying which.
     pub async fn batch_results(
         &self,
+        caller: &Principal,
         session_id: &str,
         batch_id: &str,
     ) -> Result<Arc<[ToolResult]>, ServiceError> {
+        self.authorize(caller, session_id, Access::Read).await?;
         if let Some(mut done) = self.recent.watch(session_id, batch_id) {
             // An error means it was evicted meanwhile, completed: the store may have it.
             if let Ok(results) = done.wait_for(Option::is_some).await
@@ -228,10 +237,12 @@ impl ToolService {
         session: &LiveSession,
         record: &BatchRecord,
         calls: Vec<ToolCall>,
+        actor: Arc<str>,
     ) -> Vec<ToolResult> {
         self.recent.started(record);
-        // Cancellable while it waits for its turn (`cancel_batch`).
-        let _queued = session.state.queue_batch(&record.batch_id);
+        // Cancellable while it waits for its turn (`cancel_batch`); its calls' audit rows name
+        // the actor.
+        let _queued = session.state.queue_batch(&record.batch_id, Some(actor));
         let _one_at_a_time = session.batch_lock.lock().await;
         self.dispatcher
             .collect_batch(

@@ -14,6 +14,8 @@ pub enum ErrorCode {
     InvalidRequest,
     /// A missing or wrong bearer token (401).
     Unauthenticated,
+    /// The caller's role does not allow the operation: an observer's write (403).
+    Forbidden,
     /// An unknown session, batch, result or approval (404).
     NotFound,
     /// Duplicate call ids, or an idempotency key reused with a different body (409).
@@ -35,9 +37,10 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 10] = [
+    pub const ALL: [ErrorCode; 11] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
@@ -52,6 +55,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
@@ -92,6 +96,10 @@ impl ServiceError {
 
     pub fn not_found(message: impl Into<String>) -> ServiceError {
         ServiceError::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ServiceError {
+        ServiceError::new(ErrorCode::Forbidden, message)
     }
 
     pub fn conflict(message: impl Into<String>) -> ServiceError {

@@ -6,14 +6,21 @@
 //! replays the stored events after the client's last seen seq up to it, and then forwards live
 //! events after it. A subscriber whose buffer overflows gets `Lagged` with the seq to resume
 //! after, and its subscription ends; resuming replays the rest from the store.
+//!
+//! A subscription sees only the events of sessions its caller may read (`access`): an agent
+//! subscribing to every session gets its own sessions' events alone, replayed or live; each
+//! session's answer is looked up once per subscription.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
 
+use super::access::Access;
 use super::{ServiceError, ToolService};
 use crate::event::Event;
+use crate::permission::{Principal, Role};
 use crate::store::EventFilter;
 
 /// Events read from the store per query while replaying.
@@ -60,24 +67,30 @@ impl ToolService {
     /// when the receiver is dropped, the subscriber lags, or the daemon shuts down.
     pub async fn subscribe_events(
         self: &Arc<Self>,
+        caller: &Principal,
         filter: EventFilter,
         after_seq: Option<u64>,
         buffer: usize,
     ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
         let start = after_seq.map_or(EventStart::Live, EventStart::After);
-        self.subscribe_events_from(filter, start, buffer).await
+        self.subscribe_events_from(caller, filter, start, buffer)
+            .await
     }
 
-    /// [`ToolService::subscribe_events`] starting at `start`.
+    /// [`ToolService::subscribe_events`] starting at `start`. `Recent(n)` counts the last
+    /// `n` events of the daemon; an agent gets only those of its own sessions among them.
     pub async fn subscribe_events_from(
         self: &Arc<Self>,
+        caller: &Principal,
         filter: EventFilter,
         start: EventStart,
         buffer: usize,
     ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
         if let Some(session_id) = &filter.session_id {
+            self.authorize(caller, session_id, Access::Read).await?;
             self.ensure_session_known(session_id).await?;
         }
+        let visible = Visible::to(caller);
         let (live, published) = self.events.subscribe_after();
         let after_seq = match start {
             EventStart::Live => None,
@@ -93,7 +106,7 @@ impl ToolService {
             let _subscriber = subscriber;
             let stopping = service.stopping.clone();
             tokio::select! {
-                () = service.feed(filter, after_seq, live, published, &sender) => {}
+                () = service.feed(filter, visible, after_seq, live, published, &sender) => {}
                 () = sender.closed() => {}
                 () = stopping.cancelled() => {}
             }
@@ -104,6 +117,7 @@ impl ToolService {
     async fn feed(
         &self,
         filter: EventFilter,
+        mut visible: Visible,
         after_seq: Option<u64>,
         mut live: broadcast::Receiver<Arc<Event>>,
         published: u64,
@@ -113,7 +127,7 @@ impl ToolService {
         if let Some(after) = after_seq {
             last = last.max(after);
             if self
-                .replay(&filter, after, published, sender)
+                .replay(&filter, &mut visible, after, published, sender)
                 .await
                 .is_err()
             {
@@ -125,7 +139,9 @@ impl ToolService {
                 Ok(event) if event.seq <= last => {}
                 Ok(event) => {
                     last = event.seq;
-                    if filter.matches(&event) && sender.send(EventItem::Event(event)).await.is_err()
+                    if filter.matches(&event)
+                        && visible.allows(self, &event).await
+                        && sender.send(EventItem::Event(event)).await.is_err()
                     {
                         return;
                     }
@@ -145,6 +161,7 @@ impl ToolService {
     async fn replay(
         &self,
         filter: &EventFilter,
+        visible: &mut Visible,
         after: u64,
         until: u64,
         sender: &mpsc::Sender<EventItem>,
@@ -171,6 +188,9 @@ impl ToolService {
                     return Ok(());
                 }
                 cursor = event.seq;
+                if !visible.allows(self, &event).await {
+                    continue;
+                }
                 sender
                     .send(EventItem::Event(Arc::new(event)))
                     .await
@@ -194,6 +214,53 @@ impl ToolService {
             if tokio::time::timeout(PERSIST_WAIT, caught_up).await.is_err() {
                 tracing::warn!(seq, "events not yet stored; replaying what is");
             }
+        }
+    }
+}
+
+/// Which sessions' events a subscriber may see: every session's, or (an agent) its own,
+/// each session's answer remembered for the subscription's life (a session's owner never
+/// changes).
+enum Visible {
+    All,
+    OwnedBy {
+        caller: Principal,
+        sessions: HashMap<Arc<str>, bool>,
+    },
+}
+
+impl Visible {
+    fn to(caller: &Principal) -> Visible {
+        match caller.role {
+            Role::Admin | Role::Observer => Visible::All,
+            Role::Agent => Visible::OwnedBy {
+                caller: caller.clone(),
+                sessions: HashMap::new(),
+            },
+        }
+    }
+
+    async fn allows(&mut self, service: &ToolService, event: &Event) -> bool {
+        let Visible::OwnedBy { caller, sessions } = self else {
+            return true;
+        };
+        if let Some(known) = sessions.get(&event.session_id) {
+            return *known;
+        }
+        match service
+            .authorize(caller, &event.session_id, Access::Read)
+            .await
+        {
+            Ok(()) => {
+                sessions.insert(event.session_id.clone(), true);
+                true
+            }
+            // Not remembered when the store failed: the next event asks again.
+            Err(err) if err.code == super::ErrorCode::NotFound => {
+                sessions.insert(event.session_id.clone(), false);
+                false
+            }
+            Err(_) => false,
         }
     }
 }

@@ -5,8 +5,10 @@
 //! their state, batches) and answers reads (tools, batches, calls, results, events). The doors
 //! (HTTP, gRPC and MCP) translate their wire formats into these typed calls and back; a
 //! feature exists here once. Errors carry an [`ErrorCode`]; the doors map each code through
-//! one table.
+//! one table. Every operation on a session takes the caller's [`Principal`] and is authorised
+//! here, once for every door (`access`).
 
+mod access;
 mod approvals;
 mod batches;
 mod default_sessions;
@@ -40,12 +42,13 @@ use crate::dispatch::ResultPage;
 use crate::event::EventBus;
 use crate::mcp::McpBridge;
 pub use crate::mcp::ServerStatus;
-use crate::permission::{PermissionSettings, ToolNames};
+use crate::permission::{PermissionSettings, Principal, ToolNames};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, CallRow, Store, StoreApprovals};
 pub use crate::tools::SkillSummary;
 use crate::tools::{BackgroundShells, skill_catalog};
+use access::{Access, unknown_session};
 use tokio_util::sync::CancellationToken;
 
 /// What the service needs to know about where it runs.
@@ -109,8 +112,8 @@ pub struct ToolService {
     /// Every batch's task, so shutdown can wait for them (their audit rows and bookkeeping)
     /// before the store closes.
     batch_tasks: tokio_util::task::TaskTracker,
-    /// Each caller's default session (keyed by bearer token; `None` without auth).
-    default_sessions: tokio::sync::Mutex<HashMap<Option<String>, String>>,
+    /// Each principal's default session (by name).
+    default_sessions: tokio::sync::Mutex<HashMap<std::sync::Arc<str>, String>>,
     /// External MCP servers' tools ([`ToolService::with_bridge`]; none by default).
     bridge: Arc<McpBridge>,
     /// Which daemon of the fleet runs a session ([`ToolService::with_fleet`]).
@@ -165,8 +168,19 @@ impl ToolService {
     }
 
     /// Every running MCP server instance the bridge has (`GET /v1/mcp/servers`).
-    pub fn mcp_servers(&self) -> Vec<ServerStatus> {
-        self.bridge.status()
+    /// Only the daemon's and those of sessions `caller` sees: an agent learns no other's
+    /// session id here.
+    pub fn mcp_servers(&self, caller: &Principal) -> Vec<ServerStatus> {
+        let live = self.live();
+        let sees = |id: &String| {
+            live.get(id)
+                .is_some_and(|session| Self::sees(caller, session.info.principal.as_deref()))
+        };
+        self.bridge
+            .status()
+            .into_iter()
+            .filter(|server| server.session_id.as_ref().is_none_or(sees))
+            .collect()
     }
 
     /// Waits up to `within` for every batch still running (a client that went away leaves its
@@ -229,11 +243,34 @@ impl ToolService {
     }
 
     /// The live session `id`, or `not_found`.
-    pub fn session(&self, id: &str) -> Result<Arc<LiveSession>, ServiceError> {
+    fn session(&self, id: &str) -> Result<Arc<LiveSession>, ServiceError> {
         self.live()
             .get(id)
             .cloned()
-            .ok_or_else(|| ServiceError::not_found(format!("unknown session \"{id}\"")))
+            .ok_or_else(|| unknown_session(id))
+    }
+
+    /// The live session `id` if `caller` may `access` it (see `access`), else the refusal.
+    fn session_for(
+        &self,
+        caller: &Principal,
+        id: &str,
+        access: Access,
+    ) -> Result<Arc<LiveSession>, ServiceError> {
+        if access == Access::Write {
+            self.authorize_write(caller)?;
+        }
+        let live = self.session(id)?;
+        if !Self::sees(caller, live.info.principal.as_deref()) {
+            return Err(unknown_session(id));
+        }
+        Ok(live)
+    }
+
+    /// `Ok` when session `id` is live here and `caller` may read it: the MCP door checks this
+    /// before serving a session's own endpoint.
+    pub fn check_session(&self, caller: &Principal, id: &str) -> Result<(), ServiceError> {
+        self.session_for(caller, id, Access::Read).map(|_| ())
     }
 
     /// The pool a batch of `session` runs with, frozen now: the one its previous batch had
@@ -251,6 +288,7 @@ impl ToolService {
     /// The session's tool definitions in `format`.
     pub fn list_tools(
         &self,
+        caller: &Principal,
         session_id: &str,
         format: &str,
     ) -> Result<Vec<serde_json::Value>, ServiceError> {
@@ -260,7 +298,7 @@ impl ToolService {
                 .map_err(|err: crate::registry::UnknownFormat| {
                     ServiceError::invalid(err.to_string())
                 })?;
-        let session = self.session(session_id)?;
+        let session = self.session_for(caller, session_id, Access::Read)?;
         Ok(definitions(&self.pool(&session), format))
     }
 
@@ -269,9 +307,13 @@ impl ToolService {
     /// Must be called inside a Tokio runtime when MCP servers are configured.
     pub fn watch_tool_list(
         &self,
+        caller: &Principal,
         session_id: &str,
     ) -> Result<tokio::sync::watch::Receiver<u64>, ServiceError> {
-        let mut loaded = self.session(session_id)?.state.watch_loaded_tools();
+        let mut loaded = self
+            .session_for(caller, session_id, Access::Read)?
+            .state
+            .watch_loaded_tools();
         if !self.bridge.has_servers() {
             return Ok(loaded);
         }
@@ -302,8 +344,12 @@ impl ToolService {
 
     /// The skills `session_id` can load, sorted by name: none unless its pool offers the
     /// `skill` tool (the MCP door lists them as prompts and gets one by calling that tool).
-    pub async fn skills(&self, session_id: &str) -> Result<Vec<SkillSummary>, ServiceError> {
-        let session = self.session(session_id)?;
+    pub async fn skills(
+        &self,
+        caller: &Principal,
+        session_id: &str,
+    ) -> Result<Vec<SkillSummary>, ServiceError> {
+        let session = self.session_for(caller, session_id, Access::Read)?;
         let offered = self.pool(&session).resolve(SKILL_TOOL).is_ok();
         if !offered || self.settings.skill_directories.is_empty() {
             return Ok(Vec::new());
@@ -323,8 +369,10 @@ impl ToolService {
     }
 
     /// Cancels the session's running calls whose tools allow it.
-    pub fn interrupt(&self, session_id: &str) -> Result<(), ServiceError> {
-        self.session(session_id)?.state.interrupt();
+    pub fn interrupt(&self, caller: &Principal, session_id: &str) -> Result<(), ServiceError> {
+        self.session_for(caller, session_id, Access::Write)?
+            .state
+            .interrupt();
         Ok(())
     }
 
@@ -333,11 +381,13 @@ impl ToolService {
     /// their audit rows; `not_found` unless the batch is running or waiting for its turn.
     pub fn cancel_batch(
         &self,
+        caller: &Principal,
         session_id: &str,
         batch_id: &str,
         by: &str,
     ) -> Result<(), ServiceError> {
-        if self.session(session_id)?.state.cancel_batch(batch_id, by) {
+        let session = self.session_for(caller, session_id, Access::Write)?;
+        if session.state.cancel_batch(batch_id, by) {
             return Ok(());
         }
         Err(ServiceError::not_found(format!(
@@ -348,10 +398,12 @@ impl ToolService {
     /// A session's audit log, a page at a time.
     pub async fn list_calls(
         &self,
+        caller: &Principal,
         session_id: &str,
         after: Option<i64>,
         limit: u32,
     ) -> Result<CallPage, ServiceError> {
+        self.authorize(caller, session_id, Access::Read).await?;
         self.ensure_session_known(session_id).await?;
         Ok(self
             .store
@@ -362,23 +414,38 @@ impl ToolService {
     /// The audit rows of one batch of the session (empty for a batch it does not have).
     pub async fn batch_calls(
         &self,
+        caller: &Principal,
         session_id: &str,
         batch_id: &str,
     ) -> Result<Vec<CallRow>, ServiceError> {
+        self.authorize(caller, session_id, Access::Read).await?;
         self.ensure_session_known(session_id).await?;
         Ok(self.store.batch_calls(session_id, batch_id).await?)
     }
 
-    /// A page of an offloaded output by character range.
+    /// A page of an offloaded output by character range. A result of a session the caller
+    /// may not read is unknown to it, with the message of a missing one.
     pub async fn read_result(
         &self,
+        caller: &Principal,
         result_id: &str,
         offset: u64,
         limit: u64,
     ) -> Result<ResultPage, ServiceError> {
-        self.store
+        let page = self
+            .store
             .read(result_id, offset, limit)
             .await
-            .map_err(|err| ServiceError::not_found(err.to_string()))
+            .map_err(|err| ServiceError::not_found(err.to_string()))?;
+        if self
+            .authorize(caller, &page.session_id, Access::Read)
+            .await
+            .is_err()
+        {
+            return Err(ServiceError::not_found(format!(
+                "unknown result \"{result_id}\""
+            )));
+        }
+        Ok(page)
     }
 }

@@ -28,8 +28,10 @@
 use std::sync::Arc;
 
 use super::BatchOutcome;
+use super::access::Access;
 use super::sessions::{CreateSessionRequest, session_info};
 use super::{ErrorCode, LiveSession, ServiceError, SessionPlace, ToolService};
+use crate::permission::Principal;
 use crate::registry::calls::BatchFormat;
 use crate::session::SessionSnapshot;
 use crate::store::{BatchRecord, CallRow, SessionRecord};
@@ -51,7 +53,7 @@ impl ToolService {
         if let Ok(live) = self.session(id) {
             return Ok(live);
         }
-        match self.locate_session(id).await? {
+        match self.place_of(id).await? {
             SessionPlace::Here => self.session(id),
             SessionPlace::Node { node_id, address } => Err(ServiceError::new(
                 ErrorCode::Conflict,
@@ -68,7 +70,12 @@ impl ToolService {
     /// A session as `GET /v1/sessions/{id}` shows it, with its owner's node id and address:
     /// the live one, else the stored open one another daemon runs (a closed one is unknown,
     /// as on a single daemon).
-    pub async fn describe_session(&self, id: &str) -> Result<super::SessionInfo, ServiceError> {
+    pub async fn describe_session(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<super::SessionInfo, ServiceError> {
+        self.authorize(caller, id, Access::Read).await?;
         let mut info = match self.session(id) {
             Ok(live) => live.info.clone(),
             Err(not_live) => {

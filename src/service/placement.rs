@@ -19,12 +19,19 @@
 //!   `max_sessions` live sessions here, a new session goes to the live daemon with the fewest
 //!   (this one when it is among the fewest). It reads every open session, which is fine for
 //!   creates, not for every request.
+//! - Access first: [`ToolService::locate_session`] takes the caller and answers a session the
+//!   caller may not read (an agent's look at another's) with the `not_found` of a missing id,
+//!   before any place is known, so neither a forward, a 503 (`Nobody`) nor a `conflict` tells
+//!   an agent the session exists. The daemon a request is forwarded to checks again (it
+//!   authenticates the forwarded `Authorization` itself), so the access rules are the owner's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::access::Access;
 use super::{ServiceError, ToolService};
+use crate::permission::Principal;
 use crate::store::NodeRecord;
 
 /// How long another daemon's place is trusted without reading the store again.
@@ -95,8 +102,21 @@ impl ToolService {
         self
     }
 
-    /// Who runs session `id`: see the module header.
-    pub async fn locate_session(&self, id: &str) -> Result<SessionPlace, ServiceError> {
+    /// Who runs session `id`, as `caller` may know it: see the module header.
+    pub async fn locate_session(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<SessionPlace, ServiceError> {
+        if self.session(id).is_err() {
+            // A live session's access is checked by the method that answers here.
+            self.authorize(caller, id, Access::Read).await?;
+        }
+        self.place_of(id).await
+    }
+
+    /// Who runs session `id`, whoever asks (the caller was authorised already).
+    pub(super) async fn place_of(&self, id: &str) -> Result<SessionPlace, ServiceError> {
         if self.session(id).is_ok() {
             return Ok(SessionPlace::Here);
         }

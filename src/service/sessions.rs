@@ -1,5 +1,6 @@
 //! Sessions: creating (with the workspace rules), listing, closing, and restoring the open
-//! ones after a restart.
+//! ones after a restart. A session belongs to the principal that created it (`principal`,
+//! recorded in the store and shown in its JSON); see `access` for what that allows.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,9 +9,12 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::access::{Access, unknown_session};
 use super::{LiveSession, ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
-use crate::permission::{PermissionLevel, RuleContext, RuleSet, RuleSource, SessionRules};
+use crate::permission::{
+    PermissionLevel, Principal, RuleContext, RuleSet, RuleSource, SessionRules,
+};
 use crate::registry::{DenySource, PoolDeny, PoolOptions};
 use crate::session::{SessionConfig, SessionSnapshot, SessionState};
 use crate::store::SessionRecord;
@@ -65,6 +69,9 @@ pub struct SessionInfo {
     pub owner: String,
     /// Where that daemon is reached (`http://host:port`), when known.
     pub owner_address: Option<String>,
+    /// The principal the session belongs to (the one that created it); `null` for sessions
+    /// created before principals were recorded.
+    pub principal: Option<String>,
     /// RFC 3339.
     pub created_at: String,
     pub closed: bool,
@@ -77,11 +84,14 @@ pub struct SessionInfo {
 }
 
 impl ToolService {
-    /// Creates a session; the working directory is checked against the allowed roots.
+    /// Creates a session for `caller` (it belongs to it); the working directory is checked
+    /// against the allowed roots.
     pub async fn create_session(
         &self,
+        caller: &Principal,
         request: CreateSessionRequest,
     ) -> Result<SessionInfo, ServiceError> {
+        self.authorize_write(caller)?;
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
@@ -109,6 +119,7 @@ impl ToolService {
                 .unwrap_or(PermissionLevel::WorkspaceWrite),
             interactive: request.interactive,
             owner: self.settings.node_id.clone(),
+            principal: Some(caller.name.to_string()),
             created_at: SystemTime::now(),
             closed_at: None,
             options: serde_json::to_value(&request)
@@ -120,6 +131,7 @@ impl ToolService {
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
+                .actor(caller.name.clone())
                 .data(json!({"working_directory": live.info.working_directory})),
         );
         Ok(live.info.clone())
@@ -195,23 +207,35 @@ impl ToolService {
         Ok(restored)
     }
 
-    pub fn get_session(&self, id: &str) -> Result<SessionInfo, ServiceError> {
-        Ok(self.session(id)?.info.clone())
+    pub fn get_session(&self, caller: &Principal, id: &str) -> Result<SessionInfo, ServiceError> {
+        Ok(self.session_for(caller, id, Access::Read)?.info.clone())
     }
 
-    /// Live sessions, oldest first.
-    pub fn list_sessions(&self) -> Vec<SessionInfo> {
-        let mut sessions: Vec<SessionInfo> = self.live().values().map(|s| s.info.clone()).collect();
+    /// How many sessions are live here (every principal's).
+    pub fn live_session_count(&self) -> usize {
+        self.live().len()
+    }
+
+    /// The live sessions `caller` sees, oldest first.
+    pub fn list_sessions(&self, caller: &Principal) -> Vec<SessionInfo> {
+        let mut sessions: Vec<SessionInfo> = self
+            .live()
+            .values()
+            .filter(|s| Self::sees(caller, s.info.principal.as_deref()))
+            .map(|s| s.info.clone())
+            .collect();
         sessions.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         sessions
     }
 
     /// Closes a session: its running calls are cancelled, its background shells stopped.
-    pub async fn close_session(&self, id: &str) -> Result<SessionInfo, ServiceError> {
-        let live = self
-            .live()
-            .remove(id)
-            .ok_or_else(|| ServiceError::not_found(format!("unknown session \"{id}\"")))?;
+    pub async fn close_session(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<SessionInfo, ServiceError> {
+        self.session_for(caller, id, Access::Write)?;
+        let live = self.live().remove(id).ok_or_else(|| unknown_session(id))?;
         live.state.close();
         self.shells.kill_session(id).await;
         self.bridge.close_session(id).await;
@@ -219,8 +243,11 @@ impl ToolService {
             .save_session_state(id, &snapshot_json(&live.state))
             .await?;
         self.store.close_session(id).await?;
-        self.events
-            .publish(EventDraft::new(EventType::SessionEnd, id).data(json!({})));
+        self.events.publish(
+            EventDraft::new(EventType::SessionEnd, id)
+                .actor(caller.name.clone())
+                .data(json!({})),
+        );
         let mut info = live.info.clone();
         info.closed = true;
         Ok(info)
@@ -334,6 +361,7 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         interactive: record.interactive,
         owner: record.owner.clone(),
         owner_address: None,
+        principal: record.principal.clone(),
         created_at: humantime::format_rfc3339_millis(record.created_at).to_string(),
         closed: record.closed_at.is_some(),
         rules: request.rules.clone(),

@@ -15,10 +15,12 @@ use std::sync::Arc;
 use futures::Stream;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use super::access::Access;
 use super::batches::new_record;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::dispatch::BatchUpdate;
 use crate::event::Event;
+use crate::permission::Principal;
 use crate::registry::calls::{BatchFormat, BatchRequest, Idempotency};
 use crate::store::BatchRecord;
 use crate::tool::{ProgressUpdate, ToolCall, ToolResult};
@@ -97,10 +99,13 @@ impl ToolService {
     /// Starts a streamed batch; see the module header.
     pub async fn execute_stream(
         self: &Arc<Self>,
+        caller: &Principal,
         session_id: &str,
         request: StreamRequest,
     ) -> Result<BatchStream, ServiceError> {
+        self.authorize(caller, session_id, Access::Write).await?;
         let session = self.owned_session(session_id).await?;
+        let actor = caller.name.clone();
         let StreamRequest {
             format,
             calls,
@@ -135,7 +140,7 @@ impl ToolService {
                 }
             }
             let results = service
-                .run_streamed(&session, &record, calls, detail, sender)
+                .run_streamed(&session, &record, calls, detail, sender, actor)
                 .await;
             if let Err(err) = service.finish(&session, record, results.into()).await {
                 tracing::error!(%batch_id, error = %err, "streamed batch not completed in the store");
@@ -158,10 +163,12 @@ impl ToolService {
         calls: CallStream,
         detail: StreamDetail,
         client: mpsc::UnboundedSender<BatchItem>,
+        actor: Arc<str>,
     ) -> Vec<ToolResult> {
         self.recent.started(record);
-        // Cancellable while it waits for its turn (`cancel_batch`).
-        let _queued = session.state.queue_batch(&record.batch_id);
+        // Cancellable while it waits for its turn (`cancel_batch`); its calls' audit rows name
+        // the actor.
+        let _queued = session.state.queue_batch(&record.batch_id, Some(actor));
         let _one_at_a_time = session.batch_lock.lock().await;
         // Subscribed before the batch starts, so none of its events is missed.
         let mut events = BatchEvents {

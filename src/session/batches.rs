@@ -4,7 +4,8 @@
 //! [`SessionState::cancel_batch`] reaches it either way. A queued batch's entry has a token of
 //! its own, not a child of the session's: a session interrupt stops what runs now, and
 //! batches waiting for their turn start as before; one cancelled alone while queued starts
-//! cancelled, naming its canceller.
+//! cancelled, naming its canceller. A queued batch also names who asked for it (its
+//! `actor`, a principal's name), which its calls' audit rows record.
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, OnceLock};
@@ -19,6 +20,8 @@ pub struct BatchInterrupt {
     token: CancellationToken,
     /// Set when the batch was cancelled alone, before its token fired.
     cancelled_by: Arc<OnceLock<String>>,
+    /// Who asked for the batch (the principal's name), when it was queued by a request.
+    actor: Option<Arc<str>>,
 }
 
 impl BatchInterrupt {
@@ -27,7 +30,13 @@ impl BatchInterrupt {
         BatchInterrupt {
             token,
             cancelled_by: Arc::new(OnceLock::new()),
+            actor: None,
         }
+    }
+
+    /// Who asked for the batch: the principal whose request queued it.
+    pub fn actor(&self) -> Option<&Arc<str>> {
+        self.actor.as_ref()
     }
 
     pub fn token(&self) -> &CancellationToken {
@@ -79,13 +88,13 @@ impl Drop for QueuedBatch {
 
 impl SessionState {
     /// Registers a batch that waits for its turn, so [`SessionState::cancel_batch`] reaches
-    /// it before it starts (it then starts cancelled: none of its calls runs).
-    pub fn queue_batch(self: &Arc<Self>, batch_id: &str) -> QueuedBatch {
+    /// it before it starts (it then starts cancelled: none of its calls runs); `actor` is who
+    /// asked for it, carried into its running interrupt.
+    pub fn queue_batch(self: &Arc<Self>, batch_id: &str, actor: Option<Arc<str>>) -> QueuedBatch {
         let batch_id: Arc<str> = Arc::from(batch_id);
-        self.queued_batches().insert(
-            batch_id.clone(),
-            BatchInterrupt::detached(CancellationToken::new()),
-        );
+        let mut interrupt = BatchInterrupt::detached(CancellationToken::new());
+        interrupt.actor = actor;
+        self.queued_batches().insert(batch_id.clone(), interrupt);
         QueuedBatch {
             session: self.clone(),
             batch_id,
@@ -102,6 +111,7 @@ impl SessionState {
             cancelled_by: queued
                 .as_ref()
                 .map_or_else(|| Arc::new(OnceLock::new()), |q| q.cancelled_by.clone()),
+            actor: queued.as_ref().and_then(|q| q.actor.clone()),
         };
         if queued.is_some_and(|q| q.is_cancelled()) {
             interrupt.token.cancel();
@@ -181,8 +191,8 @@ mod tests {
     fn a_queued_batch_cancelled_alone_starts_cancelled_and_a_session_interrupt_spares_it() {
         let session = Arc::new(session());
         let (one, two): (Arc<str>, Arc<str>) = (Arc::from("q1"), Arc::from("q2"));
-        let queued_one = session.queue_batch("q1");
-        let queued_two = session.queue_batch("q2");
+        let queued_one = session.queue_batch("q1", None);
+        let queued_two = session.queue_batch("q2", None);
         assert!(session.cancel_batch("q1", "mcp_client"));
         // What is running now is interrupted; batches waiting for their turn start as before.
         session.interrupt();
@@ -193,7 +203,7 @@ mod tests {
         assert!(!second.interrupt.is_cancelled());
         drop((queued_one, queued_two, first, second));
         assert!(!session.cancel_batch("q1", "mcp_client"));
-        let abandoned = session.queue_batch("q3");
+        let abandoned = session.queue_batch("q3", None);
         drop(abandoned);
         assert!(
             !session.cancel_batch("q3", "mcp_client"),

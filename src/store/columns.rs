@@ -192,6 +192,9 @@ pub(crate) struct AuditRow {
     pub(crate) cancelled_by: Option<String>,
     #[serde(default)]
     pub(crate) trace_id: Option<String>,
+    /// Absent from rows journalled before the column existed.
+    #[serde(default)]
+    pub(crate) principal: Option<String>,
 }
 
 impl AuditRow {
@@ -236,6 +239,7 @@ impl AuditRow {
             duration_ms: record.duration_ms,
             cancelled_by: record.cancelled_by,
             trace_id: record.trace_id,
+            principal: record.principal,
         })
     }
 }

@@ -88,6 +88,9 @@ pub struct SessionRecord {
     pub interactive: bool,
     /// The daemon (node id) that runs the session.
     pub owner: String,
+    /// The principal the session belongs to: the one that created it (DESIGN §10); `None`
+    /// for sessions created before principals were recorded.
+    pub principal: Option<String>,
     pub created_at: SystemTime,
     pub closed_at: Option<SystemTime>,
     /// What the session was created with besides the columns above (rules, tool filters,

@@ -128,7 +128,7 @@ fn bind_all<'q, DB: Dialect>(sql: SqlStr, binds: &[Bind<'q>]) -> Query<'q, DB, D
 macro_rules! session_columns {
     () => {
         "id, working_directory, permission_mode, interactive, owner, created_at, closed_at, \
-         options, state"
+         options, state, principal"
     };
 }
 
@@ -145,7 +145,7 @@ macro_rules! call_columns {
     () => {
         "cursor, node, session_id, batch_id, call_id, call_index, requested_name, tool, input, \
          decision, is_error, error_kind, output_chars, result_id, result_total_chars, \
-         started_at, duration_ms, interrupted, cancelled_by, trace_id"
+         started_at, duration_ms, interrupted, cancelled_by, trace_id, principal"
     };
 }
 
@@ -287,7 +287,7 @@ pub(crate) async fn events<S: RunReads + ?Sized>(
     };
     // Only the filters given become conditions, so the planner can use the session index.
     let mut sql = String::from(
-        "SELECT seq, ts, type, session_id, batch_id, call_id, tool, data FROM events \
+        "SELECT seq, ts, type, session_id, batch_id, call_id, tool, data, actor FROM events \
          WHERE seq > $1",
     );
     let mut binds = vec![Bind::Integer(after_seq)];

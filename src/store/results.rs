@@ -213,6 +213,7 @@ async fn result_page<S: ResultChunks>(
     }
     let mut page = ResultPage {
         result_id: result_id.to_owned(),
+        session_id: head.session_id.to_owned(),
         total_chars: head.total_chars,
         offset,
         content: String::new(),

@@ -119,6 +119,7 @@ pub(crate) fn session_record(row: &impl ColumnReader) -> Result<SessionRecord, S
         permission_mode,
         interactive: row.boolean("interactive")?,
         owner: row.text("owner")?.to_owned(),
+        principal: row.optional_text("principal")?.map(str::to_owned),
         created_at: time(row.integer("created_at")?),
         closed_at: optional_time(row.optional_integer("closed_at")?),
         options: from_json(row.text("options")?, &what("options"))?,
@@ -212,6 +213,7 @@ pub(crate) fn call_row(row: &impl ColumnReader) -> Result<CallRow, StoreError> {
         duration_ms: row.real("duration_ms")?,
         cancelled_by: row.optional_text("cancelled_by")?.map(str::to_owned),
         trace_id: row.optional_text("trace_id")?.map(str::to_owned),
+        principal: row.optional_text("principal")?.map(str::to_owned),
     };
     Ok(CallRow {
         cursor,
@@ -239,6 +241,7 @@ pub(crate) fn event(row: &impl ColumnReader) -> Result<Event, StoreError> {
         batch_id: row.optional_text("batch_id")?.map(Arc::from),
         call_id: row.optional_chosen_text("call_id")?.map(Arc::from),
         tool: row.optional_chosen_text("tool")?.map(Arc::from),
+        actor: row.optional_text("actor")?.map(Arc::from),
         data: from_json(row.text("data")?, &what("data"))?,
     })
 }

@@ -13,6 +13,7 @@
 mod support;
 
 mod architecture;
+mod auth;
 mod client;
 mod dispatch;
 mod files;

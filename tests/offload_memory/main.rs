@@ -122,7 +122,12 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
     ));
     let request: CreateSessionRequest =
         serde_json::from_value(json!({"permission_mode": "danger_full_access"})).unwrap();
-    let session = service.create_session(request).await.expect("session");
+    // The local user, an admin (roles are not what this measures).
+    let admin = toold::permission::Principal::local();
+    let session = service
+        .create_session(&admin, request)
+        .await
+        .expect("session");
 
     let command = format!("yes 'toold streams' | head -c {OUTPUT_BYTES}");
     let body = json!({"calls": [{"id": "huge", "name": "bash", "input": {"command": command}}]});
@@ -131,7 +136,7 @@ async fn a_200_mb_output_is_stored_whole_in_bounded_memory() {
     let started = Instant::now();
     let request = BatchRequest::from_json(&body).expect("body parses");
     let outcome = service
-        .execute_batch(&session.id, request)
+        .execute_batch(&admin, &session.id, request)
         .await
         .expect("batch runs");
     let response = format_results(outcome.format, &outcome.batch_id, &outcome.results);

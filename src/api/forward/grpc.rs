@@ -17,6 +17,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::{FLEET_SECRET_NAME, FORWARDED_BY_NAME, Forwarder, Hop, not_here, unreachable};
 use crate::api::grpc::proto::tool_service_client::ToolServiceClient;
 use crate::api::grpc_code;
+use crate::permission::Principal;
 use crate::service::{ServiceError, SessionPlace, ToolService};
 
 /// Checks the hop headers of every gRPC request (health checks too: a hop has no business
@@ -56,6 +57,7 @@ impl Forwarder {
         service: &ToolService,
         concerns: RpcConcerns<'_>,
         hop: Option<&Hop>,
+        caller: Option<&Principal>,
     ) -> Result<Option<Relay>, Status> {
         let hop = hop.copied().unwrap_or(Hop::Direct);
         if hop == Hop::Direct && !self.enabled() {
@@ -64,7 +66,11 @@ impl Forwarder {
         let (session_id, place) = match concerns {
             RpcConcerns::NewSession if hop == Hop::Forwarded => return Ok(None),
             RpcConcerns::NewSession => ("a new session", service.place_new_session().await),
-            RpcConcerns::Session(id) => (id, service.locate_session(id).await),
+            // Without a caller the RPC answers here (and refuses it).
+            RpcConcerns::Session(id) => match caller {
+                Some(caller) => (id, service.locate_session(caller, id).await),
+                None => return Ok(None),
+            },
         };
         let place = place.map_err(as_status)?;
         let address = match (place, hop) {

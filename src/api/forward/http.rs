@@ -18,6 +18,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::{Forwarder, Hop, not_here, unreachable};
 use crate::api::http::ApiError;
+use crate::permission::Principal;
 use crate::service::{ServiceError, SessionPlace, ToolService};
 
 /// The pooled client hops go through.
@@ -81,7 +82,13 @@ pub async fn forward(State(state): State<ForwardState>, request: Request, next: 
     let path = request.uri().path().to_owned();
     let method = request.method().clone();
     let routed = match hop {
-        Ok(hop) => route(&state, hop, concerns(&method, &path)).await,
+        Ok(hop) => {
+            // The gate put the caller there; without one the handler answers (and refuses).
+            match request.extensions().get::<Principal>() {
+                Some(caller) => route(&state, caller, hop, concerns(&method, &path)).await,
+                None => Ok(None),
+            }
+        }
         Err(refusal) => Err(refusal),
     };
     match routed {
@@ -94,6 +101,7 @@ pub async fn forward(State(state): State<ForwardState>, request: Request, next: 
 /// `None`: answer here; `Some((session, address))`: forward to `address`.
 async fn route(
     state: &ForwardState,
+    caller: &Principal,
     hop: Hop,
     target: Concerns<'_>,
 ) -> Result<Option<(String, String)>, ServiceError> {
@@ -105,7 +113,7 @@ async fn route(
         // A hop that places a session here creates it here: it was placed already.
         Concerns::NewSession if hop == Hop::Forwarded => return Ok(None),
         Concerns::NewSession => ("a new session", state.service.place_new_session().await?),
-        Concerns::Session(id) => (id, state.service.locate_session(id).await?),
+        Concerns::Session(id) => (id, state.service.locate_session(caller, id).await?),
     };
     match (place, hop) {
         (SessionPlace::Here, _) => Ok(None),

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::events::event;
 use super::proto::{self, execute_request, execute_response};
-use super::{GrpcDoor, invalid, status};
+use super::{GrpcDoor, caller, invalid, status};
 use crate::api::forward::grpc::RpcConcerns;
 use crate::registry::calls::BatchRequest;
 use crate::service::{BatchItem, BatchStream, ServiceError, StreamDetail, StreamRequest};
@@ -28,13 +28,14 @@ impl GrpcDoor {
         &self,
         request: Request<proto::ExecuteBatchRequest>,
     ) -> Result<Response<proto::ExecuteBatchResponse>, Status> {
+        let caller = caller(&request)?;
         let (metadata, extensions, message) = request.into_parts();
         let concerns = RpcConcerns::Session(&message.session_id);
         forward_rpc!(self, concerns, extensions, metadata, message, execute_batch);
         let (session_id, batch) = batch_request(message)?;
         let outcome = self
             .service
-            .execute_batch(&session_id, batch)
+            .execute_batch(&caller, &session_id, batch)
             .await
             .map_err(status)?;
         Ok(Response::new(proto::ExecuteBatchResponse {
@@ -48,6 +49,7 @@ impl GrpcDoor {
         &self,
         request: Request<Streaming<proto::ExecuteRequest>>,
     ) -> Result<Response<ExecuteResponses>, Status> {
+        let caller = caller(&request)?;
         let (metadata, extensions, mut incoming) = request.into_parts();
         let session_id = started_session(&mut incoming).await?;
         let concerns = RpcConcerns::Session(&session_id);
@@ -63,7 +65,7 @@ impl GrpcDoor {
         let request = StreamRequest::arriving(calls(incoming), StreamDetail::Events);
         let stream = self
             .service
-            .execute_stream(&session_id, request)
+            .execute_stream(&caller, &session_id, request)
             .await
             .map_err(status)?;
         Ok(Response::new(responses(stream)))
@@ -73,6 +75,7 @@ impl GrpcDoor {
         &self,
         request: Request<proto::GetResultRequest>,
     ) -> Result<Response<proto::GetResultResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let limit = match request.limit {
             0 => DEFAULT_RESULT_PAGE,
@@ -80,7 +83,7 @@ impl GrpcDoor {
         };
         let page = self
             .service
-            .read_result(&request.result_id, request.offset, limit)
+            .read_result(&caller, &request.result_id, request.offset, limit)
             .await
             .map_err(status)?;
         Ok(Response::new(proto::GetResultResponse {

@@ -9,7 +9,7 @@ use serde_json::json;
 use tonic::{Request, Response, Status};
 
 use super::proto;
-use super::{GrpcDoor, invalid, status};
+use super::{GrpcDoor, caller, invalid, status};
 use crate::event::{Event, EventType};
 use crate::service::EventItem;
 use crate::store::EventFilter;
@@ -21,6 +21,7 @@ impl GrpcDoor {
         &self,
         request: Request<proto::SubscribeRequest>,
     ) -> Result<Response<EventStream>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let event_type = match request.r#type.as_str() {
             "" => None,
@@ -36,7 +37,7 @@ impl GrpcDoor {
         };
         let items = self
             .service
-            .subscribe_events(filter, request.after_seq, self.event_buffer)
+            .subscribe_events(&caller, filter, request.after_seq, self.event_buffer)
             .await
             .map_err(status)?;
         let events = futures::stream::unfold(items, |mut items| async move {
@@ -64,6 +65,7 @@ pub fn event(event: &Event) -> proto::Event {
         call_id: text(&event.call_id),
         tool: text(&event.tool),
         data_json: event.data.json().to_owned(),
+        actor: text(&event.actor),
     }
 }
 

@@ -81,7 +81,7 @@ async fn pass(gate: &Gate, mut request: Request, next: Next) -> Response {
         Err(message) => return refuse(ServiceError::invalid(message)),
     }
     // Who resolves an approval is recorded by token fingerprint, as over HTTP.
-    request.extensions_mut().insert(admitted.take_caller());
+    admitted.identify(request.extensions_mut());
     match admitted.respond_within(next.run(request)).await {
         Ok(response) => response,
         Err(refusal) => refuse(refusal),

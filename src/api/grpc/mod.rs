@@ -32,7 +32,8 @@ use crate::api::forward::Hop;
 use crate::api::forward::grpc::{Relay, RpcConcerns};
 use crate::api::gate::Gate;
 use crate::api::{ApiSettings, grpc_code};
-use crate::service::{ServiceError, ToolService};
+use crate::permission::Principal;
+use crate::service::{ErrorCode, ServiceError, ToolService};
 
 /// The generated messages, server and client (`toold.v1`), and the descriptor set that
 /// reflection serves. Clients in Rust (tests, benches, tools) use `proto::tool_service_client`.
@@ -196,7 +197,12 @@ impl GrpcDoor {
         extensions: &tonic::Extensions,
     ) -> Result<Option<Relay>, Status> {
         self.forward
-            .relay(&self.service, concerns, extensions.get::<Hop>())
+            .relay(
+                &self.service,
+                concerns,
+                extensions.get::<Hop>(),
+                extensions.get::<Principal>(),
+            )
             .await
     }
 }
@@ -204,6 +210,21 @@ impl GrpcDoor {
 /// A service error as a gRPC status, through the one table.
 fn status(err: ServiceError) -> tonic::Status {
     tonic::Status::new(grpc_code(err.code), err.message)
+}
+
+/// Who the caller is, as the gate recorded it; a request the gate did not admit (which
+/// cannot reach a method) is refused rather than served as anyone.
+fn caller<T>(request: &Request<T>) -> Result<Principal, tonic::Status> {
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| {
+            status(ServiceError::new(
+                ErrorCode::Unauthenticated,
+                "the request has no authenticated caller",
+            ))
+        })
 }
 
 /// A malformed field of a request message.

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use tonic::{Request, Response, Status};
 
 use super::proto::{self, CloseSessionResponse, InterruptResponse, ResolveApprovalResponse};
-use super::{GrpcDoor, invalid, status};
+use super::{GrpcDoor, caller, invalid, status};
 use crate::api::forward::grpc::RpcConcerns;
 use crate::api::gate::CallerToken;
 use crate::permission::Approver;
@@ -16,6 +16,7 @@ impl GrpcDoor {
         &self,
         request: Request<proto::CreateSessionRequest>,
     ) -> Result<Response<proto::Session>, Status> {
+        let caller = caller(&request)?;
         let (metadata, extensions, message) = request.into_parts();
         forward_rpc!(
             self,
@@ -26,7 +27,11 @@ impl GrpcDoor {
             create_session
         );
         let request = create_request(message)?;
-        let info = self.service.create_session(request).await.map_err(status)?;
+        let info = self
+            .service
+            .create_session(&caller, request)
+            .await
+            .map_err(status)?;
         Ok(Response::new(session(info)))
     }
 
@@ -34,12 +39,13 @@ impl GrpcDoor {
         &self,
         request: Request<proto::CloseSessionRequest>,
     ) -> Result<Response<CloseSessionResponse>, Status> {
+        let caller = caller(&request)?;
         let (metadata, extensions, message) = request.into_parts();
         let concerns = RpcConcerns::Session(&message.session_id);
         forward_rpc!(self, concerns, extensions, metadata, message, close_session);
         let session_id = message.session_id;
         self.service
-            .close_session(&session_id)
+            .close_session(&caller, &session_id)
             .await
             .map_err(status)?;
         Ok(Response::new(CloseSessionResponse {}))
@@ -49,6 +55,7 @@ impl GrpcDoor {
         &self,
         request: Request<proto::ListToolsRequest>,
     ) -> Result<Response<proto::ListToolsResponse>, Status> {
+        let caller = caller(&request)?;
         let (metadata, extensions, request) = request.into_parts();
         let concerns = RpcConcerns::Session(&request.session_id);
         forward_rpc!(self, concerns, extensions, metadata, request, list_tools);
@@ -59,7 +66,7 @@ impl GrpcDoor {
         };
         let tools = self
             .service
-            .list_tools(&request.session_id, format)
+            .list_tools(&caller, &request.session_id, format)
             .map_err(status)?;
         Ok(Response::new(proto::ListToolsResponse {
             tools_json: Value::Array(tools).to_string(),
@@ -68,11 +75,12 @@ impl GrpcDoor {
 
     pub(super) async fn list_mcp_servers(
         &self,
-        _request: Request<proto::ListMcpServersRequest>,
+        request: Request<proto::ListMcpServersRequest>,
     ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
+        let caller = caller(&request)?;
         let servers = self
             .service
-            .mcp_servers()
+            .mcp_servers(&caller)
             .into_iter()
             .map(|server| proto::McpServer {
                 name: server.name,
@@ -93,11 +101,12 @@ impl GrpcDoor {
         &self,
         request: Request<proto::InterruptRequest>,
     ) -> Result<Response<InterruptResponse>, Status> {
+        let caller = caller(&request)?;
         let (metadata, extensions, message) = request.into_parts();
         let concerns = RpcConcerns::Session(&message.session_id);
         forward_rpc!(self, concerns, extensions, metadata, message, interrupt);
         self.service
-            .interrupt(&message.session_id)
+            .interrupt(&caller, &message.session_id)
             .map_err(status)?;
         Ok(Response::new(InterruptResponse {}))
     }
@@ -111,6 +120,7 @@ impl GrpcDoor {
             .get::<CallerToken>()
             .and_then(|CallerToken(token)| token.clone());
         let approver = Approver::new("grpc", token.as_deref());
+        let caller = caller(&request)?;
         let (metadata, extensions, request) = request.into_parts();
         let concerns = RpcConcerns::Session(&request.session_id);
         forward_rpc!(
@@ -128,6 +138,7 @@ impl GrpcDoor {
         };
         self.service
             .resolve_approval(
+                &caller,
                 &request.session_id,
                 &request.approval_id,
                 resolution,
@@ -171,5 +182,6 @@ fn session(info: SessionInfo) -> proto::Session {
         permission_mode: info.permission_mode.as_str().to_owned(),
         interactive: info.interactive,
         owner: info.owner,
+        principal: info.principal.unwrap_or_default(),
     }
 }

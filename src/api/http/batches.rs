@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::error::{ApiError, JsonBody};
 use super::openapi::{BatchRequestBody, BatchResponseBody, BatchStatusBody, ErrorBody, EventBody};
+use crate::permission::Principal;
 use crate::registry::calls::{BatchRequest, format_result, results_json};
 use crate::service::{
     BatchItem, BatchStatusView, BatchStream, ServiceError, StreamDetail, StreamRequest, ToolService,
@@ -38,14 +39,17 @@ pub async fn execute(
     State(service): State<Arc<ToolService>>,
     Path(id): Path<String>,
     headers: HeaderMap,
+    Extension(caller): Extension<Principal>,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let request = BatchRequest::from_json_owned(body).map_err(ServiceError::from)?;
     if wants_event_stream(&headers) {
         let request = StreamRequest::known(request, StreamDetail::Progress);
-        return Ok(stream_response(service.execute_stream(&id, request).await?));
+        return Ok(stream_response(
+            service.execute_stream(&caller, &id, request).await?,
+        ));
     }
-    let outcome = service.execute_batch(&id, request).await?;
+    let outcome = service.execute_batch(&caller, &id, request).await?;
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(BATCH_ID, header_value(&outcome.batch_id));
@@ -61,9 +65,10 @@ pub async fn execute(
     responses((status = 200, body = BatchStatusBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(service): State<Arc<ToolService>>,
+    Extension(caller): Extension<Principal>,
     Path((id, batch_id)): Path<(String, String)>,
 ) -> Result<Json<BatchStatusView>, ApiError> {
-    Ok(Json(service.get_batch(&id, &batch_id).await?))
+    Ok(Json(service.get_batch(&caller, &id, &batch_id).await?))
 }
 
 fn wants_event_stream(headers: &HeaderMap) -> bool {

@@ -10,7 +10,7 @@
 use std::convert::Infallible;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +24,7 @@ use utoipa::IntoParams;
 use super::error::{ApiError, ApiQuery};
 use super::openapi::{ErrorBody, EventBody, ResultPage};
 use crate::event::EventType;
+use crate::permission::Principal;
 use crate::service::{ErrorCode, EventItem, EventStart};
 use crate::store::EventFilter;
 
@@ -50,6 +51,7 @@ const MAX_RECENT: u64 = 100_000;
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn all(
     State(state): State<HttpState>,
+    Extension(caller): Extension<Principal>,
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Response, ApiError> {
@@ -73,7 +75,7 @@ pub async fn all(
         tool: query.tool.filter(|t| !t.is_empty()),
         event_type,
     };
-    subscribe(state, filter, &headers, query.recent).await
+    subscribe(state, &caller, filter, &headers, query.recent).await
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
@@ -81,6 +83,7 @@ pub async fn all(
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn session(
     State(state): State<HttpState>,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -88,12 +91,13 @@ pub async fn session(
         session_id: Some(id),
         ..EventFilter::default()
     };
-    subscribe(state, filter, &headers, None).await
+    subscribe(state, &caller, filter, &headers, None).await
 }
 
 /// `Last-Event-ID` when sent, else `recent` when given, else live only.
 async fn subscribe(
     state: HttpState,
+    caller: &Principal,
     filter: EventFilter,
     headers: &HeaderMap,
     recent: Option<u64>,
@@ -105,7 +109,7 @@ async fn subscribe(
     };
     let items = state
         .service
-        .subscribe_events_from(filter, start, state.event_buffer)
+        .subscribe_events_from(caller, filter, start, state.event_buffer)
         .await?;
     let frames = futures::stream::unfold(items, |mut items| async move {
         items.recv().await.map(|item| (item, items))
@@ -154,6 +158,8 @@ pub struct ResultQuery {
     responses((status = 200, body = ResultPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn result(
     State(state): State<HttpState>,
+    Extension(caller): Extension<Principal>,
+
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<ResultQuery>,
 ) -> Result<Json<Value>, ApiError> {
@@ -163,7 +169,7 @@ pub async fn result(
         .min(MAX_RESULT_PAGE);
     let page = state
         .service
-        .read_result(&id, query.offset.unwrap_or(0), limit)
+        .read_result(&caller, &id, query.offset.unwrap_or(0), limit)
         .await?;
     Ok(Json(json!({
         "result_id": page.result_id,

@@ -19,7 +19,7 @@ pub async fn gate(State(gate): State<Arc<Gate>>, mut request: Request, next: Nex
         Ok(Admission::Probe) => return next.run(request).await,
         Err(refusal) => return ApiError(refusal).into_response(),
     };
-    request.extensions_mut().insert(admitted.take_caller());
+    admitted.identify(request.extensions_mut());
     // The deadline covers producing the response head; a stream runs on after it.
     match admitted.respond_within(next.run(request)).await {
         Ok(response) => response,

@@ -49,9 +49,9 @@ pub struct ErrorBody {
 
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// `invalid_request`, `unauthenticated`, `not_found`, `conflict`, `payload_too_large`,
-    /// `overloaded`, `shutting_down`, `unavailable` (503 with `Retry-After`: nobody runs the
-    /// session this moment), `timeout` or `internal`.
+    /// `invalid_request`, `unauthenticated`, `forbidden`, `not_found`, `conflict`,
+    /// `payload_too_large`, `overloaded`, `shutting_down`, `unavailable` (503 with
+    /// `Retry-After`: nobody runs the session this moment), `timeout` or `internal`.
     pub code: String,
     pub message: String,
 }
@@ -304,6 +304,8 @@ pub struct EventBody {
     pub batch_id: Option<String>,
     pub call_id: Option<String>,
     pub tool: Option<String>,
+    /// The principal whose request caused the event; absent when none did.
+    pub actor: Option<String>,
     #[schema(value_type = Object)]
     pub data: Value,
 }

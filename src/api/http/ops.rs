@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::error::ApiError;
 use super::openapi::{ErrorBody, McpServersBody, StatusBody, ToolsBody};
+use crate::permission::Principal;
 use crate::service::{ErrorCode, ToolService};
 
 /// The process answers.
@@ -45,17 +46,21 @@ pub async fn catalogue(State(service): State<Arc<ToolService>>) -> Json<Value> {
 
 /// Every running instance of a bridged MCP server: state, tools, last error, restarts.
 #[utoipa::path(get, path = "/v1/mcp/servers", tag = "ops", responses((status = 200, body = McpServersBody), (status = 401, body = ErrorBody)))]
-pub async fn mcp_servers(State(service): State<Arc<ToolService>>) -> Json<Value> {
-    Json(json!({"servers": service.mcp_servers()}))
+pub async fn mcp_servers(
+    State(service): State<Arc<ToolService>>,
+    Extension(caller): Extension<Principal>,
+) -> Json<Value> {
+    Json(json!({"servers": service.mcp_servers(&caller)}))
 }
 
 /// Prometheus text format (see `telemetry` for the names).
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(service): State<Arc<ToolService>>) -> impl IntoResponse {
-    let servers = service.mcp_servers();
+    // The gauges count every server, whoever asks (metrics name no session).
+    let servers = service.mcp_servers(&Principal::local());
     crate::telemetry::set_live_gauges(
-        service.list_sessions().len(),
+        service.live_session_count(),
         servers.iter().map(|server| server.state),
     );
     (

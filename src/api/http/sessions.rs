@@ -17,7 +17,7 @@ use super::openapi::{
     ResolvedBody, SessionBody, SessionList, ToolsBody,
 };
 use crate::api::gate::CallerToken;
-use crate::permission::Approver;
+use crate::permission::{Approver, Principal};
 use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
 use crate::store::CallRow;
 
@@ -27,36 +27,39 @@ type Service = State<Arc<ToolService>>;
     responses((status = 201, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn create(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     JsonBody(request): JsonBody<CreateSessionRequest>,
 ) -> Result<(StatusCode, Json<SessionInfo>), ApiError> {
     Ok((
         StatusCode::CREATED,
-        Json(service.create_session(request).await?),
+        Json(service.create_session(&caller, request).await?),
     ))
 }
 
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
     responses((status = 200, body = SessionList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list(State(service): Service) -> Json<Value> {
-    Json(json!({"sessions": service.list_sessions()}))
+pub async fn list(State(service): Service, Extension(caller): Extension<Principal>) -> Json<Value> {
+    Json(json!({"sessions": service.list_sessions(&caller)}))
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
     responses((status = 200, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(service.describe_session(&id).await?))
+    Ok(Json(service.describe_session(&caller, &id).await?))
 }
 
 #[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", params(("id" = String, Path)),
     responses((status = 200, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn close(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionInfo>, ApiError> {
-    Ok(Json(service.close_session(&id).await?))
+    Ok(Json(service.close_session(&caller, &id).await?))
 }
 
 /// `format`: `anthropic`, `openai`, `openai_chat`, `mcp` or `toold` (the default).
@@ -70,20 +73,24 @@ pub struct ToolsQuery {
     responses((status = 200, body = ToolsBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn tools(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<ToolsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let format = query.format.as_deref().unwrap_or("toold");
-    Ok(Json(json!({"tools": service.list_tools(&id, format)?})))
+    Ok(Json(
+        json!({"tools": service.list_tools(&caller, &id, format)?}),
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{id}/interrupt", tag = "sessions", params(("id" = String, Path)),
     responses((status = 200, body = InterruptBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn interrupt(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    service.interrupt(&id)?;
+    service.interrupt(&caller, &id)?;
     Ok(Json(json!({"session_id": id, "interrupted": true})))
 }
 
@@ -91,19 +98,24 @@ pub async fn interrupt(
     responses((status = 200, body = ApprovalsBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn approvals(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(
-        json!({"approvals": service.pending_approvals(&id).await?}),
+        json!({"approvals": service.pending_approvals(&caller, &id).await?}),
     ))
 }
 
-/// Every pending approval of the sessions this daemon runs (each names its `session_id`).
+/// Every pending approval of the sessions this daemon runs that the caller sees (each names
+/// its `session_id`).
 #[utoipa::path(get, path = "/v1/approvals", tag = "approvals",
     responses((status = 200, body = ApprovalsBody), (status = 401, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn every_approval(State(service): Service) -> Result<Json<Value>, ApiError> {
+pub async fn every_approval(
+    State(service): Service,
+    Extension(caller): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
     Ok(Json(
-        json!({"approvals": service.every_pending_approval().await?}),
+        json!({"approvals": service.every_pending_approval(&caller).await?}),
     ))
 }
 
@@ -113,14 +125,15 @@ pub async fn every_approval(State(service): Service) -> Result<Json<Value>, ApiE
 pub async fn resolve_approval(
     State(service): Service,
     Path((id, approval_id)): Path<(String, String)>,
-    caller: Option<Extension<CallerToken>>,
+    token: Option<Extension<CallerToken>>,
+    Extension(caller): Extension<Principal>,
     JsonBody(request): JsonBody<ResolveApprovalRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let decision = request.decision.clone();
-    let token = caller.and_then(|Extension(CallerToken(token))| token);
+    let token = token.and_then(|Extension(CallerToken(token))| token);
     let approver = Approver::new("http", token.as_deref());
     service
-        .resolve_approval(&id, &approval_id, request, approver)
+        .resolve_approval(&caller, &id, &approval_id, request, approver)
         .await?;
     Ok(Json(json!({"id": approval_id, "decision": decision})))
 }
@@ -137,11 +150,12 @@ pub struct CallsQuery {
     responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn calls(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<CallsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let page = service
-        .list_calls(&id, query.cursor, query.limit.unwrap_or(100))
+        .list_calls(&caller, &id, query.cursor, query.limit.unwrap_or(100))
         .await?;
     let calls: Vec<Value> = page.rows.iter().map(call_json).collect();
     Ok(Json(
@@ -156,9 +170,10 @@ pub async fn calls(
     responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn batch_calls(
     State(service): Service,
+    Extension(caller): Extension<Principal>,
     Path((id, batch_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let rows = service.batch_calls(&id, &batch_id).await?;
+    let rows = service.batch_calls(&caller, &id, &batch_id).await?;
     let calls: Vec<Value> = rows.iter().map(call_json).collect();
     Ok(Json(json!({"calls": calls, "next_cursor": null})))
 }
@@ -185,5 +200,6 @@ fn call_json(row: &CallRow) -> Value {
         "duration_ms": record.duration_ms,
         "cancelled_by": record.cancelled_by,
         "trace_id": record.trace_id,
+        "principal": record.principal,
     })
 }

@@ -21,10 +21,9 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, elicit_approval};
-use super::handler::rpc_error;
+use super::handler::{McpCaller, rpc_error};
 use super::input_required::{self, ApprovalState, Retry, Round, StateBinding};
 use super::results;
-use crate::api::gate::CallerToken;
 use crate::registry::calls::BatchRequest;
 use crate::service::{BatchItem, StreamDetail, StreamRequest, ToolService};
 use crate::tool::trace::{self, TraceContext};
@@ -82,11 +81,12 @@ async fn answer_call(
     request: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
+    let caller = McpCaller::of(context);
     if let Some(sealed) = request.request_state.as_deref() {
         let retry = Retry {
             service,
             session,
-            caller: caller_token(context),
+            caller: &caller,
             request: &request,
             context,
         };
@@ -99,7 +99,7 @@ async fn answer_call(
     let call = ToolCall::new(call_id.clone(), request.name.clone(), input.clone());
     let batch = BatchRequest::from_calls(vec![call], None)
         .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
-    match run_call(service, session, batch, context).await? {
+    match run_call(service, session, batch, context, &caller).await? {
         CallOutcome::Done(result) => call_result(&result).map(CallToolResponse::from),
         CallOutcome::Asked { batch_id, ask } => {
             let state = ApprovalState {
@@ -108,7 +108,8 @@ async fn answer_call(
                 call: call_id,
                 approval: ask.approval_id.clone(),
             };
-            let binding = StateBinding::new(session, caller_token(context), &request.name, &input);
+            let token = caller.token.as_deref();
+            let binding = StateBinding::new(session, token, &request.name, &input);
             input_required::ask(&ask, &state, &binding).map(CallToolResponse::from)
         }
     }
@@ -125,15 +126,6 @@ enum CallOutcome {
     },
 }
 
-/// The bearer token the request came with, if the daemon checks tokens.
-fn caller_token(context: &RequestContext<RoleServer>) -> Option<&str> {
-    context
-        .extensions
-        .get::<Parts>()
-        .and_then(|p| p.extensions.get::<CallerToken>())
-        .and_then(|CallerToken(token)| token.as_deref())
-}
-
 /// Runs a one-call batch as a stream and answers with its result. With a `progressToken`
 /// in the request's `_meta`, each progress report goes out first as
 /// `notifications/progress` (`progress` the count of reports so far, which must increase
@@ -148,16 +140,20 @@ async fn run_call(
     session: &str,
     batch: BatchRequest,
     context: &RequestContext<RoleServer>,
+    caller: &McpCaller,
 ) -> Result<CallOutcome, ErrorData> {
     let channel = ApprovalChannel::of(context);
     // Subscribed before the batch starts, so its ask cannot be missed.
     let mut asks = ApprovalAsks::subscribe(service, channel);
     let mut stream = service
-        .execute_stream(session, StreamRequest::known(batch, StreamDetail::Progress))
+        .execute_stream(
+            &caller.principal,
+            session,
+            StreamRequest::known(batch, StreamDetail::Progress),
+        )
         .await
         .map_err(rpc_error)?;
     let batch_id = stream.batch_id.clone();
-    let caller = caller_token(context);
     let token = context.meta.get_progress_token();
     let mut reports: u32 = 0;
     let mut cancelled = false;
@@ -183,7 +179,7 @@ async fn run_call(
                 // A batch queued or running is cancelled; one that ended meanwhile is neither,
                 // and its result is on its way.
                 if let Err(err) =
-                    service.cancel_batch(session, &stream.batch_id, MCP_CLIENT)
+                    service.cancel_batch(&caller.principal, session, &stream.batch_id, MCP_CLIENT)
                 {
                     tracing::debug!(%err, "an MCP cancellation found no queued or running call");
                 }

@@ -36,6 +36,7 @@ use rmcp::service::{ElicitationMode, Peer, RequestContext};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::handler::McpCaller;
 use crate::event::{Event, EventType};
 use crate::permission::Approver;
 use crate::service::{ResolveApprovalRequest, ToolService};
@@ -153,14 +154,14 @@ fn ask_of(event: &Event, batch_id: &str) -> Option<ApprovalAsk> {
     })
 }
 
-/// Asks the client about `ask` and resolves the approval with its answer. The token is the
-/// caller's, recorded (as a fingerprint) like an HTTP approver's.
+/// Asks the client about `ask` and resolves the approval with its answer, as `caller`; its
+/// token is recorded (as a fingerprint) like an HTTP approver's.
 pub async fn elicit_approval(
     service: &ToolService,
     session: &str,
     peer: &Peer<RoleServer>,
     ask: ApprovalAsk,
-    token: Option<&str>,
+    caller: &McpCaller,
 ) {
     let answer = match peer.create_elicitation(question(&ask)).await {
         Ok(answer) => answer,
@@ -172,10 +173,11 @@ pub async fn elicit_approval(
     let request = resolution(&answer);
     if let Err(err) = service
         .resolve_approval(
+            &caller.principal,
             session,
             &ask.approval_id,
             request,
-            Approver::new(DOOR, token),
+            Approver::new(DOOR, caller.token.as_deref()),
         )
         .await
     {

@@ -6,7 +6,10 @@
 //! session: the one a stdio connection's handler was made for (`for_session`), the one its
 //! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
 //! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
-//! names, or the caller's default session.
+//! names, or the caller's default session. Every service call names the request's caller
+//! ([`McpCaller`]: the gate's token and principal; `local`, an admin, over stdio), so the
+//! service decides what it may do, as for the other doors: a legacy MCP session opened by one
+//! principal serves another's requests only as far as the service lets that one act.
 //!
 //! Only translation lives here; a request the service refuses is a JSON-RPC error
 //! ([`rpc_error`]), a request rmcp could not parse `-32601` or `-32602`, and every other
@@ -33,7 +36,46 @@ use tokio_util::sync::CancellationToken;
 use super::fixtures;
 use super::{McpBinding, calls, list_changed, prompts, results};
 use crate::api::gate::CallerToken;
+use crate::permission::{Principal, Role};
 use crate::service::{CreateSessionRequest, ErrorCode, ServiceError, ToolService};
+
+/// Who a request to the MCP door comes from, as the gate found: its bearer token (approvers
+/// are recorded by its fingerprint, input-required states bound to it) and its principal.
+#[derive(Clone, Debug)]
+pub struct McpCaller {
+    pub token: Option<String>,
+    pub principal: Principal,
+}
+
+impl McpCaller {
+    /// The caller of `context`'s request; without HTTP parts (stdio) the local user.
+    pub fn of(context: &RequestContext<RoleServer>) -> McpCaller {
+        let Some(parts) = context.extensions.get::<Parts>() else {
+            return McpCaller::local();
+        };
+        McpCaller {
+            token: parts
+                .extensions
+                .get::<CallerToken>()
+                .and_then(|CallerToken(token)| token.clone()),
+            // The gate names the principal of every request it admits; a request without one
+            // is nobody's, so it may act on nothing that exists.
+            principal: parts
+                .extensions
+                .get::<Principal>()
+                .cloned()
+                .unwrap_or_else(|| Principal::new("unidentified", Role::Agent)),
+        }
+    }
+
+    /// `toold mcp`: the person who started the process, an admin.
+    pub fn local() -> McpCaller {
+        McpCaller {
+            token: None,
+            principal: Principal::local(),
+        }
+    }
+}
 
 /// Tools per `tools/list` page; `nextCursor` leads to the next.
 const TOOLS_PAGE: usize = 50;
@@ -59,6 +101,9 @@ pub struct McpHandler {
 struct LegacySession {
     service: Arc<ToolService>,
     bound: OnceLock<Bound>,
+    /// Who opened the MCP session (at `initialize`): its own session is closed, and its tool
+    /// list watched, as that principal.
+    opened_by: OnceLock<Principal>,
     /// Fires when the MCP session ends (its handler is dropped): what was started for it
     /// (the `list_changed` announcer) stops.
     ended: CancellationToken,
@@ -85,15 +130,25 @@ impl Drop for LegacySession {
             return;
         };
         let service = self.service.clone();
+        let caller = self.opened_by();
         // rmcp drops a session's handler inside its runtime; without one (a process exiting)
         // the session stays open, as any session does over a restart.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(err) = service.close_session(&id).await {
+                if let Err(err) = service.close_session(&caller, &id).await {
                     tracing::debug!(session = %id, %err, "closing an MCP session's own session");
                 }
             });
         }
+    }
+}
+
+impl LegacySession {
+    fn opened_by(&self) -> Principal {
+        self.opened_by
+            .get()
+            .cloned()
+            .unwrap_or_else(Principal::local)
     }
 }
 
@@ -103,6 +158,7 @@ impl McpHandler {
             legacy: Arc::new(LegacySession {
                 service: service.clone(),
                 bound: OnceLock::new(),
+                opened_by: OnceLock::new(),
                 ended: CancellationToken::new(),
             }),
             service,
@@ -139,11 +195,9 @@ impl McpHandler {
             )),
             (None, Some(McpBinding::Session(named))) => Ok(named.clone()),
             (None, _) => {
-                let caller = parts
-                    .and_then(|p| p.extensions.get::<CallerToken>())
-                    .and_then(|CallerToken(token)| token.as_deref());
+                let caller = McpCaller::of(context);
                 self.service
-                    .default_session(caller, &self.template)
+                    .default_session(&caller.principal, &self.template)
                     .await
                     .map_err(rpc_error)
             }
@@ -152,13 +206,14 @@ impl McpHandler {
 
     /// Binds a legacy MCP session at `initialize`: to a session created now on `/mcp`, to the
     /// named one on `/v1/sessions/{id}/mcp`.
-    async fn bind(&self, path: Option<&McpBinding>) -> Result<(), ErrorData> {
+    async fn bind(&self, path: Option<&McpBinding>, caller: &Principal) -> Result<(), ErrorData> {
+        let _ = self.legacy.opened_by.set(caller.clone());
         let bound = match path {
             Some(McpBinding::Session(id)) => Bound::Existing(id.clone()),
             Some(McpBinding::Own) | None => {
                 let info = self
                     .service
-                    .create_session((*self.template).clone())
+                    .create_session(caller, (*self.template).clone())
                     .await
                     .map_err(rpc_error)?;
                 Bound::Own(info.id)
@@ -167,7 +222,10 @@ impl McpHandler {
         // rmcp runs `initialize` once per handler; were it to run twice, a created session
         // that lost the race is closed at once rather than left open.
         if let Err(Bound::Own(id)) = self.legacy.bound.set(bound) {
-            self.service.close_session(&id).await.map_err(rpc_error)?;
+            self.service
+                .close_session(caller, &id)
+                .await
+                .map_err(rpc_error)?;
         }
         Ok(())
     }
@@ -200,7 +258,7 @@ impl ServerHandler for McpHandler {
             .and_then(|p| p.extensions.get::<McpBinding>());
         // A connection's handler was bound to its session when it was made.
         if !matches!(self.legacy.bound.get(), Some(Bound::Connection(_))) {
-            self.bind(path).await?;
+            self.bind(path, &McpCaller::of(&context).principal).await?;
         }
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
@@ -215,6 +273,7 @@ impl ServerHandler for McpHandler {
         {
             list_changed::announce_to_peer(
                 &self.service,
+                &self.legacy.opened_by(),
                 id,
                 context.peer,
                 self.legacy.ended.clone(),
@@ -231,7 +290,8 @@ impl ServerHandler for McpHandler {
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let session = self.session_for(subscription.request_context()).await?;
-        list_changed::listen(&self.service, &session, subscription).await;
+        let caller = McpCaller::of(subscription.request_context());
+        list_changed::listen(&self.service, &caller.principal, &session, subscription).await;
         Ok(())
     }
 
@@ -243,7 +303,7 @@ impl ServerHandler for McpHandler {
         let session = self.session_for(&context).await?;
         let definitions = self
             .service
-            .list_tools(&session, "mcp")
+            .list_tools(&McpCaller::of(&context).principal, &session, "mcp")
             .map_err(rpc_error)?;
         let mut tools = definitions
             .iter()
@@ -281,15 +341,19 @@ impl ServerHandler for McpHandler {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         #[cfg(feature = "mcp-conformance-fixtures")]
         if let Some(answer) = fixtures::read_resource(&request.uri) {
             return answer;
         }
-        results::read(&self.service, &request.uri)
-            .await
-            .map(ReadResourceResponse::from)
+        results::read(
+            &self.service,
+            &McpCaller::of(&context).principal,
+            &request.uri,
+        )
+        .await
+        .map(ReadResourceResponse::from)
     }
 
     async fn list_prompts(
@@ -321,7 +385,8 @@ impl ServerHandler for McpHandler {
         }
         let session = self.session_for(&context).await?;
         let call_id = format!("mcp-{}-prompt-{}", self.call_prefix, context.id);
-        prompts::get(&self.service, &session, call_id, request)
+        let caller = McpCaller::of(&context);
+        prompts::get(&self.service, &caller.principal, &session, call_id, request)
             .await
             .map(GetPromptResponse::from)
     }
@@ -435,7 +500,8 @@ impl McpHandler {
         let mut prompts = Vec::new();
         if self.service.skills_configured() {
             let session = self.session_for(context).await?;
-            prompts.extend(prompts::list(&self.service, &session).await?);
+            let caller = McpCaller::of(context);
+            prompts.extend(prompts::list(&self.service, &caller.principal, &session).await?);
         }
         #[cfg(feature = "mcp-conformance-fixtures")]
         prompts.extend(fixtures::prompts(context)?);
@@ -535,9 +601,10 @@ fn custom_request_error(method: &str, params: Option<Value>, stateless: bool) ->
 /// anything else an internal error; the message is the service's.
 pub(super) fn rpc_error(err: ServiceError) -> ErrorData {
     match err.code {
-        ErrorCode::InvalidRequest | ErrorCode::NotFound | ErrorCode::Conflict => {
-            ErrorData::invalid_params(err.message, None)
-        }
+        ErrorCode::InvalidRequest
+        | ErrorCode::NotFound
+        | ErrorCode::Conflict
+        | ErrorCode::Forbidden => ErrorData::invalid_params(err.message, None),
         _ => ErrorData::internal_error(err.message, None),
     }
 }

@@ -58,7 +58,7 @@ use sha2::{Digest, Sha256};
 
 use super::calls::MCP_CLIENT;
 use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, DOOR, question, resolution};
-use super::handler::rpc_error;
+use super::handler::{McpCaller, rpc_error};
 use crate::permission::Approver;
 use crate::service::{PendingApproval, ResolveApprovalRequest, ToolService};
 use crate::tool::ToolResult;
@@ -196,7 +196,7 @@ pub enum Round {
 pub struct Retry<'a> {
     pub service: &'a Arc<ToolService>,
     pub session: &'a str,
-    pub caller: Option<&'a str>,
+    pub caller: &'a McpCaller,
     pub request: &'a CallToolRequestParams,
     pub context: &'a RequestContext<RoleServer>,
 }
@@ -204,7 +204,8 @@ pub struct Retry<'a> {
 impl Retry<'_> {
     pub async fn run(self, sealed: &str) -> Result<Round, ErrorData> {
         let arguments = Value::Object(self.request.arguments.clone().unwrap_or_default());
-        let binding = StateBinding::new(self.session, self.caller, &self.request.name, &arguments);
+        let token = self.caller.token.as_deref();
+        let binding = StateBinding::new(self.session, token, &self.request.name, &arguments);
         let state = open(sealed, &binding)?;
         // Subscribed before the answer goes in, so an ask it leads to cannot be missed.
         let mut asks = ApprovalAsks::subscribe(self.service, ApprovalChannel::InputRequired);
@@ -228,10 +229,11 @@ impl Retry<'_> {
     }
 
     async fn resolve(&self, state: &ApprovalState, resolution: ResolveApprovalRequest) {
-        let approver = Approver::new(DOOR, self.caller);
+        let approver = Approver::new(DOOR, self.caller.token.as_deref());
+        let caller = &self.caller.principal;
         if let Err(err) = self
             .service
-            .resolve_approval(self.session, &state.approval, resolution, approver)
+            .resolve_approval(caller, self.session, &state.approval, resolution, approver)
             .await
         {
             // Answered over HTTP, or timed out, first: the batch's result says how.
@@ -246,7 +248,7 @@ impl Retry<'_> {
     ) -> Result<Option<PendingApproval>, ErrorData> {
         let pending = self
             .service
-            .pending_approvals(self.session)
+            .pending_approvals(&self.caller.principal, self.session)
             .await
             .map_err(rpc_error)?;
         Ok(pending.into_iter().find(|approval| wanted(approval)))
@@ -272,7 +274,10 @@ impl Retry<'_> {
         asks: &mut ApprovalAsks,
         binding: &StateBinding,
     ) -> Result<Round, ErrorData> {
-        let results = self.service.batch_results(self.session, &state.batch);
+        let caller = &self.caller.principal;
+        let results = self
+            .service
+            .batch_results(caller, self.session, &state.batch);
         tokio::pin!(results);
         let mut cancelled = false;
         loop {
@@ -286,7 +291,7 @@ impl Retry<'_> {
                 next = asks.next(&state.batch) => return self.ask_next(state, &next, binding),
                 () = self.context.ct.cancelled(), if !cancelled => {
                     cancelled = true;
-                    if let Err(err) = self.service.cancel_batch(self.session, &state.batch, MCP_CLIENT) {
+                    if let Err(err) = self.service.cancel_batch(caller, self.session, &state.batch, MCP_CLIENT) {
                         tracing::debug!(%err, "an MCP cancellation found no running call");
                     }
                 }

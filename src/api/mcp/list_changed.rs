@@ -24,16 +24,18 @@ use rmcp::service::{Peer, SubscriptionContext};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::permission::Principal;
 use crate::service::ToolService;
 
 /// Announces `session`'s pool changes to a legacy MCP session's `peer` until `ended` fires.
 pub fn announce_to_peer(
     service: &Arc<ToolService>,
+    caller: &Principal,
     session: &str,
     peer: Peer<RoleServer>,
     ended: CancellationToken,
 ) {
-    let Ok(mut changes) = service.watch_tool_list(session) else {
+    let Ok(mut changes) = service.watch_tool_list(caller, session) else {
         return;
     };
     changes.mark_unchanged();
@@ -53,8 +55,13 @@ pub fn accepted_filter() -> SubscriptionFilter {
 }
 
 /// Runs a `subscriptions/listen` stream for `session` until the client ends it.
-pub async fn listen(service: &ToolService, session: &str, subscription: SubscriptionContext) {
-    let Ok(mut changes) = service.watch_tool_list(session) else {
+pub async fn listen(
+    service: &ToolService,
+    caller: &Principal,
+    session: &str,
+    subscription: SubscriptionContext,
+) {
+    let Ok(mut changes) = service.watch_tool_list(caller, session) else {
         return;
     };
     changes.mark_unchanged();

@@ -122,7 +122,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Extension, Path, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -132,6 +132,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use self::handler::McpHandler;
 pub use self::stdio::{StdioError, serve_stdio};
 use crate::api::http::ApiError;
+use crate::permission::Principal;
 use crate::service::{CreateSessionRequest, ToolService};
 
 #[cfg(doc)]
@@ -238,13 +239,15 @@ async fn own_session(State(door): State<McpDoor>, mut request: Request) -> Respo
     serve(&door, request).await
 }
 
-/// 404 for an unknown (or closed) session before rmcp sees the request.
+/// 404 for an unknown (or closed) session, or one the caller may not see, before rmcp sees
+/// the request.
 async fn bound_session(
     State(door): State<McpDoor>,
     Path(id): Path<String>,
+    Extension(caller): Extension<Principal>,
     mut request: Request,
 ) -> Response {
-    if let Err(err) = door.service.session(&id) {
+    if let Err(err) = door.service.check_session(&caller, &id) {
         return ApiError(err).into_response();
     }
     request.extensions_mut().insert(McpBinding::Session(id));

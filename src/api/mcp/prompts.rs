@@ -20,6 +20,7 @@ use rmcp::model::{
 };
 use serde_json::json;
 
+use crate::permission::Principal;
 use crate::registry::calls::BatchRequest;
 use crate::service::SkillSummary;
 use crate::service::{SKILL_TOOL, ToolService};
@@ -29,9 +30,13 @@ use crate::tool::ToolCall;
 const ARGS: &str = "args";
 
 /// The skills `session` can load, as prompts.
-pub async fn list(service: &ToolService, session: &str) -> Result<Vec<Prompt>, ErrorData> {
+pub async fn list(
+    service: &ToolService,
+    caller: &Principal,
+    session: &str,
+) -> Result<Vec<Prompt>, ErrorData> {
     let skills = service
-        .skills(session)
+        .skills(caller, session)
         .await
         .map_err(super::handler::rpc_error)?;
     Ok(skills.iter().map(prompt).collect())
@@ -54,12 +59,13 @@ fn prompt(skill: &SkillSummary) -> Prompt {
 /// `call_id`.
 pub async fn get(
     service: &Arc<ToolService>,
+    caller: &Principal,
     session: &str,
     call_id: String,
     request: GetPromptRequestParams,
 ) -> Result<GetPromptResult, ErrorData> {
     let skills = service
-        .skills(session)
+        .skills(caller, session)
         .await
         .map_err(super::handler::rpc_error)?;
     let Some(skill) = skills.iter().find(|skill| skill.name == request.name) else {
@@ -76,7 +82,7 @@ pub async fn get(
     let batch = BatchRequest::from_calls(vec![call], None)
         .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
     let outcome = service
-        .execute_batch(session, batch)
+        .execute_batch(caller, session, batch)
         .await
         .map_err(super::handler::rpc_error)?;
     let Some(result) = outcome.results.first() else {

@@ -10,6 +10,7 @@ use rmcp::model::{
     ContentBlock, ErrorData, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
 
+use crate::permission::Principal;
 use crate::service::ToolService;
 use crate::tool::OffloadedResult;
 
@@ -98,10 +99,14 @@ impl ResultRange {
 }
 
 /// `resources/read` of `uri`: a page of an offloaded output, or not found.
-pub async fn read(service: &ToolService, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(
+    service: &ToolService,
+    caller: &Principal,
+    uri: &str,
+) -> Result<ReadResourceResult, ErrorData> {
     let range = ResultRange::parse(uri)?;
     let page = service
-        .read_result(&range.result_id, range.offset, range.limit)
+        .read_result(caller, &range.result_id, range.offset, range.limit)
         .await
         .map_err(|err| {
             ErrorData::resource_not_found(err.message, Some(serde_json::json!({ "uri": uri })))

@@ -1,8 +1,9 @@
 //! Audit phase (outermost): times the call and writes its audit row before the result is
 //! returned, whichever phase produced the result; or, for a batch answered whole, holds the
 //! row for the batch to write with the others before it answers (`HeldAudit`). A cancelled
-//! call's row says who stopped it (`cancelled_by`) and keeps the trace the call ran in
-//! (`trace_id`, `tool::trace::current`).
+//! call's row says who stopped it (`cancelled_by`); every row keeps the trace the call ran in
+//! (`trace_id`, `tool::trace::current`) and whose request asked for the
+//! batch (`principal`, the batch's actor).
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -59,6 +60,7 @@ impl Phase for Audit {
             duration_ms: result.duration_ms,
             cancelled_by: cancelled_by(result, &signals),
             trace_id,
+            principal: signals.interrupt.actor().map(|actor| actor.to_string()),
         };
         if let Some(held) = held {
             // The batch writes it, with its siblings', before any result is returned.

@@ -167,6 +167,7 @@ impl Hooks {
                 session_id: &request.ctx.session_id,
                 session: &*request.session,
                 batch_id: &request.batch_id,
+                actor: request.signals.interrupt.actor().map(|actor| &**actor),
                 call_id: &request.call.id,
                 tool: tool.name(),
                 input: request.input(),

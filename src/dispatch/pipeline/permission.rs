@@ -44,6 +44,7 @@ pub(super) fn publish_decision(
         request.ctx.session_id.clone(),
     )
     .batch(request.batch_id.clone())
+    .acted_by(request.signals.interrupt.actor().cloned())
     .call(request.ctx.call_id.clone(), tool)
     .data(json!(decision));
     events.publish(draft);
@@ -74,6 +75,7 @@ impl Phase for Permission {
                 session_id: &request.ctx.session_id,
                 session: &**session,
                 batch_id: &request.batch_id,
+                actor: request.signals.interrupt.actor().map(|actor| &**actor),
                 call_id: &request.call.id,
                 tool: &spec.name,
                 input: request.input(),

@@ -173,7 +173,7 @@ impl EventStore for PostgresStore {
 
 fn insert(events: &[Arc<Event>], seqs: &[i64]) -> QueryBuilder<Postgres> {
     let mut query = QueryBuilder::<Postgres>::new(
-        "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, data) ",
+        "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, data, actor) ",
     );
     query.push_values(events.iter().zip(seqs), |mut values, (event, seq)| {
         values
@@ -184,7 +184,8 @@ fn insert(events: &[Arc<Event>], seqs: &[i64]) -> QueryBuilder<Postgres> {
             .push_bind(event.batch_id.as_deref().map(str::to_owned))
             .push_bind(event.call_id.as_deref().map(|id| id.as_bytes().to_vec()))
             .push_bind(event.tool.as_deref().map(|tool| tool.as_bytes().to_vec()))
-            .push_bind(event.data.json().to_owned());
+            .push_bind(event.data.json().to_owned())
+            .push_bind(event.actor.as_deref().map(str::to_owned));
     });
     query
 }

@@ -20,7 +20,8 @@ impl SessionStore for PostgresStore {
         })?;
         sqlx::query(
             "INSERT INTO sessions (id, working_directory, permission_mode, interactive, owner, \
-             created_at, closed_at, options, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             created_at, closed_at, options, state, principal) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(&session.id)
         .bind(directory)
@@ -31,6 +32,7 @@ impl SessionStore for PostgresStore {
         .bind(session.closed_at.map(millis))
         .bind(to_json(&session.options, &what)?)
         .bind(to_json(&session.state, &what)?)
+        .bind(&session.principal)
         .execute(&self.pool)
         .await
         .map_err(|err| write_error(&format!("inserting {what}"), &what, &what, err))?;

@@ -23,15 +23,15 @@ use crate::tool::ErrorKind;
 const INSERT_CALL: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
      call_index, requested_name, tool, input, decision, is_error, error_kind, output_chars, \
      result_id, result_total_chars, started_at, duration_ms, cancelled_by, \
-     trace_id) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+     trace_id, principal) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
 /// A replayed row whose cursor is already in the table was committed before the crash.
 const REPLAY_CALL: &str = "INSERT OR IGNORE INTO calls (cursor, node, session_id, batch_id, \
      call_id, call_index, requested_name, tool, input, decision, is_error, error_kind, \
      output_chars, result_id, result_total_chars, started_at, duration_ms, cancelled_by, \
-     trace_id) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+     trace_id, principal) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
 impl AuditRow {
     /// Inserts the row under the cursor the journal gave it, on the writer thread. Cursors are
@@ -71,6 +71,7 @@ impl AuditRow {
                     self.duration_ms,
                     self.cancelled_by,
                     self.trace_id,
+                    self.principal,
                 ])
             })
             .map_err(|err| {

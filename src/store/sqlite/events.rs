@@ -32,7 +32,7 @@ impl EventStore for SqliteStore {
                 let mut insert = connection
                     .prepare_cached(
                         "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, \
-                         data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                         data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     )
                     .map_err(|err| sqlite_error("preparing the event insert", err))?;
                 for row in &rows {
@@ -47,6 +47,7 @@ impl EventStore for SqliteStore {
                             event.call_id.as_deref(),
                             event.tool.as_deref(),
                             event.data.json(),
+                            event.actor.as_deref(),
                         ])
                         .map_err(|err| {
                             let what = format!("event seq {}", row.seq);
@@ -76,7 +77,7 @@ impl EventStore for SqliteStore {
                 let mut insert = connection
                     .prepare_cached(
                         "INSERT INTO events (seq, ts, type, session_id, batch_id, call_id, tool, \
-                         data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                         data, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     )
                     .map_err(|err| sqlite_error("preparing the event insert", err))?;
                 for (n, row) in (1..).zip(&rows) {
@@ -91,6 +92,7 @@ impl EventStore for SqliteStore {
                             event.call_id.as_deref(),
                             event.tool.as_deref(),
                             event.data.json(),
+                            event.actor.as_deref(),
                         ])
                         .map_err(|err| sqlite_error("appending numbered events", err))?;
                 }

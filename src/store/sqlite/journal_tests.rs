@@ -29,6 +29,7 @@ fn record(batch: &str, call: &str) -> AuditRecord {
         duration_ms: 0.5,
         cancelled_by: None,
         trace_id: None,
+        principal: None,
     }
 }
 

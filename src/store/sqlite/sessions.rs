@@ -31,14 +31,15 @@ impl SessionStore for SqliteStore {
         );
         let mode = session.permission_mode.as_str();
         let (interactive, owner) = (session.interactive, session.owner.clone());
+        let principal = session.principal.clone();
         let (created_at, closed_at) = (millis(session.created_at), session.closed_at.map(millis));
         self.writer
             .write_one(move |connection| {
                 connection
                     .prepare_cached(
                         "INSERT INTO sessions (id, working_directory, permission_mode, \
-                         interactive, owner, created_at, closed_at, options, state) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                         interactive, owner, created_at, closed_at, options, state, principal) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     )
                     .and_then(|mut insert| {
                         insert.execute(params![
@@ -50,7 +51,8 @@ impl SessionStore for SqliteStore {
                             created_at,
                             closed_at,
                             options,
-                            state
+                            state,
+                            principal
                         ])
                     })
                     .map_err(|err| {

@@ -53,6 +53,7 @@ async fn harness(interactive: bool) -> (Harness, Arc<Approvals>, tempfile::TempD
             permission_mode: PermissionLevel::WorkspaceWrite,
             interactive,
             owner: "node".into(),
+            principal: None,
             created_at: SystemTime::now(),
             closed_at: None,
             options: json!({}),

@@ -154,8 +154,18 @@ impl Toold {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.request_as(self.token.as_deref(), method, path)
+    }
+
+    /// A request with `token` (none: no `Authorization`), whatever the daemon's own token.
+    pub fn request_as(
+        &self,
+        token: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
         let builder = self.client.request(method, format!("{}{path}", self.base));
-        match &self.token {
+        match token {
             Some(token) => builder.bearer_auth(token),
             None => builder,
         }
@@ -247,11 +257,23 @@ impl Toold {
         body: Option<&Value>,
         last_event_id: Option<u64>,
     ) -> SseReader {
+        self.sse_as(self.token.as_deref(), path, body, last_event_id)
+            .await
+    }
+
+    /// [`Toold::sse`] with `token`.
+    pub async fn sse_as(
+        &self,
+        token: Option<&str>,
+        path: &str,
+        body: Option<&Value>,
+        last_event_id: Option<u64>,
+    ) -> SseReader {
         let mut builder = match body {
             Some(body) => self
-                .request(reqwest::Method::POST, path)
+                .request_as(token, reqwest::Method::POST, path)
                 .body(serde_json::to_vec(body).unwrap()),
-            None => self.request(reqwest::Method::GET, path),
+            None => self.request_as(token, reqwest::Method::GET, path),
         }
         .header("accept", "text/event-stream");
         if let Some(id) = last_event_id {

@@ -1,6 +1,7 @@
 //! Batches in every shape, bad envelopes, idempotent retries, streaming, interrupts, the
 //! audit log and offloaded results.
 
+use super::harness::admin;
 use serde_json::{Value, json};
 use toold::registry::calls::BatchRequest;
 use toold::service::{BatchItem, ErrorCode, StreamDetail, StreamRequest};
@@ -106,7 +107,7 @@ async fn broken_envelopes_and_unknown_sessions_are_refused_whole() {
     assert_eq!(
         daemon
             .service
-            .list_calls(&session.id, None, 10)
+            .list_calls(&admin(), &session.id, None, 10)
             .await
             .unwrap()
             .rows
@@ -152,7 +153,7 @@ async fn an_idempotent_retry_runs_nothing_again() {
 
     let stored = daemon
         .service
-        .get_batch(&session.id, &first.batch_id)
+        .get_batch(&admin(), &session.id, &first.batch_id)
         .await
         .map(|view| serde_json::to_value(view).unwrap())
         .unwrap();
@@ -160,7 +161,7 @@ async fn an_idempotent_retry_runs_nothing_again() {
     assert_eq!(stored["results"][0]["id"], "w");
     let missing = daemon
         .service
-        .get_batch(&session.id, "batch_nope")
+        .get_batch(&admin(), &session.id, "batch_nope")
         .await
         .unwrap_err();
     assert_eq!(missing.code, ErrorCode::NotFound);
@@ -238,7 +239,7 @@ async fn a_streamed_batch_passes_results_on_in_order() {
     );
     let mut stream = daemon
         .service
-        .execute_stream(&session.id, request)
+        .execute_stream(&admin(), &session.id, request)
         .await
         .unwrap();
     let mut ids = Vec::new();
@@ -253,7 +254,7 @@ async fn a_streamed_batch_passes_results_on_in_order() {
     for _ in 0..100 {
         status = daemon
             .service
-            .get_batch(&session.id, &stream.batch_id)
+            .get_batch(&admin(), &session.id, &stream.batch_id)
             .await
             .map(|view| serde_json::to_value(view).unwrap())
             .unwrap()["status"]
@@ -286,11 +287,15 @@ async fn an_interrupt_cancels_a_running_sleep() {
             break;
         }
     }
-    daemon.service.interrupt(&session.id).unwrap();
+    daemon.service.interrupt(&admin(), &session.id).unwrap();
     let body = running.await.unwrap().unwrap().json();
     assert_eq!(body["results"][0]["error_kind"], "cancelled", "{body}");
     assert_eq!(
-        daemon.service.interrupt("sess_nope").unwrap_err().code,
+        daemon
+            .service
+            .interrupt(&admin(), "sess_nope")
+            .unwrap_err()
+            .code,
         ErrorCode::NotFound
     );
 }
@@ -316,7 +321,7 @@ async fn offloaded_output_and_the_audit_log_read_back() {
     while offset < total {
         let page = daemon
             .service
-            .read_result(result_id, offset, 10_000)
+            .read_result(&admin(), result_id, offset, 10_000)
             .await
             .unwrap();
         offset += page.content.chars().count() as u64;
@@ -329,7 +334,7 @@ async fn offloaded_output_and_the_audit_log_read_back() {
     );
     let unknown = daemon
         .service
-        .read_result("res_nope", 0, 10)
+        .read_result(&admin(), "res_nope", 0, 10)
         .await
         .unwrap_err();
     assert_eq!(unknown.code, ErrorCode::NotFound);
@@ -346,13 +351,13 @@ async fn offloaded_output_and_the_audit_log_read_back() {
     }
     let first = daemon
         .service
-        .list_calls(&session.id, None, 4)
+        .list_calls(&admin(), &session.id, None, 4)
         .await
         .unwrap();
     assert_eq!(first.rows.len(), 4);
     let rest = daemon
         .service
-        .list_calls(&session.id, first.next_cursor, 4)
+        .list_calls(&admin(), &session.id, first.next_cursor, 4)
         .await
         .unwrap();
     assert_eq!(rest.rows.len(), 2);

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use toold::dispatch::{DispatchDeps, DispatchSettings, Dispatcher};
 use toold::event::EventBus;
 use toold::hooks::HookChain;
-use toold::permission::{Approvals, PermissionSettings, RulePolicy};
+use toold::permission::{Approvals, PermissionSettings, Principal, RulePolicy};
 use toold::registry::calls::{BatchRequest, results_json};
 use toold::service::{
     CreateSessionRequest, ServiceError, ServiceSettings, SessionInfo, ToolService, tool_names,
@@ -116,7 +116,7 @@ impl Daemon {
     pub async fn session(&self, body: Value) -> SessionInfo {
         let request: CreateSessionRequest = serde_json::from_value(body).expect("request parses");
         self.service
-            .create_session(request)
+            .create_session(&admin(), request)
             .await
             .expect("session created")
     }
@@ -163,7 +163,7 @@ impl ExecuteBody for Arc<ToolService> {
         let parsed = BatchRequest::from_json(body).map_err(ServiceError::from);
         let (service, session) = (self.clone(), session.to_owned());
         async move {
-            let outcome = service.execute_batch(&session, parsed?).await?;
+            let outcome = service.execute_batch(&admin(), &session, parsed?).await?;
             Ok(Answered {
                 // The bytes the HTTP door sends (`results_json`), read back.
                 body: serde_json::from_slice(&results_json(
@@ -188,3 +188,9 @@ pub fn calls(calls: Value) -> Value {
 }
 
 pub use crate::support::DeferredEcho;
+
+/// The caller of every service call here: the local user, an admin (roles are the `auth`
+/// area's).
+pub fn admin() -> Principal {
+    Principal::local()
+}

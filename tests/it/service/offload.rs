@@ -1,6 +1,7 @@
 //! A several-MB bash output spilled, streamed into SQLite, and read back byte-identical
 //! through the store's pages and through `read_result`.
 
+use super::harness::admin;
 use serde_json::json;
 
 use crate::service::harness::{Daemon, calls};
@@ -59,7 +60,7 @@ async fn a_multi_megabyte_output_reads_back_whole_through_pages_and_read_result(
         let offset = paged.chars().count() as u64;
         let page = daemon
             .service
-            .read_result(result_id, offset, 1_000_000)
+            .read_result(&admin(), result_id, offset, 1_000_000)
             .await
             .unwrap();
         assert_eq!(page.total_chars, total);

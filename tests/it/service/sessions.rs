@@ -1,5 +1,6 @@
 //! Creating, listing, closing and restoring sessions, and what the service refuses.
 
+use super::harness::admin;
 use serde_json::json;
 use toold::service::{CreateSessionRequest, ErrorCode};
 
@@ -32,12 +33,15 @@ async fn a_session_gets_a_fresh_workspace_or_one_under_an_allowed_root() {
     assert_eq!(chosen.metadata, json!({"agent": "test"}));
     let listed: Vec<String> = daemon
         .service
-        .list_sessions()
+        .list_sessions(&admin())
         .into_iter()
         .map(|s| s.id)
         .collect();
     assert_eq!(listed, [fresh.id.clone(), chosen.id.clone()]);
-    assert_eq!(daemon.service.get_session(&chosen.id).unwrap(), chosen);
+    assert_eq!(
+        daemon.service.get_session(&admin(), &chosen.id).unwrap(),
+        chosen
+    );
 }
 
 #[tokio::test]
@@ -77,7 +81,11 @@ async fn bad_session_requests_are_clear_errors() {
     ];
     for (body, expected) in cases {
         let request: CreateSessionRequest = serde_json::from_value(body.clone()).unwrap();
-        let err = daemon.service.create_session(request).await.unwrap_err();
+        let err = daemon
+            .service
+            .create_session(&admin(), request)
+            .await
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidRequest, "{body}");
         assert!(err.message.contains(expected), "{body}: {}", err.message);
     }
@@ -87,10 +95,13 @@ async fn bad_session_requests_are_clear_errors() {
     );
     assert!(serde_json::from_value::<CreateSessionRequest>(json!({"workdir": "/x"})).is_err());
     assert!(
-        daemon.service.list_sessions().is_empty(),
+        daemon.service.list_sessions(&admin()).is_empty(),
         "nothing half-created"
     );
-    let unknown = daemon.service.get_session("sess_nope").unwrap_err();
+    let unknown = daemon
+        .service
+        .get_session(&admin(), "sess_nope")
+        .unwrap_err();
     assert_eq!(unknown.code, ErrorCode::NotFound);
 }
 
@@ -101,7 +112,10 @@ async fn tools_come_in_every_format_filtered_by_the_session() {
         .session(json!({"permission_mode": "read_only", "tools": {"deny": ["Grep"]}}))
         .await;
     for format in ["anthropic", "openai", "openai_chat", "mcp", "toold"] {
-        let tools = daemon.service.list_tools(&session.id, format).unwrap();
+        let tools = daemon
+            .service
+            .list_tools(&admin(), &session.id, format)
+            .unwrap();
         let names: Vec<&str> = tools
             .iter()
             .map(|t| {
@@ -123,14 +137,14 @@ async fn tools_come_in_every_format_filtered_by_the_session() {
     }
     let err = daemon
         .service
-        .list_tools(&session.id, "gemini")
+        .list_tools(&admin(), &session.id, "gemini")
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest);
     assert!(err.message.contains("\"gemini\""));
     assert_eq!(
         daemon
             .service
-            .list_tools("sess_nope", "anthropic")
+            .list_tools(&admin(), "sess_nope", "anthropic")
             .unwrap_err()
             .code,
         ErrorCode::NotFound
@@ -144,7 +158,10 @@ async fn a_tool_loaded_with_tool_search_is_offered_from_the_next_batch() {
         Daemon::start_with_tools(vec![DeferredEcho::tool("echo_later", "echoes its text")]).await;
     let session = daemon.session(json!({})).await;
     let offered = |daemon: &Daemon| {
-        let tools = daemon.service.list_tools(&session.id, "toold").unwrap();
+        let tools = daemon
+            .service
+            .list_tools(&admin(), &session.id, "toold")
+            .unwrap();
         tools.iter().any(|tool| tool["name"] == "echo_later")
     };
     assert!(!offered(&daemon), "deferred until loaded");
@@ -195,13 +212,17 @@ async fn a_restart_keeps_sessions_and_their_state() {
         "{first}"
     );
     let closed = daemon.session(json!({})).await;
-    daemon.service.close_session(&closed.id).await.unwrap();
+    daemon
+        .service
+        .close_session(&admin(), &closed.id)
+        .await
+        .unwrap();
     drop(daemon.service.clone());
 
     let restarted = daemon.restart().await;
     let ids: Vec<String> = restarted
         .service
-        .list_sessions()
+        .list_sessions(&admin())
         .into_iter()
         .map(|s| s.id)
         .collect();
@@ -237,7 +258,7 @@ async fn a_restart_keeps_sessions_and_their_state() {
     );
     let calls = restarted
         .service
-        .list_calls(&session.id, None, 100)
+        .list_calls(&admin(), &session.id, None, 100)
         .await
         .unwrap();
     assert_eq!(calls.rows.len(), 5, "the audit log spans the restart");
@@ -267,7 +288,11 @@ async fn closing_cancels_running_calls_and_forgets_the_session() {
             break;
         }
     }
-    let closed = daemon.service.close_session(&session.id).await.unwrap();
+    let closed = daemon
+        .service
+        .close_session(&admin(), &session.id)
+        .await
+        .unwrap();
     assert!(closed.closed);
     let response = running.await.unwrap().unwrap().json();
     assert_eq!(
@@ -285,8 +310,15 @@ async fn closing_cancels_running_calls_and_forgets_the_session() {
         response["results"][1]["error_kind"], "cancelled",
         "{response}"
     );
-    let err = daemon.service.get_session(&session.id).unwrap_err();
+    let err = daemon
+        .service
+        .get_session(&admin(), &session.id)
+        .unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
-    let again = daemon.service.close_session(&session.id).await.unwrap_err();
+    let again = daemon
+        .service
+        .close_session(&admin(), &session.id)
+        .await
+        .unwrap_err();
     assert_eq!(again.code, ErrorCode::NotFound);
 }

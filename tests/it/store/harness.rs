@@ -137,6 +137,7 @@ pub fn session(id: &str) -> SessionRecord {
         permission_mode: PermissionLevel::WorkspaceWrite,
         interactive: true,
         owner: NODE.to_owned(),
+        principal: Some("agent-a".to_owned()),
         created_at: now(),
         closed_at: None,
         options: json!({"rules": {"deny": ["bash(rm:*)"]}, "metadata": {"user": "ünïcode"}}),
@@ -166,6 +167,7 @@ pub fn audit_record(session_id: &str, batch_id: &str, call_id: &str, index: usiz
         duration_ms: 0.375,
         cancelled_by: None,
         trace_id: None,
+        principal: Some("agent-a".to_owned()),
     }
 }
 
@@ -226,6 +228,7 @@ pub fn event(seq: u64, event_type: EventType, session_id: &str, tool: Option<&st
         batch_id: Some(Arc::from("b1")),
         call_id: tool.map(|_| Arc::from(format!("call-{seq}"))),
         tool: tool.map(Arc::from),
+        actor: Some(Arc::from("agent-a")),
         data: json!({"seq": seq}).into(),
     })
 }
