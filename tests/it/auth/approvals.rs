@@ -41,9 +41,19 @@ async fn only_the_sessions_agent_sees_and_answers_its_pending_approval() {
     };
     let answer = format!("{approvals}/{approval}");
 
-    // B: not found, whichever way it asks.
+    // B: not found, whichever way it asks; the daemon-wide list (/ui's) has nothing of A's.
     let listed = get(&toold, AGENT_B, &approvals).await;
     assert_eq!(listed.status, StatusCode::NOT_FOUND, "{}", listed.body);
+    let every = get(&toold, AGENT_B, "/v1/approvals").await;
+    assert_eq!(every.status, StatusCode::OK, "{}", every.body);
+    assert_eq!(every.body["approvals"], json!([]), "{}", every.body);
+    let own = get(&toold, AGENT_A, "/v1/approvals").await;
+    assert_eq!(
+        own.body["approvals"][0]["id"],
+        approval.as_str(),
+        "{}",
+        own.body
+    );
     let allowed = post(&toold, AGENT_B, &answer, json!({"decision": "allow"})).await;
     assert_eq!(allowed.status, StatusCode::NOT_FOUND, "{}", allowed.body);
     assert!(!allowed.body.to_string().contains(&approval));
@@ -73,7 +83,14 @@ async fn only_the_sessions_agent_sees_and_answers_its_pending_approval() {
     let refused = client.resolve_approval(request).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
 
-    // O: sees it, cannot answer it.
+    // O: sees it (in the daemon-wide list too), cannot answer it.
+    let every = get(&toold, OBSERVER, "/v1/approvals").await;
+    assert_eq!(
+        every.body["approvals"][0]["id"],
+        approval.as_str(),
+        "{}",
+        every.body
+    );
     let seen = get(&toold, OBSERVER, &approvals).await;
     assert_eq!(
         seen.body["approvals"][0]["id"],

@@ -48,6 +48,11 @@ fn requests(id: &str, batch: &str) -> Vec<(Method, String, Option<Value>)> {
             format!("/v1/sessions/{id}/batches/{batch}"),
             None,
         ),
+        (
+            Method::GET,
+            format!("/v1/sessions/{id}/batches/{batch}/calls"),
+            None,
+        ),
         (Method::GET, format!("/v1/sessions/{id}/events"), None),
         (
             Method::POST,
