@@ -311,3 +311,43 @@ async fn a_stream_forwarded_through_b_ends_with_an_error_when_a_dies_mid_stream(
         "the stream ends with an error, not {ended:?}"
     );
 }
+
+/// Two agents' tokens, on both daemons.
+const AGENTS: &str = "\n[[auth.tokens]]\nname = \"agent-a\"\ntoken = \"token-agent-a\"\n\
+     role = \"agent\"\n\n[[auth.tokens]]\nname = \"agent-b\"\ntoken = \"token-agent-b\"\n\
+     role = \"agent\"\n";
+
+/// An agent asking B about another principal's session, which A runs, meets it exactly as a
+/// missing id (B answers from the shared store before any hop); its owner reaches it through
+/// B as through A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_meets_another_principals_session_on_another_daemon_as_a_missing_id() {
+    use crate::auth::{AGENT_A, AGENT_B, MISSING, get, session_of};
+    let Some(pair) = pair(AGENTS).await else {
+        return;
+    };
+    let Pair { a, b, .. } = &pair;
+    let session = session_of(a, AGENT_A, json!({})).await;
+    let own = get(b, AGENT_A, &format!("/v1/sessions/{session}/tools")).await;
+    assert_eq!(own.status, StatusCode::OK, "{}", own.body);
+    for path in [
+        format!("/v1/sessions/{session}"),
+        format!("/v1/sessions/{session}/tools"),
+        format!("/v1/sessions/{session}/calls"),
+    ] {
+        let theirs = get(b, AGENT_B, &path).await;
+        let missing = get(b, AGENT_B, &path.replace(&session, MISSING)).await;
+        assert_eq!(
+            theirs.status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            theirs.body
+        );
+        assert_eq!(theirs.status, missing.status, "{path}");
+        assert_eq!(
+            theirs.body.to_string().replace(&session, MISSING),
+            missing.body.to_string(),
+            "{path}"
+        );
+    }
+}
