@@ -54,14 +54,9 @@ async fn a_varied_run_shows_in_every_series_and_passes_promtool() {
     )
     .unwrap();
     let toold = Toold::start_with_config(&config(&hook));
-    let reply = toold
-        .post(
-            "/v1/sessions",
-            &json!({"interactive": true, "permission_mode": "workspace_write"}),
-        )
+    let id = toold
+        .session_with(&json!({"interactive": true, "permission_mode": "workspace_write"}))
         .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
-    let id = reply.body["id"].as_str().unwrap().to_owned();
     let _subscriber = toold
         .sse(&format!("/v1/sessions/{id}/events"), None, None)
         .await;

@@ -76,16 +76,8 @@ fn context_of(result: &Value) -> Vec<String> {
 async fn hooks_and_shells_receive_the_callers_context_with_traces_off() {
     let (url, http_seen) = http_hook().await;
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let seen = dir.path().join("seen");
-    let hook = dir.path().join("hook.sh");
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\nprintf '%s|%s\\n' \"$TRACEPARENT\" \"$TRACESTATE\" >> {}\n",
-            seen.display()
-        ),
-    )
-    .unwrap();
+    let (hook, seen) =
+        super::recording_hook(dir.path(), "%s|%s\\n", "\"$TRACEPARENT\" \"$TRACESTATE\"");
     let config = format!(
         "[[hooks.pre_tool_use]]\nmatcher = \"bash\"\ncommand = \"sh {}\"\n\n\
          [[hooks.pre_tool_use]]\nmatcher = \"bash\"\nurl = \"{url}\"\n",

@@ -35,16 +35,7 @@ fn config(hook: &std::path::Path) -> String {
 /// A daemon exporting to `receiver`, with the hook writing to the returned file.
 pub fn start(receiver: &Receiver) -> (Toold, std::path::PathBuf) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let seen = dir.path().join("seen");
-    let hook = dir.path().join("hook.sh");
-    std::fs::write(
-        &hook,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$TRACEPARENT\" >> {}\n",
-            seen.display()
-        ),
-    )
-    .unwrap();
+    let (hook, seen) = super::recording_hook(dir.path(), "%s\\n", "\"$TRACEPARENT\"");
     let file = dir.path().join("toold.toml");
     std::fs::write(&file, config(&hook)).unwrap();
     let file = file.to_str().unwrap().to_owned();
@@ -97,14 +88,9 @@ async fn call_events(toold: &Toold, session: &str) -> Vec<Value> {
 async fn a_batch_is_one_tree_under_the_callers_traceparent(protocol: Protocol) {
     let receiver = Receiver::start(protocol).await;
     let (toold, seen) = start(&receiver);
-    let reply = toold
-        .post(
-            "/v1/sessions",
-            &json!({"interactive": true, "permission_mode": "workspace_write"}),
-        )
+    let session = toold
+        .session_with(&json!({"interactive": true, "permission_mode": "workspace_write"}))
         .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
-    let session = reply.body["id"].as_str().unwrap().to_owned();
     let answer = run_batch(&toold, &session).await;
     let results = answer["results"].as_array().unwrap();
     assert_eq!(results[0]["is_error"], false, "{answer}");
