@@ -13,6 +13,7 @@ fn gate(tokens: &[&str], permits: usize) -> Gate {
                 (digest, Principal::new(name, crate::permission::Role::Agent))
             })
             .collect(),
+        session_tokens: Arc::default(),
         permits: Arc::new(Semaphore::new(permits)),
         request_timeout: Duration::from_secs(900),
     }
@@ -177,4 +178,35 @@ async fn past_the_deadline_the_answer_is_timeout_and_the_permit_comes_back() {
     assert_eq!(gate.permits.available_permits(), 1);
     let quick = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     assert_eq!(quick.respond_within(async { 7 }).await.ok(), Some(7));
+}
+
+#[test]
+fn a_child_session_token_names_its_scoped_principal_with_or_without_auth() {
+    for configured in [&["one"][..], &[]] {
+        let gate = gate(configured, 4);
+        let scoped = Principal::new("agent-a", crate::permission::Role::Agent).scoped_to("sess_c");
+        let token = gate.session_tokens.mint(scoped.clone()).unwrap();
+        let mut admitted = admitted(gate.admit(
+            Door::Grpc,
+            "/toold.v1.ToolService/ExecuteBatch",
+            &bearer(&token),
+        ));
+        assert_eq!(admitted.principal(), &scoped);
+        assert_eq!(admitted.take_caller().0.as_deref(), Some(token.as_str()));
+        // Another token is not it.
+        let wrong = format!("{token}x");
+        match gate.admit(Door::Http, "/v1/sessions", &bearer(&wrong)) {
+            Err(err) => {
+                assert!(!configured.is_empty());
+                assert_eq!(err.code, ErrorCode::Unauthenticated);
+            }
+            Ok(admission) => {
+                let Admission::Admitted(admitted) = admission else {
+                    panic!("a probe")
+                };
+                assert!(configured.is_empty());
+                assert_eq!(admitted.principal(), &Principal::local());
+            }
+        }
+    }
 }

@@ -11,6 +11,7 @@
 mod access;
 mod approvals;
 mod batches;
+mod children;
 mod default_sessions;
 mod error;
 mod events;
@@ -30,6 +31,7 @@ use std::time::SystemTime;
 pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
+pub use children::{ChildSession, SessionTokens};
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
 pub use ownership::{TakeOver, nobody_runs};
@@ -118,6 +120,10 @@ pub struct ToolService {
     bridge: Arc<McpBridge>,
     /// Which daemon of the fleet runs a session ([`ToolService::with_fleet`]).
     placement: placement::Placement,
+    /// Which session is whose child (`children`).
+    children: children::Children,
+    /// The child sessions' tokens, shared with the doors' gate.
+    session_tokens: Arc<SessionTokens>,
 }
 
 impl ToolService {
@@ -153,6 +159,8 @@ impl ToolService {
             default_sessions: tokio::sync::Mutex::new(HashMap::new()),
             bridge: Arc::new(McpBridge::none()),
             placement: placement::Placement::default(),
+            children: children::Children::default(),
+            session_tokens: Arc::default(),
         }
     }
 
@@ -174,7 +182,7 @@ impl ToolService {
         let live = self.live();
         let sees = |id: &String| {
             live.get(id)
-                .is_some_and(|session| Self::sees(caller, session.info.principal.as_deref()))
+                .is_some_and(|session| Self::sees(caller, id, session.info.principal.as_deref()))
         };
         self.bridge
             .status()
@@ -261,7 +269,7 @@ impl ToolService {
             self.authorize_write(caller)?;
         }
         let live = self.session(id)?;
-        if !Self::sees(caller, live.info.principal.as_deref()) {
+        if !Self::sees(caller, id, live.info.principal.as_deref()) {
             return Err(unknown_session(id));
         }
         Ok(live)
@@ -368,11 +376,12 @@ impl ToolService {
             .collect()
     }
 
-    /// Cancels the session's running calls whose tools allow it.
+    /// Cancels the session's running calls whose tools allow it, and its children's.
     pub fn interrupt(&self, caller: &Principal, session_id: &str) -> Result<(), ServiceError> {
         self.session_for(caller, session_id, Access::Write)?
             .state
             .interrupt();
+        self.interrupt_children(session_id);
         Ok(())
     }
 

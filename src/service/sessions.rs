@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::access::{Access, unknown_session};
+use super::children::child_request;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
 use crate::permission::{
@@ -56,6 +57,8 @@ pub struct CreateSessionRequest {
     /// Network access for the session's sandboxed shells; granted only where the server's
     /// `[sandbox] network` allows it (otherwise they have none, as without asking).
     pub network: bool,
+    /// Makes the session a child of this one (see `children`).
+    pub parent_session_id: Option<String>,
 }
 
 /// A session as the API shows it.
@@ -81,17 +84,41 @@ pub struct SessionInfo {
     pub metadata: Value,
     /// The session asked for network access for its sandboxed shells.
     pub network: bool,
+    /// The session this one is a child of (see `children`); absent for others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
 }
 
 impl ToolService {
-    /// Creates a session for `caller` (it belongs to it); the working directory is checked
-    /// against the allowed roots.
+    /// Creates a session for `caller` (it belongs to it, or a child to its parent's principal);
+    /// the working directory is checked against the allowed roots.
     pub async fn create_session(
         &self,
         caller: &Principal,
         request: CreateSessionRequest,
     ) -> Result<SessionInfo, ServiceError> {
-        self.authorize_write(caller)?;
+        self.authorize_create(caller)?;
+        let (request, principal) = match request.parent_session_id.clone() {
+            Some(parent) => {
+                let parent = self.session_for(caller, &parent, Access::Write)?;
+                (
+                    child_request(&parent.info, request)?,
+                    parent.info.principal.clone(),
+                )
+            }
+            None => (request, Some(caller.name.to_string())),
+        };
+        self.insert_session(request, principal, caller.name.clone())
+            .await
+    }
+
+    /// Creates a session that belongs to `principal`, published as done by `actor`.
+    pub(super) async fn insert_session(
+        &self,
+        request: CreateSessionRequest,
+        principal: Option<String>,
+        actor: Arc<str>,
+    ) -> Result<SessionInfo, ServiceError> {
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
@@ -119,7 +146,7 @@ impl ToolService {
                 .unwrap_or(PermissionLevel::WorkspaceWrite),
             interactive: request.interactive,
             owner: self.settings.node_id.clone(),
-            principal: Some(caller.name.to_string()),
+            principal,
             created_at: SystemTime::now(),
             closed_at: None,
             options: serde_json::to_value(&request)
@@ -131,7 +158,7 @@ impl ToolService {
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
-                .actor(caller.name.clone())
+                .actor(actor)
                 .data(json!({"working_directory": live.info.working_directory})),
         );
         Ok(live.info.clone())
@@ -182,12 +209,16 @@ impl ToolService {
             live_since: std::time::SystemTime::now(),
         });
         self.live().insert(record.id.clone(), live.clone());
+        if let Some(parent) = &request.parent_session_id {
+            self.children.adopt(parent, &record.id);
+        }
         self.bridge
             .open_session(&record.id, &record.working_directory, &request.mcp_servers);
         Ok(live)
     }
 
-    /// Loads every open session this daemon owns from the store; returns how many.
+    /// Loads every open session this daemon owns from the store; returns how many (stranded
+    /// child sessions among them are closed again: see `children`).
     pub async fn restore_sessions(&self) -> Result<usize, ServiceError> {
         let mut restored = 0;
         for record in self.store.list_sessions(false).await? {
@@ -203,6 +234,13 @@ impl ToolService {
             // No call waits for an approval made before the restart: deny what is left.
             self.approvals.settle_orphans(&record.id).await?;
             restored += 1;
+        }
+        let stranded = self.close_stranded_children().await?;
+        if stranded > 0 {
+            tracing::info!(
+                stranded,
+                "closed child sessions whose agent call or parent is gone"
+            );
         }
         Ok(restored)
     }
@@ -221,22 +259,34 @@ impl ToolService {
         let mut sessions: Vec<SessionInfo> = self
             .live()
             .values()
-            .filter(|s| Self::sees(caller, s.info.principal.as_deref()))
+            .filter(|s| Self::sees(caller, &s.info.id, s.info.principal.as_deref()))
             .map(|s| s.info.clone())
             .collect();
         sessions.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         sessions
     }
 
-    /// Closes a session: its running calls are cancelled, its background shells stopped.
+    /// Closes a session: its running calls are cancelled, its background shells stopped, its
+    /// children closed.
     pub async fn close_session(
         &self,
         caller: &Principal,
         id: &str,
     ) -> Result<SessionInfo, ServiceError> {
         self.session_for(caller, id, Access::Write)?;
+        self.close_live(id, caller.name.clone()).await
+    }
+
+    /// Closes live session `id` (authorised already), its children first; `actor` is named on
+    /// the `session:end` events.
+    pub(super) async fn close_live(
+        &self,
+        id: &str,
+        actor: Arc<str>,
+    ) -> Result<SessionInfo, ServiceError> {
         let live = self.live().remove(id).ok_or_else(|| unknown_session(id))?;
         live.state.close();
+        self.close_children(id, &actor).await;
         self.shells.kill_session(id).await;
         self.bridge.close_session(id).await;
         self.store
@@ -245,7 +295,7 @@ impl ToolService {
         self.store.close_session(id).await?;
         self.events.publish(
             EventDraft::new(EventType::SessionEnd, id)
-                .actor(caller.name.clone())
+                .actor(actor)
                 .data(json!({})),
         );
         let mut info = live.info.clone();
@@ -369,5 +419,6 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         mcp_servers: request.mcp_servers.clone(),
         metadata: request.metadata.clone(),
         network: request.network,
+        parent_session_id: request.parent_session_id.clone(),
     }
 }

@@ -12,6 +12,7 @@
 
 mod support;
 
+mod agent;
 mod architecture;
 mod auth;
 mod client;

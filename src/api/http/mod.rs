@@ -62,6 +62,7 @@ pub fn router(
     let gate = Arc::new(Gate {
         status,
         auth_tokens: settings.auth_tokens.clone(),
+        session_tokens: service.session_tokens(),
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
     });

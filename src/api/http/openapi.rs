@@ -73,6 +73,9 @@ pub struct CreateSessionBody {
     /// The JSON Schema `structured_output` validates against.
     #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
+    /// Makes this a child of that session (the caller must be able to change it): the
+    /// parent's workspace, rules and principal, a mode no wider than the parent's.
+    pub parent_session_id: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -109,6 +112,8 @@ pub struct SessionBody {
     pub metadata: Value,
     /// The session asked for network access for its sandboxed shells.
     pub network: bool,
+    /// The parent of a child session (absent for others).
+    pub parent_session_id: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]

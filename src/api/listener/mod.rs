@@ -43,6 +43,7 @@ pub async fn serve(
     let gate = Arc::new(Gate {
         status,
         auth_tokens: settings.auth_tokens.clone(),
+        session_tokens: service.session_tokens(),
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
     });
