@@ -50,6 +50,9 @@ pub struct CreateSessionRequest {
     pub interactive: bool,
     /// Names of MCP servers from the server's settings.
     pub mcp_servers: Vec<String>,
+    /// Names of tool providers whose tools the session gets (DESIGN §11); a provider not
+    /// connected yet is allowed (its tools appear when it connects).
+    pub providers: Vec<String>,
     pub metadata: Value,
     /// The schema `structured_output` validates against.
     pub output_schema: Option<Value>,
@@ -78,6 +81,7 @@ pub struct SessionInfo {
     pub rules: SessionRuleTexts,
     pub tools: ToolFilter,
     pub mcp_servers: Vec<String>,
+    pub providers: Vec<String>,
     pub metadata: Value,
     /// The session asked for network access for its sandboxed shells.
     pub network: bool,
@@ -95,6 +99,10 @@ impl ToolService {
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
+        for name in &request.providers {
+            crate::provider::check_provider_name(name)
+                .map_err(|err| ServiceError::invalid(format!("providers: {err}")))?;
+        }
         if let Some(schema) = &request.output_schema {
             jsonschema::validator_for(schema).map_err(|err| {
                 ServiceError::invalid(format!("output_schema is not a valid JSON schema: {err}"))
@@ -367,6 +375,7 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         rules: request.rules.clone(),
         tools: request.tools.clone(),
         mcp_servers: request.mcp_servers.clone(),
+        providers: request.providers.clone(),
         metadata: request.metadata.clone(),
         network: request.network,
     }
