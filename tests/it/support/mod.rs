@@ -9,7 +9,6 @@ pub mod daemon;
 pub mod mcp_servers;
 pub mod postgres;
 pub mod python;
-pub mod python;
 pub mod workspace;
 
 mod deferred_echo;
