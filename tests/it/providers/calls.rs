@@ -78,18 +78,15 @@ async fn a_mixed_batch_keeps_order_and_runs_provided_calls_in_parallel() {
         .run_batch(
             &id,
             json!([
-                {"id": "r1", "name": "read_file", "input": {"path": "note.txt"}},
+                {"id": "r1", "name": "read_file", "input": {"file_path": "note.txt"}},
                 {"id": "e1", "name": "demo__echo", "input": {"text": "one", "sleep_ms": 400}},
                 {"id": "e2", "name": "demo__echo", "input": {"text": "two", "sleep_ms": 400}},
-                {"id": "r2", "name": "read_file", "input": {"path": "note.txt"}},
+                {"id": "r2", "name": "read_file", "input": {"file_path": "note.txt"}},
             ]),
         )
         .await;
     let results = body["results"].as_array().unwrap();
-    let ids: Vec<&str> = results
-        .iter()
-        .map(|r| r["call_id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = results.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["r1", "e1", "e2", "r2"], "{body}");
     assert!(ok_output(&results[0]).contains("a note"));
     let one: Value = serde_json::from_str(ok_output(&results[1])).unwrap();
@@ -210,7 +207,7 @@ async fn rules_and_hooks_apply_to_provided_calls() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|row| (row["tool"].clone(), row["is_error"].clone()))
+        .map(|row| (row["requested_name"].clone(), row["is_error"].clone()))
         .collect();
     assert_eq!(
         described,
