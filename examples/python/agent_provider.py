@@ -9,12 +9,13 @@ the loop in `run_agent()` with a model loop: send the prompt and the child sessi
 definitions (ListTools in the model's format) to the model, run the tool calls it emits with
 ExecuteBatch in the child session, feed the results back, until it answers with text.
 
-    python agent_provider.py 127.0.0.1:7070 [--token TOKEN] [--wider] [--long-bash]
+    python agent_provider.py 127.0.0.1:7070 [--token TOKEN] [--wider] [--long-bash] [--probe]
 
 --token: the provider's own token (registering as `agent`); the child calls use the child
 token from each invocation, never this one. --wider adds a call that needs a wider mode than
 the parent session's (a write outside the workspace: danger_full_access), which toold denies.
---long-bash makes the plan's bash call run for minutes (an interrupt test cancels it). Each
+--long-bash makes the plan's bash call run for minutes (an interrupt test cancels it); --probe
+(for tests) also tries the child token where toold must refuse it and reports the answers. Each
 Cancel from toold stops the invocation's plan: its running call is cancelled and no result is
 sent. Stubs are generated from ../../proto/toold/v1/toold.proto at start (see client.py).
 Prints `registered` once toold accepted the registration, then a line per invocation.
@@ -100,8 +101,33 @@ class Invocation:
                 return None
             steps.append({"id": call_id, "tool": tool, "is_error": result.is_error,
                           "error_kind": result.error_kind, "output": result.output[:400]})
-        return {"session_id": child.session_id,
-                "description": request.get("description", ""), "steps": steps}
+        summary = {"session_id": child.session_id,
+                   "description": request.get("description", ""), "steps": steps}
+        if self.args.probe:
+            summary["probes"] = self.probe(metadata)
+        return summary
+
+    def probe(self, metadata):
+        """Uses the child token where toold must refuse it; the status code of each answer."""
+        pb, parent = self.pb, self.invoke.session_id
+        attempts = {
+            "list_parent_tools": lambda: self.stub.ListTools(
+                pb.ListToolsRequest(session_id=parent, format="toold"), metadata=metadata),
+            "run_in_parent": lambda: self.stub.ExecuteBatch(pb.ExecuteBatchRequest(
+                session_id=parent, calls=[pb.ToolCall(id="p", name="read_file",
+                                                      input_json='{"file_path": "x"}')]),
+                metadata=metadata),
+            "create_session": lambda: self.stub.CreateSession(
+                pb.CreateSessionRequest(), metadata=metadata),
+        }
+        answers = {}
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                answers[name] = "OK"
+            except grpc.RpcError as err:
+                answers[name] = err.code().name
+        return answers
 
     def progress(self, data):
         self.send(self.pb.ProvideToolsRequest(progress=self.pb.InvokeProgress(
@@ -149,6 +175,9 @@ def main():
                         help="the plan includes a call needing a wider mode than the parent's")
     parser.add_argument("--long-bash", action="store_true",
                         help="the plan's bash call runs for minutes (until cancelled)")
+    parser.add_argument("--probe", action="store_true",
+                        help="for tests: also try the child token on the parent session and to "
+                             "create a session, and report toold's answers in the summary")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="toold-stubs-") as out_dir:
         pb, pb_grpc = load_stubs(out_dir)

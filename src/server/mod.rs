@@ -531,7 +531,7 @@ fn build_service(
     let daemon_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let bridge = Arc::new(McpBridge::new(settings.mcp_servers.clone(), daemon_dir));
     bridge.start();
-    Ok(Arc::new(
+    let service = Arc::new(
         ToolService::new(
             Arc::new(registry),
             dispatcher,
@@ -553,7 +553,13 @@ fn build_service(
             node_timeout: settings.server.node_timeout,
             max_sessions: settings.server.max_sessions,
         }),
-    ))
+    );
+    // The `agent` tool opens its child sessions through the service; weak, as the service owns
+    // the hub.
+    let weak: std::sync::Weak<ToolService> = Arc::downgrade(&service);
+    let children: std::sync::Weak<dyn crate::provider::ChildSessions> = weak;
+    service.provider_hub().set_child_sessions(children);
+    Ok(service)
 }
 
 /// Probes what this machine can confine a shell with, logs it, and chooses per `[sandbox]`.

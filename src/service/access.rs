@@ -14,7 +14,8 @@
 //!
 //! - a principal *scoped* to a session (`Principal::session_scope`: it holds a child session's
 //!   token, see `children`) acts on that session alone, within its role: any other session is
-//!   `not_found` as above, creating a session is `forbidden`, listings show that session only.
+//!   `not_found` as above, creating a session or providing tools is `forbidden`, another's
+//!   provider connection unknown, listings show that session only (and no providers).
 //!   The check comes first, for every role, so an admin's child token is as narrow as an
 //!   agent's.
 //!
@@ -74,12 +75,7 @@ impl ToolService {
     /// `Ok` when `caller` may create a session: it may write and is scoped to none.
     pub(super) fn authorize_create(&self, caller: &Principal) -> Result<(), ServiceError> {
         self.authorize_write(caller)?;
-        match &caller.session_scope {
-            Some(scope) => Err(ServiceError::forbidden(format!(
-                "this token is scoped to session \"{scope}\": it may not create sessions"
-            ))),
-            None => Ok(()),
-        }
+        unscoped(caller, "create sessions")
     }
 
     /// Whether `caller` sees session `session_id` at all (listings filter with this): in its
@@ -100,6 +96,17 @@ impl ToolService {
             Some(record) => Ok(record.principal),
             None => Err(unknown_session(session_id)),
         }
+    }
+}
+
+/// `Ok` unless `caller` is scoped to a session: then `forbidden` to do `what` (anything that
+/// is not an operation on that session: creating a session, providing tools).
+pub(super) fn unscoped(caller: &Principal, what: &str) -> Result<(), ServiceError> {
+    match &caller.session_scope {
+        Some(scope) => Err(ServiceError::forbidden(format!(
+            "this token is scoped to session \"{scope}\": it may not {what}"
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -13,7 +13,9 @@
 //!   forbids;
 //! - belongs to its parent's principal, whoever asked for it, and is closed (its calls
 //!   cancelled) when its parent closes; interrupting the parent interrupts its children;
-//! - names its own `mcp_servers` (none are inherited: each would start its own instances).
+//! - gets its parent's `providers` (and may name more: a provider's tools are checked like
+//!   any other's); names its own `mcp_servers` (none are inherited: each would start its own
+//!   instances).
 //!
 //! After a restart, a child opened for an `agent` call (`metadata.agent_call_id`) is closed:
 //! its call and its token died with the process; so is a child whose parent is not open.
@@ -47,16 +49,10 @@ use std::fmt::Write as _;
 use super::sessions::CreateSessionRequest;
 use super::{ServiceError, SessionInfo, ToolService};
 use crate::permission::{Principal, Role, digests_equal};
+use crate::provider::{ChildSession, ChildSessions};
 
 /// The key of a child's `metadata` naming the `agent` call it was opened for.
 const AGENT_CALL_ID: &str = "agent_call_id";
-
-/// A child session opened for an `agent` call: its id and the token scoped to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChildSession {
-    pub session_id: String,
-    pub token: String,
-}
 
 /// Which session is whose child, for closing, interrupting and relaying events.
 #[derive(Default)]
@@ -312,6 +308,22 @@ impl ToolService {
     }
 }
 
+/// The provider hub's port: the `agent` tool's execution opens and closes its child here.
+#[async_trait::async_trait]
+impl ChildSessions for ToolService {
+    async fn open_child(
+        &self,
+        parent_session_id: &str,
+        call_id: &str,
+    ) -> Result<ChildSession, String> {
+        ToolService::open_child(self, parent_session_id, call_id).await
+    }
+
+    async fn close_child(&self, child_session_id: &str) {
+        ToolService::close_child(self, child_session_id).await;
+    }
+}
+
 /// `request` made a child of `parent`: see the module header for what it inherits and what is
 /// refused.
 pub(super) fn child_request(
@@ -373,6 +385,7 @@ pub(super) fn child_request(
     inherit(&info.rules.allow, &mut request.rules.allow);
     inherit(&info.rules.deny, &mut request.rules.deny);
     inherit(&info.rules.ask, &mut request.rules.ask);
+    inherit(&info.providers, &mut request.providers);
     request.parent_session_id = Some(info.id.clone());
     Ok(request)
 }

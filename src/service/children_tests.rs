@@ -31,6 +31,7 @@ fn parent() -> SessionInfo {
             mode: None,
         },
         mcp_servers: vec![],
+        providers: vec!["jira".into()],
         metadata: json!({}),
         network: false,
         parent_session_id: None,
@@ -65,6 +66,7 @@ fn a_child_gets_the_parents_workspace_mode_rules_and_filter() {
     assert_eq!(child.rules.deny, ["read_file(./secrets/**)", "bash(rm:*)"]);
     assert_eq!(child.tools.deny, ["web_fetch", "sleep"]);
     assert_eq!(child.tools.mode, Some(PermissionLevel::ReadOnly));
+    assert_eq!(child.providers, ["jira"]);
 }
 
 #[test]

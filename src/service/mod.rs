@@ -17,6 +17,7 @@ mod error;
 mod events;
 mod ownership;
 mod placement;
+mod providers;
 mod recent_batches;
 mod run_to_completion;
 mod sessions;
@@ -31,7 +32,7 @@ use std::time::SystemTime;
 pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
-pub use children::{ChildSession, SessionTokens};
+pub use children::SessionTokens;
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
 pub use ownership::{TakeOver, nobody_runs};
@@ -45,6 +46,10 @@ use crate::event::EventBus;
 use crate::mcp::McpBridge;
 pub use crate::mcp::ServerStatus;
 use crate::permission::{PermissionSettings, Principal, ToolNames};
+pub use crate::provider::{
+    ChildSession, ChildSessions, ConnectionStatus, Invocation, Outbound, ProviderConnection,
+    ProviderHub, ProviderStatus, Registration, ToolDeclaration, Transport,
+};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, CallRow, Store, StoreApprovals};
@@ -124,6 +129,8 @@ pub struct ToolService {
     children: children::Children,
     /// The child sessions' tokens, shared with the doors' gate.
     session_tokens: Arc<SessionTokens>,
+    /// Tools provided by connected programs ([`ToolService::with_providers`]).
+    providers: Arc<ProviderHub>,
 }
 
 impl ToolService {
@@ -139,7 +146,13 @@ impl ToolService {
         approvals: Arc<StoreApprovals>,
         settings: ServiceSettings,
     ) -> ToolService {
+        let builtins = registry
+            .tools()
+            .map(|tool| tool.name().to_owned())
+            .chain(registry.aliases().map(|(alias, _)| alias.to_owned()))
+            .collect::<Vec<_>>();
         ToolService {
+            providers: ProviderHub::new(builtins),
             tool_names: tool_names(&registry),
             registry,
             dispatcher,
@@ -285,12 +298,25 @@ impl ToolService {
     /// unless the session has loaded a tool since or its bridged tools changed.
     fn pool(&self, session: &LiveSession) -> Arc<ToolPool> {
         let id = session.info.id.as_str();
-        let bridged = self.bridge.generation(id);
-        self.pools
-            .get_or_assemble(&session.state, &session.pool_options, bridged, |options| {
-                let external = self.bridge.tools(id);
+        // Either part changing changes the version (the hub's counter only grows).
+        let external_version = self
+            .bridge
+            .generation(id)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ self.providers.generation();
+        self.pools.get_or_assemble(
+            &session.state,
+            &session.pool_options,
+            external_version,
+            |options| {
+                let mut external = self.bridge.tools(id);
+                external.extend(
+                    self.providers
+                        .tools(session.info.principal.as_deref(), &session.info.providers),
+                );
                 ToolPool::assemble(&self.registry, &external, &session.state, options)
-            })
+            },
+        )
     }
 
     /// The session's tool definitions in `format`.

@@ -51,6 +51,9 @@ pub struct CreateSessionRequest {
     pub interactive: bool,
     /// Names of MCP servers from the server's settings.
     pub mcp_servers: Vec<String>,
+    /// Names of tool providers whose tools the session gets (DESIGN §11); a provider not
+    /// connected yet is allowed (its tools appear when it connects).
+    pub providers: Vec<String>,
     pub metadata: Value,
     /// The schema `structured_output` validates against.
     pub output_schema: Option<Value>,
@@ -81,6 +84,7 @@ pub struct SessionInfo {
     pub rules: SessionRuleTexts,
     pub tools: ToolFilter,
     pub mcp_servers: Vec<String>,
+    pub providers: Vec<String>,
     pub metadata: Value,
     /// The session asked for network access for its sandboxed shells.
     pub network: bool,
@@ -122,6 +126,10 @@ impl ToolService {
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
+        for name in &request.providers {
+            crate::provider::check_provider_name(name)
+                .map_err(|err| ServiceError::invalid(format!("providers: {err}")))?;
+        }
         if let Some(schema) = &request.output_schema {
             jsonschema::validator_for(schema).map_err(|err| {
                 ServiceError::invalid(format!("output_schema is not a valid JSON schema: {err}"))
@@ -417,6 +425,7 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         rules: request.rules.clone(),
         tools: request.tools.clone(),
         mcp_servers: request.mcp_servers.clone(),
+        providers: request.providers.clone(),
         metadata: request.metadata.clone(),
         network: request.network,
         parent_session_id: request.parent_session_id.clone(),

@@ -26,6 +26,7 @@ mod mcp;
 mod mcp_bridge;
 mod metrics;
 mod misc;
+mod providers;
 mod search;
 mod service;
 mod shell;

@@ -21,6 +21,7 @@ macro_rules! forward_rpc {
 mod batches;
 mod events;
 mod gates;
+mod providers;
 mod sessions;
 
 use std::sync::Arc;
@@ -117,6 +118,7 @@ pub async fn router(
 impl proto::tool_service_server::ToolService for GrpcDoor {
     type ExecuteStream = batches::ExecuteResponses;
     type SubscribeStream = events::EventStream;
+    type ProvideToolsStream = providers::ProvideToolsResponses;
 
     async fn create_session(
         &self,
@@ -186,6 +188,20 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
         request: Request<proto::ListMcpServersRequest>,
     ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
         GrpcDoor::list_mcp_servers(self, request).await
+    }
+
+    async fn provide_tools(
+        &self,
+        request: Request<Streaming<proto::ProvideToolsRequest>>,
+    ) -> Result<Response<Self::ProvideToolsStream>, Status> {
+        GrpcDoor::provide_tools(self, request).await
+    }
+
+    async fn list_providers(
+        &self,
+        request: Request<proto::ListProvidersRequest>,
+    ) -> Result<Response<proto::ListProvidersResponse>, Status> {
+        GrpcDoor::list_providers(self, request).await
     }
 }
 

@@ -14,6 +14,7 @@ mod events;
 mod middleware;
 mod openapi;
 mod ops;
+mod providers;
 mod sessions;
 mod ui;
 
@@ -43,6 +44,8 @@ pub struct HttpState {
     pub service: Arc<ToolService>,
     pub status: Arc<DaemonStatus>,
     pub event_buffer: usize,
+    /// HTTP provider connections registered whose stream is not open yet.
+    pub providers: Arc<providers::Parked>,
 }
 
 impl FromRef<HttpState> for Arc<ToolService> {
@@ -86,6 +89,7 @@ pub fn app(
         service,
         status: gate.status.clone(),
         event_buffer: settings.event_buffer,
+        providers: Arc::default(),
     };
     let (routes, _document) = routes().split_for_parts();
     let mcp = crate::api::mcp::routes(state.service.clone(), &settings.mcp);
@@ -136,6 +140,11 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(events::result))
         .routes(routes!(ops::catalogue))
         .routes(routes!(ops::mcp_servers))
+        .routes(routes!(providers::list, providers::register))
+        .routes(routes!(providers::invocations))
+        .routes(routes!(providers::progress))
+        .routes(routes!(providers::result))
+        .routes(routes!(providers::disconnect))
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))

@@ -6,3 +6,4 @@
 mod children;
 mod grpc;
 mod http;
+mod provider;
