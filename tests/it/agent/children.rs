@@ -5,7 +5,7 @@
 use serde_json::json;
 use toold::permission::Principal;
 use toold::registry::calls::BatchRequest;
-use toold::service::{CreateSessionRequest, ErrorCode, ToolService};
+use toold::service::{CreateSessionRequest, ErrorCode, Registration, ToolService, Transport};
 
 use crate::service::harness::{Daemon, admin, calls};
 
@@ -152,6 +152,25 @@ async fn a_child_token_acts_on_its_child_alone() {
         .await
         .unwrap_err();
     assert_eq!(refused.code, ErrorCode::Forbidden);
+    // Nor may it provide tools, or see or answer its principal's provider connections.
+    let registration = Registration {
+        provider: "agent".into(),
+        tools: Vec::new(),
+        global: false,
+    };
+    let connection = service
+        .provide_tools(&admin(), registration.clone(), Transport::Http)
+        .unwrap();
+    let refused = service
+        .provide_tools(&scoped, registration, Transport::Http)
+        .err()
+        .expect("refused");
+    assert_eq!(refused.code, ErrorCode::Forbidden);
+    assert!(service.providers(&scoped).is_empty());
+    let refused = service
+        .disconnect_provider(&scoped, &connection.id)
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::NotFound);
     // Its default session (a door's stateless requests) is its child, never a new one.
     let default = service
         .default_session(&scoped, &CreateSessionRequest::default())
@@ -238,4 +257,45 @@ async fn interrupting_the_parent_cancels_the_childs_running_call() {
     daemon.service.interrupt(&admin(), &parent.id).unwrap();
     let body = running.await.unwrap().unwrap().json();
     assert_eq!(body["results"][0]["error_kind"], "cancelled", "{body}");
+}
+
+#[tokio::test]
+async fn after_a_restart_an_agent_calls_child_is_closed_and_a_requested_one_kept() {
+    let daemon = Daemon::start().await;
+    let parent = daemon.session(json!({})).await;
+    let for_call = daemon
+        .service
+        .open_child(&parent.id, "call_1")
+        .await
+        .unwrap();
+    let requested = daemon
+        .session(json!({"parent_session_id": parent.id}))
+        .await;
+    let restarted = daemon.restart().await;
+    let service = &restarted.service;
+    service.get_session(&admin(), &parent.id).unwrap();
+    let kept = service.get_session(&admin(), &requested.id).unwrap();
+    assert_eq!(kept.parent_session_id.as_deref(), Some(parent.id.as_str()));
+    assert_eq!(
+        service
+            .get_session(&admin(), &for_call.session_id)
+            .unwrap_err()
+            .code,
+        ErrorCode::NotFound
+    );
+    assert!(
+        service
+            .session_tokens()
+            .principal_for(&for_call.token)
+            .is_none()
+    );
+    // The kept child still closes with its parent.
+    service.close_session(&admin(), &parent.id).await.unwrap();
+    assert_eq!(
+        service
+            .get_session(&admin(), &requested.id)
+            .unwrap_err()
+            .code,
+        ErrorCode::NotFound
+    );
 }
