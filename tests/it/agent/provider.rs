@@ -120,6 +120,15 @@ async fn the_agent_tool_runs_its_plan_in_a_child_session() {
         .as_array()
         .unwrap_or_else(|| panic!("{}", calls.body));
     assert_eq!(rows.len(), 3, "{}", calls.body);
+    assert!(
+        rows.iter().all(|row| row["principal"] == "agent-a"),
+        "{}",
+        calls.body
+    );
+    let by_child = |e: &&Value| e["session_id"] == child && e["type"] == "batch:start";
+    let starts: Vec<&Value> = seen.iter().filter(by_child).collect();
+    assert_eq!(starts.len(), 3, "{seen:?}");
+    assert!(starts.iter().all(|e| e["actor"] == "agent-a"), "{starts:?}");
 
     // No `agent` provider, no `agent` tool.
     provider.kill();
