@@ -41,7 +41,7 @@
 //! closes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -128,20 +128,25 @@ impl Children {
 /// The child sessions' tokens, as digests, and the scoped principal each stands for.
 #[derive(Default)]
 pub struct SessionTokens {
-    tokens: Mutex<Vec<([u8; 32], Principal)>>,
+    /// Read on every request the gate admits (a read lock: requests do not wait on each other).
+    tokens: RwLock<Vec<([u8; 32], Principal)>>,
 }
 
 impl SessionTokens {
-    fn lock(&self) -> MutexGuard<'_, Vec<([u8; 32], Principal)>> {
-        // Only single pushes and retains happen under this lock.
-        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<([u8; 32], Principal)>> {
+        // Only single pushes and retains happen under the write lock.
+        self.tokens.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<([u8; 32], Principal)>> {
+        self.tokens.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The principal `presented` stands for, if it is an open child session's token. Every
     /// digest is compared in full, so timing tells nothing of which one (or which prefix)
     /// matched.
     pub fn principal_for(&self, presented: &str) -> Option<Principal> {
-        let tokens = self.lock();
+        let tokens = self.read();
         if tokens.is_empty() {
             return None;
         }
@@ -169,13 +174,13 @@ impl SessionTokens {
                 text
             });
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.lock().push((digest, principal));
+        self.write().push((digest, principal));
         Ok(token)
     }
 
     /// Revokes the token of session `session_id`, if it has one.
     fn revoke(&self, session_id: &str) {
-        self.lock()
+        self.write()
             .retain(|(_, principal)| principal.session_scope.as_deref() != Some(session_id));
     }
 }
