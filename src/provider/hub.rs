@@ -142,6 +142,8 @@ pub struct ProviderHub {
     state: Mutex<State>,
     /// Bumped whenever a provider connects or leaves: pools assembled before are stale.
     generation: AtomicU64,
+    /// Sees each such change (the MCP door tells its clients their tool list changed).
+    changed: tokio::sync::watch::Sender<u64>,
     /// The built-in `agent` tool, offered while the `agent` provider is connected.
     agent: Arc<RegisteredTool>,
     children: Mutex<Option<Weak<dyn ChildSessions>>>,
@@ -159,6 +161,7 @@ impl ProviderHub {
                 builtins: builtins.into_iter().collect(),
                 state: Mutex::default(),
                 generation: AtomicU64::new(0),
+                changed: tokio::sync::watch::Sender::new(0),
                 agent: Arc::new(agent),
                 children: Mutex::new(None),
                 me: me.clone(),
@@ -235,7 +238,7 @@ impl ProviderHub {
             tools.push(AGENT_PROVIDER.to_owned());
         }
         drop(state);
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.bump();
         tracing::info!(provider = %name, connection = %id, principal = %principal, "provider connected");
         Ok(ProviderConnection {
             id,
@@ -275,7 +278,7 @@ impl ProviderHub {
             }
         }
         drop(state);
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.bump();
         tracing::info!(provider = %name, connection = %connection_id, "provider connection ended");
         true
     }
@@ -329,6 +332,16 @@ impl ProviderHub {
     /// A number that changes whenever a provider connects or leaves.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Sees a change whenever a provider connects or leaves.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.changed.send_replace(generation);
     }
 
     /// The provided tools a session of `owner` that named `named` sees now: those of the
