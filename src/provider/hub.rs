@@ -223,6 +223,7 @@ impl ProviderHub {
                 },
             );
         }
+        // Present: found held above, or inserted just now, under the same lock.
         let provider = state.providers.get_mut(&name).expect("inserted above");
         let (sender, outbound) = mpsc::unbounded_channel();
         let id = format!("conn_{}", uuid::Uuid::now_v7().simple());
@@ -295,14 +296,20 @@ impl ProviderHub {
     /// A progress report of invocation `invocation_id` from `connection_id`; ignored (with a
     /// log line) when that connection has no such call in flight.
     pub fn progress(&self, connection_id: &str, invocation_id: &str, data: Value) {
-        let state = self.lock();
-        match state.pending.get(invocation_id) {
-            Some(pending) if pending.connection_id == connection_id => {
-                pending.progress.report(data);
-            }
-            _ => {
-                tracing::info!(connection = %connection_id, invocation = %invocation_id, "progress for no call in flight ignored")
-            }
+        let sink = self
+            .lock()
+            .pending
+            .get(invocation_id)
+            .filter(|pending| pending.connection_id == connection_id)
+            .map(|pending| pending.progress.clone());
+        // Reported outside the lock: publishing is the event bus's business.
+        match sink {
+            Some(sink) => sink.report(data),
+            None => tracing::info!(
+                connection = %connection_id,
+                invocation = %invocation_id,
+                "progress for no call in flight ignored"
+            ),
         }
     }
 
@@ -324,6 +331,7 @@ impl ProviderHub {
             tracing::info!(connection = %connection_id, invocation = %invocation_id, "result for no call in flight ignored");
             return false;
         }
+        // Present: checked just above, under the same lock.
         let pending = state.pending.remove(invocation_id).expect("checked above");
         let _ = pending.reply.send(Answer::Result { output, is_error });
         true
@@ -437,36 +445,13 @@ impl ProviderHub {
             traceparent: crate::tool::trace::current().map(|c| c.traceparent()),
         };
         let (reply, answer) = oneshot::channel();
-        let (connection_id, sender) = {
-            let mut state = self.lock();
-            let Some(entry) = state.providers.get_mut(provider) else {
-                return failure(
-                    provider,
-                    "is not connected (no connection left to run the call)",
-                );
-            };
-            let Some(connection) = entry
-                .connections
-                .iter_mut()
-                .min_by_key(|c| (c.in_flight, c.invoked))
-            else {
-                return failure(
-                    provider,
-                    "is not connected (no connection left to run the call)",
-                );
-            };
-            connection.in_flight += 1;
-            connection.invoked += 1;
-            let picked = (connection.id.clone(), connection.sender.clone());
-            state.pending.insert(
-                invocation_id.clone(),
-                Pending {
-                    connection_id: picked.0.clone(),
-                    progress: ctx.progress.clone(),
-                    reply,
-                },
+        let Some((connection_id, sender)) =
+            self.pick_connection(provider, &invocation_id, ctx, reply)
+        else {
+            return failure(
+                provider,
+                "is not connected (no connection left to run the call)",
             );
-            picked
         };
         let _flight = InFlight {
             hub: self,
@@ -500,6 +485,37 @@ impl ProviderHub {
                 failure(provider, "was sent `Cancel`: the call was cancelled")
             }
         }
+    }
+
+    /// The least busy connection of `provider` (fewest calls in flight, then fewest sent),
+    /// with invocation `invocation_id` counted on it and waiting for `reply`; `None` when the
+    /// provider has no connection.
+    fn pick_connection(
+        &self,
+        provider: &str,
+        invocation_id: &str,
+        ctx: &ToolContext,
+        reply: oneshot::Sender<Answer>,
+    ) -> Option<(String, mpsc::UnboundedSender<Outbound>)> {
+        let mut state = self.lock();
+        let connection = state
+            .providers
+            .get_mut(provider)?
+            .connections
+            .iter_mut()
+            .min_by_key(|c| (c.in_flight, c.invoked))?;
+        connection.in_flight += 1;
+        connection.invoked += 1;
+        let picked = (connection.id.clone(), connection.sender.clone());
+        state.pending.insert(
+            invocation_id.to_owned(),
+            Pending {
+                connection_id: picked.0.clone(),
+                progress: ctx.progress.clone(),
+                reply,
+            },
+        );
+        Some(picked)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
