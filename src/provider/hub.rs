@@ -142,6 +142,8 @@ pub struct ProviderHub {
     state: Mutex<State>,
     /// Bumped whenever a provider connects or leaves: pools assembled before are stale.
     generation: AtomicU64,
+    /// Sees each such change (the MCP door tells its clients their tool list changed).
+    changed: tokio::sync::watch::Sender<u64>,
     /// The built-in `agent` tool, offered while the `agent` provider is connected.
     agent: Arc<RegisteredTool>,
     children: Mutex<Option<Weak<dyn ChildSessions>>>,
@@ -159,6 +161,7 @@ impl ProviderHub {
                 builtins: builtins.into_iter().collect(),
                 state: Mutex::default(),
                 generation: AtomicU64::new(0),
+                changed: tokio::sync::watch::Sender::new(0),
                 agent: Arc::new(agent),
                 children: Mutex::new(None),
                 me: me.clone(),
@@ -220,6 +223,7 @@ impl ProviderHub {
                 },
             );
         }
+        // Present: found held above, or inserted just now, under the same lock.
         let provider = state.providers.get_mut(&name).expect("inserted above");
         let (sender, outbound) = mpsc::unbounded_channel();
         let id = format!("conn_{}", uuid::Uuid::now_v7().simple());
@@ -235,7 +239,7 @@ impl ProviderHub {
             tools.push(AGENT_PROVIDER.to_owned());
         }
         drop(state);
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.bump();
         tracing::info!(provider = %name, connection = %id, principal = %principal, "provider connected");
         Ok(ProviderConnection {
             id,
@@ -275,7 +279,7 @@ impl ProviderHub {
             }
         }
         drop(state);
-        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.bump();
         tracing::info!(provider = %name, connection = %connection_id, "provider connection ended");
         true
     }
@@ -292,14 +296,20 @@ impl ProviderHub {
     /// A progress report of invocation `invocation_id` from `connection_id`; ignored (with a
     /// log line) when that connection has no such call in flight.
     pub fn progress(&self, connection_id: &str, invocation_id: &str, data: Value) {
-        let state = self.lock();
-        match state.pending.get(invocation_id) {
-            Some(pending) if pending.connection_id == connection_id => {
-                pending.progress.report(data);
-            }
-            _ => {
-                tracing::info!(connection = %connection_id, invocation = %invocation_id, "progress for no call in flight ignored")
-            }
+        let sink = self
+            .lock()
+            .pending
+            .get(invocation_id)
+            .filter(|pending| pending.connection_id == connection_id)
+            .map(|pending| pending.progress.clone());
+        // Reported outside the lock: publishing is the event bus's business.
+        match sink {
+            Some(sink) => sink.report(data),
+            None => tracing::info!(
+                connection = %connection_id,
+                invocation = %invocation_id,
+                "progress for no call in flight ignored"
+            ),
         }
     }
 
@@ -321,6 +331,7 @@ impl ProviderHub {
             tracing::info!(connection = %connection_id, invocation = %invocation_id, "result for no call in flight ignored");
             return false;
         }
+        // Present: checked just above, under the same lock.
         let pending = state.pending.remove(invocation_id).expect("checked above");
         let _ = pending.reply.send(Answer::Result { output, is_error });
         true
@@ -329,6 +340,16 @@ impl ProviderHub {
     /// A number that changes whenever a provider connects or leaves.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Sees a change whenever a provider connects or leaves.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.changed.send_replace(generation);
     }
 
     /// The provided tools a session of `owner` that named `named` sees now: those of the
@@ -424,36 +445,13 @@ impl ProviderHub {
             traceparent: crate::tool::trace::current().map(|c| c.traceparent()),
         };
         let (reply, answer) = oneshot::channel();
-        let (connection_id, sender) = {
-            let mut state = self.lock();
-            let Some(entry) = state.providers.get_mut(provider) else {
-                return failure(
-                    provider,
-                    "is not connected (no connection left to run the call)",
-                );
-            };
-            let Some(connection) = entry
-                .connections
-                .iter_mut()
-                .min_by_key(|c| (c.in_flight, c.invoked))
-            else {
-                return failure(
-                    provider,
-                    "is not connected (no connection left to run the call)",
-                );
-            };
-            connection.in_flight += 1;
-            connection.invoked += 1;
-            let picked = (connection.id.clone(), connection.sender.clone());
-            state.pending.insert(
-                invocation_id.clone(),
-                Pending {
-                    connection_id: picked.0.clone(),
-                    progress: ctx.progress.clone(),
-                    reply,
-                },
+        let Some((connection_id, sender)) =
+            self.pick_connection(provider, &invocation_id, ctx, reply)
+        else {
+            return failure(
+                provider,
+                "is not connected (no connection left to run the call)",
             );
-            picked
         };
         let _flight = InFlight {
             hub: self,
@@ -487,6 +485,37 @@ impl ProviderHub {
                 failure(provider, "was sent `Cancel`: the call was cancelled")
             }
         }
+    }
+
+    /// The least busy connection of `provider` (fewest calls in flight, then fewest sent),
+    /// with invocation `invocation_id` counted on it and waiting for `reply`; `None` when the
+    /// provider has no connection.
+    fn pick_connection(
+        &self,
+        provider: &str,
+        invocation_id: &str,
+        ctx: &ToolContext,
+        reply: oneshot::Sender<Answer>,
+    ) -> Option<(String, mpsc::UnboundedSender<Outbound>)> {
+        let mut state = self.lock();
+        let connection = state
+            .providers
+            .get_mut(provider)?
+            .connections
+            .iter_mut()
+            .min_by_key(|c| (c.in_flight, c.invoked))?;
+        connection.in_flight += 1;
+        connection.invoked += 1;
+        let picked = (connection.id.clone(), connection.sender.clone());
+        state.pending.insert(
+            invocation_id.to_owned(),
+            Pending {
+                connection_id: picked.0.clone(),
+                progress: ctx.progress.clone(),
+                reply,
+            },
+        );
+        Some(picked)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -104,6 +104,7 @@ impl AgentTool {
             .max_result_size_chars(Some(super::declare::DEFAULT_MAX_RESULT_CHARS))
             .timeout(AGENT_TIMEOUT)
             .build()
+            // Every field `build` checks is set above.
             .expect("the agent tool's spec is complete");
         AgentTool { spec, hub }
     }

@@ -337,8 +337,8 @@ impl ToolService {
     }
 
     /// Sees a number change each time the tools `session_id` offers may have changed (a
-    /// deferred tool loaded, a bridged server's listing); it closes when the session ends.
-    /// Must be called inside a Tokio runtime when MCP servers are configured.
+    /// deferred tool loaded, a bridged server's listing, a provider connecting or leaving); it
+    /// closes when the session ends. Must be called inside a Tokio runtime.
     pub fn watch_tool_list(
         &self,
         caller: &Principal,
@@ -348,18 +348,23 @@ impl ToolService {
             .session_for(caller, session_id, Access::Read)?
             .state
             .watch_loaded_tools();
-        if !self.bridge.has_servers() {
-            return Ok(loaded);
-        }
-        // Any server's listing counts: a change another session's server saw is a spurious
-        // "may have changed", which costs a client one tools/list.
-        let mut bridged = self.bridge.watch();
+        // Any server's listing or provider counts: a change another session does not see is a
+        // spurious "may have changed", which costs a client one tools/list.
+        let mut bridged = self.bridge.has_servers().then(|| self.bridge.watch());
+        let mut provided = self.providers.watch();
         let (merged, changes) = tokio::sync::watch::channel(0u64);
         tokio::spawn(async move {
             loop {
+                let bridge_changed = async {
+                    match bridged.as_mut() {
+                        Some(bridged) => bridged.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 let open = tokio::select! {
                     changed = loaded.changed() => changed.is_ok(),
-                    changed = bridged.changed() => changed.is_ok(),
+                    open = bridge_changed => open,
+                    changed = provided.changed() => changed.is_ok(),
                     () = merged.closed() => false,
                 };
                 if !open {

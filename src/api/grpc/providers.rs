@@ -2,8 +2,8 @@
 //! Messages are translated here into the service's registration and answers, and the hub's
 //! outbound messages into `Invoke`/`Cancel`; the connection's rules are the hub's.
 //!
-//! The connection lives while both directions are open: the provider closing its side, or
-//! the response stream being dropped (the client went away), ends it.
+//! The connection lives while both directions are open: the provider closing its side, the
+//! response stream being dropped (the client went away), or the daemon shutting down ends it.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,7 +50,8 @@ impl GrpcDoor {
                 },
             )),
         };
-        let closed = CancellationToken::new();
+        // Ends with the provider's side, or when the daemon starts shutting down.
+        let closed = self.service.shutting_down();
         tokio::spawn(read_answers(
             self.service.clone(),
             caller,

@@ -106,7 +106,8 @@ pub async fn register(
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
-/// The connection's invocations (SSE); the connection lives while this stream is open.
+/// The connection's invocations (SSE); the connection lives while this stream is open (and
+/// the daemon is not shutting down).
 #[utoipa::path(get, path = "/v1/providers/{connection_id}/invocations", tag = "providers", params(("connection_id" = String, Path)),
     responses((status = 200, description = "SSE: `invoke` and `cancel` frames", content_type = "text/event-stream"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn invocations(
@@ -121,10 +122,17 @@ pub async fn invocations(
             format!("provider connection \"{connection_id}\" already has its stream open"),
         ));
     };
-    let frames = futures::stream::unfold(connection, |mut connection| async move {
-        let message = connection.outbound.recv().await?;
-        Some((Ok::<_, Infallible>(frame(message)), connection))
-    });
+    let stopping = state.service.shutting_down();
+    let frames = futures::stream::unfold(
+        (connection, stopping),
+        |(mut connection, stopping)| async move {
+            let message = tokio::select! {
+                message = connection.outbound.recv() => message?,
+                () = stopping.cancelled() => return None,
+            };
+            Some((Ok::<_, Infallible>(frame(message)), (connection, stopping)))
+        },
+    );
     Ok(Sse::new(frames)
         .keep_alive(KeepAlive::default())
         .into_response())

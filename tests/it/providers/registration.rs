@@ -169,6 +169,53 @@ async fn refused_registrations_say_why() {
             .await
             .contains(&"everyone__echo".to_owned())
     );
+    let listed = client(&toold)
+        .await
+        .list_providers(authorized(proto::ListProvidersRequest {}, ADMIN))
+        .await
+        .unwrap()
+        .into_inner();
+    let shape: Vec<(String, String, bool, usize)> = listed
+        .providers
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                p.principal.clone(),
+                p.global,
+                p.connections.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            ("demo".to_owned(), "agent-a".to_owned(), false, 2),
+            ("everyone".to_owned(), "token-1".to_owned(), true, 1),
+        ]
+    );
+    assert_eq!(listed.providers[0].tools, ["demo__echo", "demo__slow"]);
+    assert_eq!(listed.providers[0].connections[0].transport, "grpc");
+}
+
+/// The generated client, connected to `toold`.
+async fn client(
+    toold: &crate::http::harness::Toold,
+) -> ToolServiceClient<tonic::transport::Channel> {
+    let channel = tonic::transport::Channel::from_shared(toold.base.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    ToolServiceClient::new(channel)
+}
+
+/// `message` as a request with `token`'s bearer.
+fn authorized<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    let bearer: MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+    request.metadata_mut().insert("authorization", bearer);
+    request
 }
 
 /// A registration sent with the generated client as `token`; the refusal's code and message.
@@ -177,27 +224,19 @@ async fn refusal(
     token: &str,
     registration: ProviderRegistration,
 ) -> (Code, String) {
-    let channel = tonic::transport::Channel::from_shared(toold.base.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = ToolServiceClient::new(channel);
     let first = ProvideToolsRequest {
         kind: Some(proto::provide_tools_request::Kind::Register(registration)),
     };
-    let mut request =
-        tonic::Request::new(futures::stream::iter(vec![first]).chain(futures::stream::pending()));
-    let bearer: MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
-    request.metadata_mut().insert("authorization", bearer);
-    match client.provide_tools(request).await {
-        Ok(response) => {
-            let mut stream = response.into_inner();
-            match stream.message().await {
-                Err(status) => (status.code(), status.message().to_owned()),
-                Ok(message) => panic!("registered: {message:?}"),
-            }
-        }
+    let requests = futures::stream::iter(vec![first]).chain(futures::stream::pending());
+    match client(toold)
+        .await
+        .provide_tools(authorized(requests, token))
+        .await
+    {
+        Ok(response) => match response.into_inner().message().await {
+            Err(status) => (status.code(), status.message().to_owned()),
+            Ok(message) => panic!("registered: {message:?}"),
+        },
         Err(status) => (status.code(), status.message().to_owned()),
     }
 }
