@@ -25,20 +25,22 @@
 //! the parent sends `parent_session_id` in `POST /v1/sessions` (gRPC: `options_json`), and
 //! uses its own token. The parent must be live on the daemon asked.
 //!
-//! The child token is 32 random bytes (hex, after `toold_child_`), held here only as its SHA-256 digest with
-//! the principal it stands for: the parent's principal's name, role `agent`, scoped to the
-//! child (`Principal::session_scope`; `access` enforces the scope for every door). So the
-//! child's audit rows and events name the parent's principal, and an admin's child token is no
-//! wider than an agent's. The gate looks a token up here (after the configured ones) through
-//! [`SessionTokens::principal_for`], comparing every digest in constant time; a token works
-//! only while its child is open, and only on the daemon that made it (a fleet's other daemons
-//! do not know it: the `agent` provider calls back into the daemon that invoked it).
+//! The child token is 32 random bytes (hex, after `toold_child_`), held here only as its
+//! SHA-256 digest with the principal it stands for: the parent's principal's name, role
+//! `agent`, scoped to the child (`Principal::session_scope`; `access` enforces the scope for
+//! every door). So the child's audit rows and events name the parent's principal, and an
+//! admin's child token is no wider than an agent's. The gate looks every presented token up
+//! here too (besides the configured ones) through [`SessionTokens::principal_for`], comparing
+//! every digest in constant time; a token works only while its child is open, and only on the
+//! daemon that made it (a fleet's other daemons do not know it: the `agent` provider calls
+//! back into the daemon that invoked it).
 //!
 //! Events: a subscriber of a session also receives its children's (and their children's)
 //! events, each with the child's own `session_id`: live ones through [`Children::is_below`],
 //! replayed ones because the subscription's filter lists the children this daemon has opened
 //! for the parent while running it (after a restart, those still open), kept until the parent
-//! closes.
+//! closes. A child token's subscriber sees its own child's events only (not a grandchild's:
+//! the scope is one session).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
