@@ -264,3 +264,32 @@ async fn the_rows_of_a_panicked_ingest_are_retried_not_left_until_a_restart() {
     store.close().await;
     assert_eq!(segments(dir.path()), Vec::<u64>::new());
 }
+
+#[tokio::test]
+async fn a_held_ingest_that_panics_puts_its_rows_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let panics = &store.journal.panic_next_ingest;
+    panics.store(true, std::sync::atomic::Ordering::SeqCst);
+    store.record(record("b1", "c1")).await.unwrap();
+    // Nothing else writes: the row's held ingest runs on the writer thread, panics, and is
+    // settled as failed, its row pending again (before the fix it stayed in flight for ever,
+    // the row gone from memory and its segment kept until a restart).
+    let mut settled = false;
+    for _ in 0..500 {
+        {
+            let state = store.journal.lock();
+            if !panics.load(std::sync::atomic::Ordering::SeqCst) && state.in_flight == 0 {
+                assert_eq!(state.pending.len(), 1);
+                settled = true;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(settled, "the panicked ingest was never settled");
+    let rows = calls(&store).await;
+    assert_eq!(rows.len(), 1);
+    store.close().await;
+    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+}
