@@ -10,6 +10,7 @@ use toold::api::grpc::proto::ExecuteBatchRequest;
 use super::{assert_limited, held_batch, limited, run, wait_started, workspace_of};
 use crate::auth::{AGENT_A, AGENT_B, bash, grpc_client, session_of, with};
 use crate::grpc::harness::call;
+use crate::mcp::McpClient;
 
 const KEY: &str = "concurrent_batches_per_principal";
 
@@ -75,6 +76,38 @@ async fn a_principal_runs_at_most_its_batches_at_once_and_others_are_not_limited
     );
     let reply = run(&toold, AGENT_A, &a2, bash("echo again")).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn an_mcp_call_over_the_limit_is_a_json_rpc_error_naming_the_limit() {
+    let toold = Arc::new(limited("concurrent_batches_per_principal = 1"));
+    let a1 = session_of(&toold, AGENT_A, json!({})).await;
+    let a2 = session_of(&toold, AGENT_A, json!({})).await;
+    let dir = workspace_of(&toold, AGENT_A, &a1).await;
+    let held = tokio::spawn({
+        let (toold, a1) = (toold.clone(), a1.clone());
+        async move { run(&toold, AGENT_A, &a1, held_batch()).await }
+    });
+    wait_started(&dir).await;
+    let path = format!("/v1/sessions/{a2}/mcp");
+    let mut mcp = McpClient::new(&toold, &path).token(AGENT_A);
+    let refused = mcp.call_tool("bash", json!({"command": "echo hi"})).await;
+    let error = &refused.message["error"];
+    assert_eq!(error["code"], -32029, "{}", refused.text);
+    assert_eq!(error["data"]["code"], "limit_exceeded", "{}", refused.text);
+    assert!(
+        error["message"].as_str().unwrap().contains(KEY),
+        "{}",
+        refused.text
+    );
+    std::fs::write(dir.join("release"), "").unwrap();
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
+    let called = mcp.call_tool("bash", json!({"command": "echo hi"})).await;
+    assert_eq!(
+        called.message["result"]["isError"], false,
+        "{}",
+        called.text
+    );
 }
 
 #[tokio::test]
