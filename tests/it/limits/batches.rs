@@ -7,7 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 use toold::api::grpc::proto::ExecuteBatchRequest;
 
-use super::{assert_limited, held_batch, limited, run, wait_started, workspace_of};
+use super::{assert_grpc_limited, assert_limited, hold, limited, run};
 use crate::auth::{AGENT_A, AGENT_B, bash, grpc_client, session_of, with};
 use crate::grpc::harness::call;
 use crate::mcp::McpClient;
@@ -20,12 +20,7 @@ async fn a_principal_runs_at_most_its_batches_at_once_and_others_are_not_limited
     let a1 = session_of(&toold, AGENT_A, json!({})).await;
     let a2 = session_of(&toold, AGENT_A, json!({})).await;
     let b1 = session_of(&toold, AGENT_B, json!({})).await;
-    let dir = workspace_of(&toold, AGENT_A, &a1).await;
-    let held = tokio::spawn({
-        let (toold, a1) = (toold.clone(), a1.clone());
-        async move { run(&toold, AGENT_A, &a1, held_batch()).await }
-    });
-    wait_started(&dir).await;
+    let (held, dir) = hold(&toold, AGENT_A, &a1).await;
 
     // A's second batch, whole or streamed, in another of its sessions: refused.
     assert_limited(&run(&toold, AGENT_A, &a2, bash("echo hi")).await, KEY);
@@ -45,16 +40,7 @@ async fn a_principal_runs_at_most_its_batches_at_once_and_others_are_not_limited
         calls: vec![call("c1", "bash", json!({"command": "echo hi"}))],
         idempotency_key: String::new(),
     };
-    let refused = client
-        .execute_batch(with(AGENT_A, batch(&a2)))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        refused.code(),
-        tonic::Code::ResourceExhausted,
-        "{refused:?}"
-    );
-    assert!(refused.message().contains(KEY), "{refused:?}");
+    assert_grpc_limited(client.execute_batch(with(AGENT_A, batch(&a2))).await, KEY);
 
     // B is not limited by A.
     let reply = run(&toold, AGENT_B, &b1, bash("echo from b")).await;
@@ -83,12 +69,7 @@ async fn an_mcp_call_over_the_limit_is_a_json_rpc_error_naming_the_limit() {
     let toold = Arc::new(limited("concurrent_batches_per_principal = 1"));
     let a1 = session_of(&toold, AGENT_A, json!({})).await;
     let a2 = session_of(&toold, AGENT_A, json!({})).await;
-    let dir = workspace_of(&toold, AGENT_A, &a1).await;
-    let held = tokio::spawn({
-        let (toold, a1) = (toold.clone(), a1.clone());
-        async move { run(&toold, AGENT_A, &a1, held_batch()).await }
-    });
-    wait_started(&dir).await;
+    let (held, dir) = hold(&toold, AGENT_A, &a1).await;
     let path = format!("/v1/sessions/{a2}/mcp");
     let mut mcp = McpClient::new(&toold, &path).token(AGENT_A);
     let refused = mcp.call_tool("bash", json!({"command": "echo hi"})).await;
@@ -135,12 +116,7 @@ async fn a_batch_that_fails_or_is_dropped_by_its_client_gives_its_slot_back() {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 
     // A client that goes away: its batch runs on, holding the slot, until it ends.
-    let dir = workspace_of(&toold, AGENT_A, &a1).await;
-    let abandoned = tokio::spawn({
-        let (toold, a1) = (toold.clone(), a1.clone());
-        async move { run(&toold, AGENT_A, &a1, held_batch()).await }
-    });
-    wait_started(&dir).await;
+    let (abandoned, dir) = hold(&toold, AGENT_A, &a1).await;
     abandoned.abort();
     assert!(abandoned.await.is_err_and(|err| err.is_cancelled()));
     let a2 = session_of(&toold, AGENT_A, json!({})).await;
@@ -168,12 +144,7 @@ async fn without_limits_a_principal_runs_batches_and_sessions_freely() {
     for _ in 0..4 {
         sessions.push(session_of(&toold, AGENT_A, json!({})).await);
     }
-    let dir = workspace_of(&toold, AGENT_A, &sessions[0]).await;
-    let held = tokio::spawn({
-        let (toold, id) = (toold.clone(), sessions[0].clone());
-        async move { run(&toold, AGENT_A, &id, held_batch()).await }
-    });
-    wait_started(&dir).await;
+    let (held, dir) = hold(&toold, AGENT_A, &sessions[0]).await;
     let replies = futures::future::join_all(
         sessions[1..]
             .iter()

@@ -9,7 +9,8 @@ mod rate;
 mod sessions;
 mod shells;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -40,6 +41,33 @@ pub fn assert_limited(reply: &Reply, key: &str) {
     assert!(message.contains(key), "{message}");
     let retry = reply.headers.get("retry-after").expect("Retry-After");
     assert!(retry.to_str().unwrap().parse::<u64>().unwrap() >= 1);
+}
+
+/// Asserts a gRPC answer is a refusal for a limit (`key` named in its message).
+pub fn assert_grpc_limited<T: std::fmt::Debug>(answer: Result<T, tonic::Status>, key: &str) {
+    let refused = answer.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(refused.message().contains(key), "{refused:?}");
+}
+
+/// Starts a [`held_batch`] in `token`'s session `id` and returns once it runs: its answer to
+/// come, and the workspace where `release` ends it.
+pub async fn hold(
+    toold: &Arc<Toold>,
+    token: &'static str,
+    id: &str,
+) -> (tokio::task::JoinHandle<Reply>, PathBuf) {
+    let dir = workspace_of(toold, token, id).await;
+    let held = tokio::spawn({
+        let (toold, id) = (toold.clone(), id.to_owned());
+        async move { run(&toold, token, &id, held_batch()).await }
+    });
+    wait_started(&dir).await;
+    (held, dir)
 }
 
 /// A batch whose one `bash` call says it started (a file `started` in its workspace) and
