@@ -191,18 +191,25 @@ mod tests {
         assert!(counter.acquire(&a).unwrap().is_some());
     }
 
-    #[test]
-    fn a_dropped_slot_is_released_even_when_dropped_by_a_panic() {
+    #[tokio::test]
+    async fn a_batch_that_panics_inline_or_in_its_task_gives_its_slot_back() {
         let counter = counter(1);
         let a: Arc<str> = "a".into();
-        let held = counter.clone();
-        let principal = a.clone();
-        let panicked = std::thread::spawn(move || {
-            let _slot = held.acquire(&principal).unwrap();
+        // A whole batch runs in `RunToCompletion`, a streamed one in a task of its own; each
+        // holds its slot in its future, as `batches` and `streams` do.
+        let slot = counter.acquire(&a).unwrap();
+        let whole = super::super::run_to_completion::RunToCompletion::new(async move {
+            let _slot = slot;
             panic!("the batch panicked");
-        })
-        .join();
-        assert!(panicked.is_err());
+        });
+        assert_eq!(whole.await, Err("the batch panicked".to_owned()));
+        assert_eq!(counter.held("a"), 0);
+        let slot = counter.acquire(&a).unwrap();
+        let streamed = tokio::spawn(async move {
+            let _slot = slot;
+            panic!("the batch panicked");
+        });
+        assert!(streamed.await.unwrap_err().is_panic());
         assert_eq!(counter.held("a"), 0);
         assert!(counter.acquire(&a).unwrap().is_some());
     }
