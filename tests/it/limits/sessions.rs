@@ -6,7 +6,7 @@ use serde_json::json;
 use toold::api::grpc::proto::CreateSessionRequest;
 
 use super::{assert_grpc_limited, assert_limited, limited};
-use crate::auth::{AGENT_A, AGENT_B, call, grpc_client, post, session_of, with};
+use crate::auth::{ADMIN, AGENT_A, AGENT_B, call, grpc_client, post, session_of, with};
 
 const KEY: &str = "sessions_per_principal";
 
@@ -61,4 +61,15 @@ async fn a_principal_holds_at_most_its_sessions_and_a_closed_one_frees_its_place
         .await
         .unwrap();
     assert_limited(&post(&toold, AGENT_A, "/v1/sessions", json!({})).await, KEY);
+}
+
+#[tokio::test]
+async fn sessions_restored_after_a_restart_still_count() {
+    let toold = limited("sessions_per_principal = 1");
+    session_of(&toold, AGENT_A, json!({})).await;
+    let file = toold.dir.path().join("toold.toml");
+    let file = file.to_str().unwrap().to_owned();
+    let toold = toold.terminate_and_restart(&["--config", &file, "--auth-token", ADMIN]);
+    assert_limited(&post(&toold, AGENT_A, "/v1/sessions", json!({})).await, KEY);
+    session_of(&toold, AGENT_B, json!({})).await;
 }
