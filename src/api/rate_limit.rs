@@ -8,10 +8,11 @@
 //!   load-shedding permit. A streamed RPC or SSE subscription counts once, when it opens.
 //! - The bucket holds a second's worth of tokens (`rate`), refilled continuously: a principal
 //!   may burst to its rate, then goes at its rate. Over it: `limit_exceeded` (429 with
-//!   `Retry-After: 1`, gRPC `RESOURCE_EXHAUSTED`); a token is back within `1/rate` s ≤ 1 s.
+//!   `Retry-After: 1`, gRPC `RESOURCE_EXHAUSTED` with `retry-after: 1` metadata); a token is
+//!   back within `1/rate` s ≤ 1 s.
 //! - Per daemon: a fleet of N daemons lets a principal N times the rate, and a request
 //!   forwarded to the daemon that runs its session (`api::forward`) counts at both, since
-//!   each gate authenticates it. gRPC's refusal carries no retry hint beyond its code.
+//!   each gate authenticates it.
 //! - 0 = no limit: [`RateLimiter::admit`] returns at once, with no lock and no allocation.
 //!   A principal's bucket is made on its first request and kept (principals are the
 //!   configured tokens' names, a bounded set).

@@ -7,7 +7,7 @@
 //! Decisions (DESIGN is silent):
 //! - Over a limit is [`ErrorCode::LimitExceeded`]: HTTP 429 with `Retry-After: 1` (a slot
 //!   frees when a batch ends or a session closes, which the daemon cannot foresee), gRPC
-//!   `RESOURCE_EXHAUSTED`, a JSON-RPC error on the MCP door. Nothing waits: a client over its
+//!   `RESOURCE_EXHAUSTED` (`retry-after: 1` metadata), a JSON-RPC error on the MCP door. Nothing waits: a client over its
 //!   limit learns it at once.
 //! - What holds a slot is a [`LimitSlot`], released when it is dropped. A batch's slot lives
 //!   in the batch's own future (or task), so it is released when the batch ends however it

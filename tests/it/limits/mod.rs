@@ -52,6 +52,7 @@ pub fn assert_grpc_limited<T: std::fmt::Debug>(answer: Result<T, tonic::Status>,
         "{refused:?}"
     );
     assert!(refused.message().contains(key), "{refused:?}");
+    assert_eq!(refused.metadata().get("retry-after").unwrap(), "1");
 }
 
 /// Starts a [`held_batch`] in `token`'s session `id` and returns once it runs: its answer to

@@ -52,7 +52,10 @@ async fn a_burst_over_the_rate_is_refused_and_another_principal_is_not() {
         .filter(|status| status.code() == tonic::Code::ResourceExhausted)
         .collect();
     assert!(!limited.is_empty(), "{statuses:?}");
-    assert!(limited.iter().all(|status| status.message().contains(KEY)));
+    assert!(
+        limited.iter().all(|status| status.message().contains(KEY)
+            && status.metadata().get("retry-after").is_some())
+    );
     // The rest were admitted, and found no such session.
     assert!(statuses.iter().all(|s| matches!(
         s.code(),
