@@ -30,7 +30,10 @@
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
 //! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
 //! traces, and `forward` only the forwarding hop between two daemons of a fleet
-//! (`load/forward.rs`), without the starts.
+//! (`load/forward.rs`), without the starts. The daemon inherits the environment, so the
+//! `[limits]` can be measured on by setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse:
+//! every request then takes the rate limiter's token and every batch its slot); unset, they
+//! are 0 and cost a branch each.
 
 #[path = "load/client.rs"]
 mod client;
