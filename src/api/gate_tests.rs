@@ -15,6 +15,7 @@ fn gate(tokens: &[&str], permits: usize) -> Gate {
             .collect(),
         permits: Arc::new(Semaphore::new(permits)),
         request_timeout: Duration::from_secs(900),
+        rate: RateLimiter::default(),
     }
 }
 
@@ -177,4 +178,34 @@ async fn past_the_deadline_the_answer_is_timeout_and_the_permit_comes_back() {
     assert_eq!(gate.permits.available_permits(), 1);
     let quick = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     assert_eq!(quick.respond_within(async { 7 }).await.ok(), Some(7));
+}
+
+#[test]
+fn a_principal_over_its_rate_is_refused_after_auth_and_before_shedding() {
+    let gate = Gate {
+        rate: RateLimiter::new(1),
+        ..gate(&["one", "two"], 1)
+    };
+    let first = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("one")));
+    drop(first);
+    // Over its rate: refused as such, not as overloaded, and no permit is taken.
+    assert_eq!(
+        refusal(gate.admit(
+            Door::Grpc,
+            "/toold.v1.ToolService/ListTools",
+            &bearer("one")
+        )),
+        ErrorCode::LimitExceeded
+    );
+    assert_eq!(gate.permits.available_permits(), 1);
+    // A wrong token is still unauthenticated; another principal and the probes pass.
+    assert_eq!(
+        refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("three"))),
+        ErrorCode::Unauthenticated
+    );
+    admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("two")));
+    assert!(matches!(
+        gate.admit(Door::Http, "/healthz", &HeaderMap::new()),
+        Ok(Admission::Probe)
+    ));
 }

@@ -14,6 +14,7 @@ mod batches;
 mod default_sessions;
 mod error;
 mod events;
+mod limits;
 mod ownership;
 mod placement;
 mod providers;
@@ -33,6 +34,7 @@ pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
+pub use limits::ServiceLimits;
 pub use ownership::{TakeOver, nobody_runs};
 pub use placement::{FleetPolicy, SessionPlace};
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
@@ -87,6 +89,9 @@ pub struct LiveSession {
     /// When this daemon began running the session (created, restored or adopted): a batch
     /// stored as running from before then was cut off by a restart or a takeover.
     live_since: SystemTime,
+    /// Its place in its principal's `sessions_per_principal`, given back when it is dropped
+    /// (`None` without that limit).
+    _open: Option<limits::LimitSlot>,
 }
 
 /// The core service.
@@ -125,6 +130,8 @@ pub struct ToolService {
     placement: placement::Placement,
     /// Tools provided by connected programs ([`ToolService::with_providers`]).
     providers: Arc<ProviderHub>,
+    /// `[limits]` per principal ([`ToolService::with_limits`]; none by default).
+    limits: limits::PrincipalLimits,
 }
 
 impl ToolService {
@@ -166,7 +173,14 @@ impl ToolService {
             default_sessions: tokio::sync::Mutex::new(HashMap::new()),
             bridge: Arc::new(McpBridge::none()),
             placement: placement::Placement::default(),
+            limits: limits::PrincipalLimits::default(),
         }
+    }
+
+    /// Enforces `limits` (see `limits`); 0 in either is no limit.
+    pub fn with_limits(mut self, limits: ServiceLimits) -> ToolService {
+        self.limits = limits::PrincipalLimits::new(limits);
+        self
     }
 
     /// Mounts `bridge`'s servers: their tools join the pools of the sessions that see them.

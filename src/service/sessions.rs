@@ -96,6 +96,8 @@ impl ToolService {
         request: CreateSessionRequest,
     ) -> Result<SessionInfo, ServiceError> {
         self.authorize_write(caller)?;
+        // Taken first and held by the live session: a creation that fails gives it back.
+        let open = self.limits.sessions.acquire(&caller.name)?;
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
@@ -135,7 +137,7 @@ impl ToolService {
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
-        let live = self.go_live(&record, SessionSnapshot::default())?;
+        let live = self.go_live(&record, SessionSnapshot::default(), open)?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
@@ -145,12 +147,19 @@ impl ToolService {
         Ok(live.info.clone())
     }
 
-    /// Makes a stored session live (after create, or on restart).
+    /// Makes a stored session live (after create, or on restart). `open` is its place in
+    /// its principal's session limit when create took one; a restored or adopted session
+    /// takes one here, unrefused (it exists already).
     pub(super) fn go_live(
         &self,
         record: &SessionRecord,
         snapshot: SessionSnapshot,
+        open: Option<super::limits::LimitSlot>,
     ) -> Result<Arc<LiveSession>, ServiceError> {
+        let open = open.or_else(|| {
+            let principal = record.principal.as_deref().unwrap_or_default();
+            self.limits.sessions.count(principal)
+        });
         let request: CreateSessionRequest = serde_json::from_value(record.options.clone())
             .map_err(|err| {
                 ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
@@ -188,6 +197,7 @@ impl ToolService {
             },
             batch_lock: tokio::sync::Mutex::new(()),
             live_since: std::time::SystemTime::now(),
+            _open: open,
         });
         self.live().insert(record.id.clone(), live.clone());
         self.bridge
@@ -207,7 +217,7 @@ impl ToolService {
                     tracing::warn!(session = %record.id, error = %err, "unreadable session state; starting it fresh");
                     SessionSnapshot::default()
                 });
-            self.go_live(&record, snapshot)?;
+            self.go_live(&record, snapshot, None)?;
             // No call waits for an approval made before the restart: deny what is left.
             self.approvals.settle_orphans(&record.id).await?;
             restored += 1;

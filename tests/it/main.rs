@@ -21,6 +21,7 @@ mod fleet;
 mod grpc;
 mod hooks;
 mod http;
+mod limits;
 mod mcp;
 mod mcp_bridge;
 mod metrics;

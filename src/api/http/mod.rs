@@ -67,6 +67,7 @@ pub fn router(
         auth_tokens: settings.auth_tokens.clone(),
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
+        rate: crate::api::rate_limit::RateLimiter::new(settings.requests_per_second_per_principal),
     });
     let forward = Forwarder::new(settings.fleet.clone());
     app(service, settings, gate, forward)
