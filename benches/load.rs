@@ -32,7 +32,10 @@
 //! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
 //! traces, `forward` only the forwarding hop between two daemons of a fleet
 //! (`load/forward.rs`), and `providers` only a provided tool's cost beside `read_file`
-//! (`load/providers.rs`), without the starts.
+//! (`load/providers.rs`), without the starts. The daemon inherits the environment, so the
+//! `[limits]` can be measured on by setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse:
+//! every request then takes the rate limiter's token and every batch its slot); unset, they
+//! are 0 and cost a branch each.
 
 #[path = "load/client.rs"]
 mod client;

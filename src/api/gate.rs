@@ -1,6 +1,7 @@
 //! The one admission sequence every request meets, whichever door it came through, in this
-//! order: shutting down (`ShuttingDown`), bearer auth (`Unauthenticated`), load shedding
-//! (`Overloaded`) and the request timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
+//! order: shutting down (`ShuttingDown`), bearer auth (`Unauthenticated`), the principal's
+//! request rate (`LimitExceeded`, `rate_limit`), load shedding (`Overloaded`) and the request
+//! timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
 //! health) pass every gate but the first, so they work without a token and under load; so do
 //! the dashboard's static files (`/ui`, `/ui/…`), which hold no data: the page asks for its
 //! token in a login form and sends it on every API request it makes.
@@ -35,6 +36,7 @@ use axum::http::{Extensions, HeaderMap};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::rate_limit::RateLimiter;
 use crate::permission::{Principal, digests_equal};
 use crate::service::{ErrorCode, ServiceError, SessionTokens};
 
@@ -94,6 +96,8 @@ pub struct Gate {
     /// One per request in flight (until its response head is ready).
     pub permits: Arc<Semaphore>,
     pub request_timeout: Duration,
+    /// `requests_per_second_per_principal`.
+    pub rate: RateLimiter,
 }
 
 /// A request past the gates.
@@ -171,6 +175,7 @@ impl Gate {
             return Ok(Admission::Probe);
         }
         let (caller, principal) = self.caller(door, headers)?;
+        self.rate.admit(&principal)?;
         // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return Err(ServiceError::new(

@@ -16,6 +16,7 @@ fn gate(tokens: &[&str], permits: usize) -> Gate {
         session_tokens: Arc::default(),
         permits: Arc::new(Semaphore::new(permits)),
         request_timeout: Duration::from_secs(900),
+        rate: RateLimiter::default(),
     }
 }
 
@@ -209,4 +210,34 @@ fn a_child_session_token_names_its_scoped_principal_with_or_without_auth() {
             }
         }
     }
+}
+
+#[test]
+fn a_principal_over_its_rate_is_refused_after_auth_and_before_shedding() {
+    let gate = Gate {
+        rate: RateLimiter::new(1),
+        ..gate(&["one", "two"], 1)
+    };
+    let first = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("one")));
+    drop(first);
+    // Over its rate: refused as such, not as overloaded, and no permit is taken.
+    assert_eq!(
+        refusal(gate.admit(
+            Door::Grpc,
+            "/toold.v1.ToolService/ListTools",
+            &bearer("one")
+        )),
+        ErrorCode::LimitExceeded
+    );
+    assert_eq!(gate.permits.available_permits(), 1);
+    // A wrong token is still unauthenticated; another principal and the probes pass.
+    assert_eq!(
+        refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("three"))),
+        ErrorCode::Unauthenticated
+    );
+    admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("two")));
+    assert!(matches!(
+        gate.admit(Door::Http, "/healthz", &HeaderMap::new()),
+        Ok(Admission::Probe)
+    ));
 }

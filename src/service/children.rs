@@ -17,6 +17,10 @@
 //!   any other's); names its own `mcp_servers` (none are inherited: each would start its own
 //!   instances).
 //!
+//! `[limits]` count a child as its principal's: a session under `sessions_per_principal`, its
+//! batches under `concurrent_batches_per_principal` (so with a limit of 1 batch a sub-agent
+//! cannot run one while its parent's batch waits for it), its requests under the rate.
+//!
 //! After a restart, a child opened for an `agent` call (`metadata.agent_call_id`) is closed:
 //! its call and its token died with the process; so is a child whose parent is not open.
 //!

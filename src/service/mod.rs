@@ -15,6 +15,7 @@ mod children;
 mod default_sessions;
 mod error;
 mod events;
+mod limits;
 mod ownership;
 mod placement;
 mod providers;
@@ -35,6 +36,7 @@ pub use batches::{BatchOutcome, BatchStatusView};
 pub use children::SessionTokens;
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
+pub use limits::ServiceLimits;
 pub use ownership::{TakeOver, nobody_runs};
 pub use placement::{FleetPolicy, SessionPlace};
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
@@ -89,6 +91,9 @@ pub struct LiveSession {
     /// When this daemon began running the session (created, restored or adopted): a batch
     /// stored as running from before then was cut off by a restart or a takeover.
     live_since: SystemTime,
+    /// Its place in its principal's `sessions_per_principal`, given back when it is dropped
+    /// (`None` without that limit).
+    _open: Option<limits::LimitSlot>,
 }
 
 /// The core service.
@@ -131,6 +136,8 @@ pub struct ToolService {
     session_tokens: Arc<SessionTokens>,
     /// Tools provided by connected programs ([`ToolService::with_providers`]).
     providers: Arc<ProviderHub>,
+    /// `[limits]` per principal ([`ToolService::with_limits`]; none by default).
+    limits: limits::PrincipalLimits,
 }
 
 impl ToolService {
@@ -174,7 +181,14 @@ impl ToolService {
             placement: placement::Placement::default(),
             children: children::Children::default(),
             session_tokens: Arc::default(),
+            limits: limits::PrincipalLimits::default(),
         }
+    }
+
+    /// Enforces `limits` (see `limits`); 0 in either is no limit.
+    pub fn with_limits(mut self, limits: ServiceLimits) -> ToolService {
+        self.limits = limits::PrincipalLimits::new(limits);
+        self
     }
 
     /// Mounts `bridge`'s servers: their tools join the pools of the sessions that see them.
@@ -409,10 +423,11 @@ impl ToolService {
 
     /// Cancels the session's running calls whose tools allow it, and its children's.
     pub fn interrupt(&self, caller: &Principal, session_id: &str) -> Result<(), ServiceError> {
-        self.session_for(caller, session_id, Access::Write)?
-            .state
-            .interrupt();
+        let session = self.session_for(caller, session_id, Access::Write)?;
+        // Children first: their calls stop as interrupted before the parent's `agent` call,
+        // cancelled, closes them.
         self.interrupt_children(session_id);
+        session.state.interrupt();
         Ok(())
     }
 

@@ -123,6 +123,12 @@ impl ToolService {
         principal: Option<String>,
         actor: Arc<str>,
     ) -> Result<SessionInfo, ServiceError> {
+        // Taken first and held by the live session: a creation that fails gives it back. A
+        // child counts as a session of its principal (its parent's).
+        let owner: Arc<str> = principal
+            .as_deref()
+            .map_or_else(|| actor.clone(), Arc::from);
+        let open = self.limits.sessions.acquire(&owner)?;
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
@@ -162,7 +168,7 @@ impl ToolService {
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
-        let live = self.go_live(&record, SessionSnapshot::default())?;
+        let live = self.go_live(&record, SessionSnapshot::default(), open)?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
@@ -172,12 +178,19 @@ impl ToolService {
         Ok(live.info.clone())
     }
 
-    /// Makes a stored session live (after create, or on restart).
+    /// Makes a stored session live (after create, or on restart). `open` is its place in
+    /// its principal's session limit when create took one; a restored or adopted session
+    /// takes one here, unrefused (it exists already).
     pub(super) fn go_live(
         &self,
         record: &SessionRecord,
         snapshot: SessionSnapshot,
+        open: Option<super::limits::LimitSlot>,
     ) -> Result<Arc<LiveSession>, ServiceError> {
+        let open = open.or_else(|| {
+            let principal = record.principal.as_deref().unwrap_or_default();
+            self.limits.sessions.count(principal)
+        });
         let request: CreateSessionRequest = serde_json::from_value(record.options.clone())
             .map_err(|err| {
                 ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
@@ -215,6 +228,7 @@ impl ToolService {
             },
             batch_lock: tokio::sync::Mutex::new(()),
             live_since: std::time::SystemTime::now(),
+            _open: open,
         });
         self.live().insert(record.id.clone(), live.clone());
         if let Some(parent) = &request.parent_session_id {
@@ -238,7 +252,7 @@ impl ToolService {
                     tracing::warn!(session = %record.id, error = %err, "unreadable session state; starting it fresh");
                     SessionSnapshot::default()
                 });
-            self.go_live(&record, snapshot)?;
+            self.go_live(&record, snapshot, None)?;
             // No call waits for an approval made before the restart: deny what is left.
             self.approvals.settle_orphans(&record.id).await?;
             restored += 1;
@@ -295,6 +309,11 @@ impl ToolService {
         let live = self.live().remove(id).ok_or_else(|| unknown_session(id))?;
         live.state.close();
         self.close_children(id, &actor).await;
+        // The running batch sees the close and answers its calls as cancelled before their
+        // shells go (a shell killed first fails its call as an execution error instead); the
+        // executor gives a call `cancel_grace` to stop, so this wait is bounded by it.
+        let grace = self.dispatcher.settings().cancel_grace + std::time::Duration::from_secs(1);
+        let _ = tokio::time::timeout(grace, live.batch_lock.lock()).await;
         self.shells.kill_session(id).await;
         self.bridge.close_session(id).await;
         self.store

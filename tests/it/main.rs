@@ -22,6 +22,7 @@ mod fleet;
 mod grpc;
 mod hooks;
 mod http;
+mod limits;
 mod mcp;
 mod mcp_bridge;
 mod metrics;

@@ -223,9 +223,18 @@ impl GrpcDoor {
     }
 }
 
-/// A service error as a gRPC status, through the one table.
+/// A service error as a gRPC status, through the one table. A caller over one of its
+/// `[limits]` is also told when to retry (`retry-after` metadata, seconds, as HTTP's header).
 fn status(err: ServiceError) -> tonic::Status {
-    tonic::Status::new(grpc_code(err.code), err.message)
+    let limited = err.code == ErrorCode::LimitExceeded;
+    let mut status = tonic::Status::new(grpc_code(err.code), err.message);
+    if limited {
+        status.metadata_mut().insert(
+            "retry-after",
+            tonic::metadata::MetadataValue::from_static("1"),
+        );
+    }
+    status
 }
 
 /// Who the caller is, as the gate recorded it; a request the gate did not admit (which

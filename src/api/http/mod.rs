@@ -68,6 +68,7 @@ pub fn router(
         session_tokens: service.session_tokens(),
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
+        rate: crate::api::rate_limit::RateLimiter::new(settings.requests_per_second_per_principal),
     });
     let forward = Forwarder::new(settings.fleet.clone());
     app(service, settings, gate, forward)

@@ -50,8 +50,9 @@ pub struct ErrorBody {
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// `invalid_request`, `unauthenticated`, `forbidden`, `not_found`, `conflict`,
-    /// `payload_too_large`, `overloaded`, `shutting_down`, `unavailable` (503 with
-    /// `Retry-After`: nobody runs the session this moment), `timeout` or `internal`.
+    /// `payload_too_large`, `overloaded`, `limit_exceeded` (429 with `Retry-After`: over one
+    /// of the caller's `[limits]`), `shutting_down`, `unavailable` (503 with `Retry-After`:
+    /// nobody runs the session this moment), `timeout` or `internal`.
     pub code: String,
     pub message: String,
 }
