@@ -15,6 +15,7 @@ mod support;
 mod architecture;
 mod auth;
 mod client;
+mod crash;
 mod dispatch;
 mod files;
 mod fleet;
