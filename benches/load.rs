@@ -29,8 +29,10 @@
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
 //! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
-//! traces, and `forward` only the forwarding hop between two daemons of a fleet
-//! (`load/forward.rs`), without the starts.
+//! traces, `forward` only the forwarding hop between two daemons of a fleet
+//! (`load/forward.rs`), and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
+//! 600, at 80% of the measured batch throughput with malformed requests mixed in), without
+//! the starts.
 
 #[path = "load/client.rs"]
 mod client;
@@ -48,6 +50,8 @@ mod mcp;
 mod placement;
 #[path = "load/sandbox.rs"]
 mod sandbox;
+#[path = "load/soak.rs"]
+mod soak;
 #[path = "load/traces.rs"]
 mod traces;
 
@@ -96,6 +100,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "forward") {
         forward::report().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "soak") {
+        soak::report().await;
         return;
     }
     let dirs: Vec<tempfile::TempDir> = (0..STARTS).map(|_| fixture_dir()).collect();
