@@ -1,5 +1,6 @@
 //! The crash loop (issue 21): twenty times, the real daemon starts over the same data
-//! directory (and, in the Postgres run, the same schema), four clients send it batches of
+//! directory (and, in the Postgres run, the same schema; the shells' sandbox bubblewrap and
+//! Landlock in turn), four clients send it batches of
 //! writes and long shell calls (`traffic`), and it is killed with `kill -9` at a random
 //! moment. After each kill no process of its shells may be left (found in `/proc` by the
 //! marker every shell's command line carries); after each restart every result a client
@@ -59,8 +60,9 @@ async fn crash_loop(flags: &[&str]) {
             batches: 0,
         })
         .collect();
+    let mut shells_seen = 0;
     for round in 0..ROUNDS {
-        let mut toold = Toold::start_with(dir.clone(), flags);
+        let mut toold = start(&dir, flags, round);
         check_after_restart(&toold, &ledger, round).await;
         let base = toold.base.clone();
         let running: Vec<_> = clients
@@ -74,6 +76,8 @@ async fn crash_loop(flags: &[&str]) {
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(200 + rng.below(1500))).await;
+        // What the check after the kill looks for must be there before it.
+        shells_seen += marked_processes(&marker).len();
         toold.kill();
         for client in running {
             let client = tokio::time::timeout(Duration::from_secs(60), client)
@@ -84,15 +88,33 @@ async fn crash_loop(flags: &[&str]) {
         }
         no_shell_outlives_the_daemon(&marker, round).await;
     }
-    let toold = Toold::start_with(dir.clone(), flags);
+    let toold = start(&dir, flags, ROUNDS);
     check_after_restart(&toold, &ledger, ROUNDS).await;
     let ledger = ledger.lock().unwrap();
     eprintln!(
-        "crash loop: {} results received in {} sessions, {} keyed batches cut off and retried",
+        "crash loop: {} results received in {} sessions, {} keyed batches cut off and retried \
+         ({} of their calls had no audit row until the retry), {shells_seen} marked processes \
+         killed with their daemons",
         ledger.received.len(),
         ledger.sessions.len(),
-        ledger.retried
+        ledger.retried,
+        ledger.unrecorded
     );
+    assert!(
+        shells_seen > 0,
+        "the shells' processes are found by their marker"
+    );
+}
+
+/// The daemon over `dir`, its shells sandboxed by bubblewrap in even rounds and by Landlock
+/// in odd ones (processes escape each differently).
+fn start(dir: &Arc<tempfile::TempDir>, flags: &[&str], round: usize) -> Toold {
+    let mode = if round % 2 == 0 { "bwrap" } else { "landlock" };
+    let config = dir.path().join("toold.toml");
+    std::fs::write(&config, format!("[sandbox]\nmode = \"{mode}\"\n")).unwrap();
+    let mut flags = flags.to_vec();
+    flags.extend(["--config", config.to_str().unwrap()]);
+    Toold::start_with(dir.clone(), &flags)
 }
 
 async fn check_after_restart(toold: &Toold, ledger: &Mutex<Ledger>, round: usize) {
@@ -133,6 +155,10 @@ async fn check_after_restart(toold: &Toold, ledger: &Mutex<Ledger>, round: usize
         let mut ledger = ledger.lock().unwrap();
         ledger.retried += 1;
         for result in retry.body["results"].as_array().unwrap() {
+            let output = result["output"].as_str().unwrap_or_default();
+            if output.contains("outcome was recorded") {
+                ledger.unrecorded += 1;
+            }
             ledger.received.push(traffic::Received {
                 session: batch.session.clone(),
                 batch_id: batch_id.to_owned(),

@@ -68,6 +68,8 @@ pub struct Ledger {
     pub unanswered: Vec<Unanswered>,
     /// Keyed batches cut off and retried after a restart.
     pub retried: usize,
+    /// Calls of those that had no audit row until the retry settled them.
+    pub unrecorded: usize,
 }
 
 impl Ledger {
@@ -164,8 +166,8 @@ impl Client {
         Ok(())
     }
 
-    /// One to four calls: writes, a shell that sleeps, a shell that leaves a child behind, a
-    /// background shell; a third of the batches carry an idempotency key.
+    /// One to four calls: writes, a shell that sleeps, a shell that leaves a child behind (in
+    /// its process group, or in a session of its own), a background shell; a third of the batches carry an idempotency key.
     fn batch_body(&mut self) -> Value {
         self.batches += 1;
         let marker = &self.marker;
@@ -173,7 +175,7 @@ impl Client {
         let calls: Vec<Value> = (0..1 + self.rng.below(4))
             .map(|i| {
                 let id = format!("{batch}k{i}");
-                let (name, input) = match self.rng.below(4) {
+                let (name, input) = match self.rng.below(5) {
                     0 => (
                         "write_file",
                         json!({"file_path": format!("{id}.txt"), "content": format!("{id}\n")}),
@@ -185,6 +187,11 @@ impl Client {
                     2 => (
                         "bash",
                         json!({"command": format!("(exec -a {marker} sleep 30) & echo $!")}),
+                    ),
+                    // A process group and session of its own, escaping the shell's.
+                    3 => (
+                        "bash",
+                        json!({"command": format!("setsid -f bash -c 'exec -a {marker} sleep 30'; echo ok")}),
                     ),
                     _ => (
                         "bash",
