@@ -147,9 +147,11 @@ impl ToolService {
             BatchStatus::Running => BatchState::Running,
             BatchStatus::Completed => BatchState::Completed,
         };
-        // Stored as running but nothing here runs it: settled from its rows if they cover
-        // every call (see `ownership`), else `cut_off` until a retry with its key settles it.
-        if record.status == BatchStatus::Running && self.cut_off(&record) {
+        // Stored as running, its session live here since after it began, so nothing runs it:
+        // settled from its rows if they cover every call (see `ownership`), else `cut_off`
+        // until a retry with its key settles it. Another daemon's session is its to judge.
+        let live_here = self.session(session_id).is_ok();
+        if record.status == BatchStatus::Running && live_here && self.cut_off(&record) {
             match self.settle_cut_off(&record, record.format, &[]).await? {
                 Some(settled) => {
                     record.results = Some(settled.results.to_vec());

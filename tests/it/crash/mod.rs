@@ -109,7 +109,11 @@ async fn crash_loop(flags: &[&str]) {
 /// The daemon over `dir`, its shells sandboxed by bubblewrap in even rounds and by Landlock
 /// in odd ones (processes escape each differently).
 fn start(dir: &Arc<tempfile::TempDir>, flags: &[&str], round: usize) -> Toold {
-    let mode = if round % 2 == 0 { "bwrap" } else { "landlock" };
+    let mode = if round.is_multiple_of(2) {
+        "bwrap"
+    } else {
+        "landlock"
+    };
     let config = dir.path().join("toold.toml");
     std::fs::write(&config, format!("[sandbox]\nmode = \"{mode}\"\n")).unwrap();
     let mut flags = flags.to_vec();
