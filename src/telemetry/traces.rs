@@ -23,6 +23,10 @@
 //!   read by the OpenTelemetry SDK itself, as in every SDK; everything else comes from here.
 //! - **Batched export** on the SDK's own thread; [`TracesGuard::shutdown`] flushes it, called
 //!   when the daemon has drained (and when `toold mcp` ends).
+//! - **rmcp's `info` lines are off** unless the log filter names `rmcp` (then it decides):
+//!   rmcp logs every MCP session's start and end, and the stateless door serves each request
+//!   as a session of its own, so at `info` every MCP call wrote three log lines (~30 000
+//!   instructions and three `write(2)`s; `docs/performance.md`, issue 17).
 //! - **Content stays out of spans** unless `capture_content` (then a call's input and output
 //!   become `gen_ai.tool.call.arguments`/`gen_ai.tool.call.result`, cut to
 //!   `content_limit_bytes`).
@@ -216,10 +220,28 @@ fn log_layer(log_filter: &str) -> Result<impl Layer<Registry> + Send + Sync, Tra
                 },
             )?;
     let targets = targets.with_target(trace::TARGET, LevelFilter::OFF);
+    // rmcp logs each MCP session's start and end at `info`: three lines (one a `Debug` of the
+    // client's whole `initialize`) for every stateless MCP request. Quiet unless named.
+    let targets = if names_target(log_filter, "rmcp") {
+        targets
+    } else {
+        targets.with_target("rmcp", LevelFilter::WARN)
+    };
     Ok(tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_filter(targets))
+}
+
+/// Whether `log_filter` has a directive for `target` or one of its modules.
+fn names_target(log_filter: &str, target: &str) -> bool {
+    log_filter.split(',').any(|directive| {
+        let name = directive.split('=').next().unwrap_or_default().trim();
+        name == target
+            || name
+                .strip_prefix(target)
+                .is_some_and(|rest| rest.starts_with("::"))
+    })
 }
 
 /// The log layer, and the span layer only when `provider` exports (see "off at no cost" in
@@ -339,6 +361,28 @@ mod tests {
             assert!(tracing::enabled!(target: "toold::server", tracing::Level::INFO));
             assert!(!tracing::enabled!(target: "toold::server", tracing::Level::DEBUG));
         });
+    }
+
+    /// rmcp's per-session lines (three a stateless MCP request) are off by default; a filter
+    /// that names rmcp gets what it asks for.
+    #[test]
+    fn rmcp_logs_warnings_unless_named() {
+        // `tracing::enabled!` needs a literal target: rmcp's crate-level one (its modules'
+        // targets start with it, and `Targets` matches by prefix).
+        let level_on = |filter: &str, level| {
+            let dispatch = subscriber(log_layer(filter).unwrap(), None);
+            tracing::dispatcher::with_default(&dispatch, || match level {
+                tracing::Level::INFO => tracing::enabled!(target: "rmcp", tracing::Level::INFO),
+                _ => tracing::enabled!(target: "rmcp", tracing::Level::WARN),
+            })
+        };
+        assert!(!level_on("info", tracing::Level::INFO));
+        assert!(level_on("info", tracing::Level::WARN));
+        assert!(level_on("info,rmcp=info", tracing::Level::INFO));
+        assert!(!level_on("info,rmcpx=info", tracing::Level::INFO));
+        assert!(names_target("debug, rmcp = trace", "rmcp"));
+        assert!(names_target("warn,crate::module=debug", "crate"));
+        assert!(!names_target("toold=debug,rmcpx=info", "rmcp"));
     }
 
     #[test]
