@@ -25,7 +25,7 @@
 //!   when the daemon has drained (and when `toold mcp` ends).
 //! - **rmcp's `info` lines are off** unless the log filter names `rmcp` (then it decides):
 //!   rmcp logs every MCP session's start and end, and the stateless door serves each request
-//!   as a session of its own, so at `info` every MCP call wrote three log lines (~30 000
+//!   as a session of its own, so at `info` every MCP call wrote three log lines (~58 000
 //!   instructions and three `write(2)`s; `docs/performance.md`, issue 17).
 //! - **Content stays out of spans** unless `capture_content` (then a call's input and output
 //!   become `gen_ai.tool.call.arguments`/`gen_ai.tool.call.result`, cut to
