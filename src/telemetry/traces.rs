@@ -6,7 +6,12 @@
 //! Decisions:
 //! - **Off without an endpoint, at no cost**: no exporter, no layer. The core's spans (target
 //!   [`trace::TARGET`]) are then disabled callsites, since the log layer's filter never
-//!   enables that target either; a disabled `info_span!` is a cached-interest check.
+//!   enables that target either; a disabled `info_span!` is a cached-interest check. The
+//!   subscriber is then the log layer alone, never with an absent (`None`) span layer: to
+//!   `tracing-subscriber` an absent layer is one that is interested in every callsite, so
+//!   beside a filtered log layer it made every `toold::trace` span live in the registry
+//!   (created, entered on every poll, closed: ~10 000 instructions a single-call batch, the
+//!   2026-11-26 regression in `docs/performance.md`); the test `off_is_free` below shows it.
 //! - **Endpoints as the specification reads them**: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is
 //!   used verbatim; `OTEL_EXPORTER_OTLP_ENDPOINT` is a base URL, to which HTTP appends
 //!   `/v1/traces` (gRPC uses it as is). The protocol defaults to `http/protobuf`, the
@@ -18,6 +23,10 @@
 //!   read by the OpenTelemetry SDK itself, as in every SDK; everything else comes from here.
 //! - **Batched export** on the SDK's own thread; [`TracesGuard::shutdown`] flushes it, called
 //!   when the daemon has drained (and when `toold mcp` ends).
+//! - **rmcp's `info` lines are off** unless the log filter names `rmcp` (then it decides):
+//!   rmcp logs every MCP session's start and end, and the stateless door serves each request
+//!   as a session of its own, so at `info` every MCP call wrote three log lines (~58 000
+//!   instructions and three `write(2)`s; `docs/performance.md`, issue 17).
 //! - **Content stays out of spans** unless `capture_content` (then a call's input and output
 //!   become `gen_ai.tool.call.arguments`/`gen_ai.tool.call.result`, cut to
 //!   `content_limit_bytes`).
@@ -31,8 +40,10 @@ use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use serde::{Deserialize, Serialize};
+use tracing::Dispatch;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
+use tracing_subscriber::Registry;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -183,6 +194,22 @@ impl TracesGuard {
 /// endpoint is set, the OTLP exporter for the spans of [`trace::TARGET`]. Must run inside
 /// the Tokio runtime (the gRPC client lives on it).
 pub fn init(log_filter: &str, settings: &TelemetrySettings) -> Result<TracesGuard, TracesError> {
+    let logs = log_layer(log_filter)?;
+    let provider = match settings.traces_endpoint() {
+        Some(endpoint) => Some(provider(settings, endpoint)?),
+        None => None,
+    };
+    subscriber(logs, provider.as_ref())
+        .try_init()
+        .map_err(|err| TracesError::Subscriber(err.to_string()))?;
+    if provider.is_some() {
+        trace::install_source(current_context);
+    }
+    Ok(TracesGuard { provider })
+}
+
+/// Logs on stderr, filtered by `log_filter`; spans meant for export never show in them.
+fn log_layer(log_filter: &str) -> Result<impl Layer<Registry> + Send + Sync, TracesError> {
     let targets: Targets =
         log_filter
             .parse()
@@ -192,34 +219,49 @@ pub fn init(log_filter: &str, settings: &TelemetrySettings) -> Result<TracesGuar
                     problem: err.to_string(),
                 },
             )?;
-    // Spans meant for export never show in the logs.
     let targets = targets.with_target(trace::TARGET, LevelFilter::OFF);
-    let logs = tracing_subscriber::fmt::layer()
+    // rmcp logs each MCP session's start and end at `info`: three lines (one a `Debug` of the
+    // client's whole `initialize`) for every stateless MCP request. Quiet unless named.
+    let targets = if names_target(log_filter, "rmcp") {
+        targets
+    } else {
+        targets.with_target("rmcp", LevelFilter::WARN)
+    };
+    Ok(tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_filter(targets);
-    let provider = match settings.traces_endpoint() {
-        Some(endpoint) => Some(provider(settings, endpoint)?),
-        None => None,
+        .with_filter(targets))
+}
+
+/// Whether `log_filter` has a directive for `target` or one of its modules.
+fn names_target(log_filter: &str, target: &str) -> bool {
+    log_filter.split(',').any(|directive| {
+        let name = directive.split('=').next().unwrap_or_default().trim();
+        name == target
+            || name
+                .strip_prefix(target)
+                .is_some_and(|rest| rest.starts_with("::"))
+    })
+}
+
+/// The log layer, and the span layer only when `provider` exports (see "off at no cost" in
+/// the module header: never an `Option` of it).
+fn subscriber<L>(logs: L, provider: Option<&SdkTracerProvider>) -> Dispatch
+where
+    L: Layer<Registry> + Send + Sync + 'static,
+{
+    let registry = tracing_subscriber::registry().with(logs);
+    let Some(provider) = provider else {
+        return Dispatch::new(registry);
     };
-    let spans = provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("toold"))
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false)
-            .with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::TRACE))
-    });
-    tracing_subscriber::registry()
-        .with(logs)
-        .with(spans)
-        .try_init()
-        .map_err(|err| TracesError::Subscriber(err.to_string()))?;
-    if provider.is_some() {
-        trace::install_source(current_context);
-    }
-    Ok(TracesGuard { provider })
+    let spans = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("toold"))
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::TRACE));
+    Dispatch::new(registry.with(spans))
 }
 
 fn provider(
@@ -306,6 +348,42 @@ pub fn set_parent(span: &tracing::Span, incoming: Option<&TraceContext>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Traces off: the core's spans are disabled callsites (never created, entered or closed),
+    /// and the logs still show what their filter asks for.
+    #[test]
+    fn off_is_free() {
+        let dispatch = subscriber(log_layer("info").unwrap(), None);
+        tracing::dispatcher::with_default(&dispatch, || {
+            let span = tracing::info_span!(target: trace::TARGET, "request", otel.kind = "server");
+            assert!(span.is_disabled(), "a span of {} is live", trace::TARGET);
+            assert!(!tracing::enabled!(target: trace::TARGET, tracing::Level::ERROR));
+            assert!(tracing::enabled!(target: "toold::server", tracing::Level::INFO));
+            assert!(!tracing::enabled!(target: "toold::server", tracing::Level::DEBUG));
+        });
+    }
+
+    /// rmcp's per-session lines (three a stateless MCP request) are off by default; a filter
+    /// that names rmcp gets what it asks for.
+    #[test]
+    fn rmcp_logs_warnings_unless_named() {
+        // `tracing::enabled!` needs a literal target: rmcp's crate-level one (its modules'
+        // targets start with it, and `Targets` matches by prefix).
+        let level_on = |filter: &str, level| {
+            let dispatch = subscriber(log_layer(filter).unwrap(), None);
+            tracing::dispatcher::with_default(&dispatch, || match level {
+                tracing::Level::INFO => tracing::enabled!(target: "rmcp", tracing::Level::INFO),
+                _ => tracing::enabled!(target: "rmcp", tracing::Level::WARN),
+            })
+        };
+        assert!(!level_on("info", tracing::Level::INFO));
+        assert!(level_on("info", tracing::Level::WARN));
+        assert!(level_on("info,rmcp=info", tracing::Level::INFO));
+        assert!(!level_on("info,rmcpx=info", tracing::Level::INFO));
+        assert!(names_target("debug, rmcp = trace", "rmcp"));
+        assert!(names_target("warn,crate::module=debug", "crate"));
+        assert!(!names_target("toold=debug,rmcpx=info", "rmcp"));
+    }
 
     #[test]
     fn endpoints_resolve_as_the_specification_says() {
