@@ -88,7 +88,8 @@ impl ToolService {
     ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
         if let Some(session_id) = &filter.session_id {
             self.authorize(caller, session_id, Access::Read).await?;
-            self.ensure_session_known(session_id).await?;
+            self.ensure_session_known(session_id, super::Closed::Readable)
+                .await?;
         }
         let visible = Visible::to(caller);
         let (live, published) = self.events.subscribe_after();
