@@ -24,13 +24,18 @@
 //! (`bridge_speed`).
 //!
 //! Then the cost of traces: single calls with tracing off beside a daemon exporting every
-//! span to a loopback OTLP receiver (`load/traces.rs`).
+//! span to a loopback OTLP receiver (`load/traces.rs`), and of a provided tool that answers
+//! at once beside `read_file` (`load/providers.rs`).
 //!
 //! `TOOLD_BENCH_BINARY=path` benchmarks another build of the daemon with this same client;
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
 //! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
-//! traces, and `forward` only the forwarding hop between two daemons of a fleet
-//! (`load/forward.rs`), without the starts.
+//! traces, `forward` only the forwarding hop between two daemons of a fleet
+//! (`load/forward.rs`), and `providers` only a provided tool's cost beside `read_file`
+//! (`load/providers.rs`), without the starts. The daemon inherits the environment, so the
+//! `[limits]` can be measured on by setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse:
+//! every request then takes the rate limiter's token and every batch its slot); unset, they
+//! are 0 and cost a branch each.
 
 #[path = "load/client.rs"]
 mod client;
@@ -46,6 +51,8 @@ mod grpc;
 mod mcp;
 #[path = "load/placement.rs"]
 mod placement;
+#[path = "load/providers.rs"]
+mod providers;
 #[path = "load/sandbox.rs"]
 mod sandbox;
 #[path = "load/traces.rs"]
@@ -96,6 +103,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "forward") {
         forward::report().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "providers") {
+        providers::measure().await;
         return;
     }
     let dirs: Vec<tempfile::TempDir> = (0..STARTS).map(|_| fixture_dir()).collect();
@@ -188,6 +199,7 @@ async fn run() {
     );
     sandbox::report().await;
     traces::measure().await;
+    providers::measure().await;
     postgres_throughput().await;
 }
 

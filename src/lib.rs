@@ -12,6 +12,7 @@
 //!   phases (validation, permission, hooks, execution, offload, audit).
 //! - [`tools`]: the built-in tools and the path rules they share.
 //! - [`mcp`]: the bridge: external MCP servers' tools in a session's pool.
+//! - [`provider`]: tools provided by connected programs (and the `agent` tool's executor).
 //! - [`permission`], [`hooks`]: the decisions the pipeline asks for.
 //! - [`session`]: state calls read and leave behind.
 //! - [`shell_syntax`]: what a bash line does, read from its syntax tree (for `bash`'s flags and
@@ -39,6 +40,7 @@ pub mod event;
 pub mod hooks;
 pub mod mcp;
 pub mod permission;
+pub mod provider;
 pub mod registry;
 pub mod server;
 pub mod service;

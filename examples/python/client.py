@@ -120,8 +120,8 @@ def run(pb, stub, metadata):
     stub.CloseSession(pb.CloseSessionRequest(session_id=session.id), **kw)
 
 
-def execute_stream(pb, stub, session_id, path, kw):
-    """Sends call s1, waits until the server reports it ran, then sends s2 and the end."""
+def request_stream():
+    """A queue and the iterator of its items a streaming RPC sends (None ends it)."""
     outgoing = queue.Queue()
 
     def requests():
@@ -131,11 +131,17 @@ def execute_stream(pb, stub, session_id, path, kw):
                 return
             yield item
 
+    return outgoing, requests()
+
+
+def execute_stream(pb, stub, session_id, path, kw):
+    """Sends call s1, waits until the server reports it ran, then sends s2 and the end."""
+    outgoing, requests = request_stream()
     outgoing.put(pb.ExecuteRequest(start=pb.ExecuteStart(session_id=session_id)))
     outgoing.put(pb.ExecuteRequest(call=pb.ToolCall(
         id="s1", name="read_file", input_json=json.dumps({"file_path": path}))))
     results, batch_id, sent_s2 = [], None, False
-    for response in stub.Execute(requests(), **kw):
+    for response in stub.Execute(requests, **kw):
         kind = response.WhichOneof("kind")
         if kind == "event" and response.event.type == "tool:post" and response.event.call_id == "s1":
             check(not sent_s2, "s1 finished before s2 was sent")

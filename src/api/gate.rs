@@ -1,6 +1,7 @@
 //! The one admission sequence every request meets, whichever door it came through, in this
-//! order: shutting down (`ShuttingDown`), bearer auth (`Unauthenticated`), load shedding
-//! (`Overloaded`) and the request timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
+//! order: shutting down (`ShuttingDown`), bearer auth (`Unauthenticated`), the principal's
+//! request rate (`LimitExceeded`, `rate_limit`), load shedding (`Overloaded`) and the request
+//! timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
 //! health) pass every gate but the first, so they work without a token and under load; so do
 //! the dashboard's static files (`/ui`, `/ui/…`), which hold no data: the page asks for its
 //! token in a login form and sends it on every API request it makes.
@@ -14,8 +15,11 @@
 //! Authentication yields the caller's [`Principal`] (DESIGN §10): the presented token's
 //! SHA-256 digest is compared, in constant time, with every configured digest, so timing
 //! tells neither which token nor which prefix matched, and the daemon holds no plain token.
-//! Without configured tokens every caller is [`Principal::local`] (an admin). What a
-//! principal may do is decided once, in the service; the gate only says who it is.
+//! Without configured tokens every caller is [`Principal::local`] (an admin). A child
+//! session's token (the `agent` tool's, minted by the service: `SessionTokens`) is looked up
+//! too, in either case, the same way (digests, constant time), and names a principal scoped
+//! to that session; it is accepted only while the child is open. What a principal may do is
+//! decided once, in the service; the gate only says who it is. No token is ever logged.
 //!
 //! Not here: what a door adds on top (gRPC's `grpc-timeout`, which may shorten the deadline
 //! through [`Admitted::shorten_deadline`], and its per-method request counter; HTTP's request
@@ -32,8 +36,9 @@ use axum::http::{Extensions, HeaderMap};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::permission::Principal;
-use crate::service::{ErrorCode, ServiceError};
+use super::rate_limit::RateLimiter;
+use crate::permission::{Principal, digests_equal};
+use crate::service::{ErrorCode, ServiceError, SessionTokens};
 
 /// A configured token: its SHA-256 digest and the principal it names.
 pub type KnownToken = ([u8; 32], Principal);
@@ -86,9 +91,13 @@ pub struct Gate {
     pub status: Arc<DaemonStatus>,
     /// Empty: no auth.
     pub auth_tokens: Vec<KnownToken>,
+    /// The open child sessions' tokens (the service's), accepted besides `auth_tokens`.
+    pub session_tokens: Arc<SessionTokens>,
     /// One per request in flight (until its response head is ready).
     pub permits: Arc<Semaphore>,
     pub request_timeout: Duration,
+    /// `requests_per_second_per_principal`.
+    pub rate: RateLimiter,
 }
 
 /// A request past the gates.
@@ -166,6 +175,7 @@ impl Gate {
             return Ok(Admission::Probe);
         }
         let (caller, principal) = self.caller(door, headers)?;
+        self.rate.admit(&principal)?;
         // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return Err(ServiceError::new(
@@ -189,6 +199,12 @@ impl Gate {
         door: Door,
         headers: &HeaderMap,
     ) -> Result<(CallerToken, Principal), ServiceError> {
+        // A child session's token narrows even a daemon without auth to that session.
+        if let Some(presented) = bearer(headers)
+            && let Some(principal) = self.session_tokens.principal_for(presented)
+        {
+            return Ok((CallerToken(Some(presented.to_owned())), principal));
+        }
         if self.auth_tokens.is_empty() {
             return Ok((CallerToken(None), Principal::local()));
         }
@@ -263,21 +279,22 @@ pub fn authorised<'t>(
     tokens: &'t [KnownToken],
     headers: &HeaderMap,
 ) -> Option<(String, &'t Principal)> {
-    let presented = headers
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))?
-        .trim();
+    let presented = bearer(headers)?;
     let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
     let found = tokens.iter().fold(None, |found, (known, principal)| {
-        let matches = constant_time_eq(known, &digest);
+        let matches = digests_equal(known, &digest);
         found.or(matches.then_some(principal))
     })?;
     Some((presented.to_owned(), found))
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The token of `authorization: Bearer TOKEN`, if the request presents one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 #[cfg(test)]

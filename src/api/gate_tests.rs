@@ -13,8 +13,10 @@ fn gate(tokens: &[&str], permits: usize) -> Gate {
                 (digest, Principal::new(name, crate::permission::Role::Agent))
             })
             .collect(),
+        session_tokens: Arc::default(),
         permits: Arc::new(Semaphore::new(permits)),
         request_timeout: Duration::from_secs(900),
+        rate: RateLimiter::default(),
     }
 }
 
@@ -177,4 +179,65 @@ async fn past_the_deadline_the_answer_is_timeout_and_the_permit_comes_back() {
     assert_eq!(gate.permits.available_permits(), 1);
     let quick = admitted(gate.admit(Door::Http, "/v1/sessions", &HeaderMap::new()));
     assert_eq!(quick.respond_within(async { 7 }).await.ok(), Some(7));
+}
+
+#[test]
+fn a_child_session_token_names_its_scoped_principal_with_or_without_auth() {
+    for configured in [&["one"][..], &[]] {
+        let gate = gate(configured, 4);
+        let scoped = Principal::new("agent-a", crate::permission::Role::Agent).scoped_to("sess_c");
+        let token = gate.session_tokens.mint(scoped.clone()).unwrap();
+        let mut admitted = admitted(gate.admit(
+            Door::Grpc,
+            "/toold.v1.ToolService/ExecuteBatch",
+            &bearer(&token),
+        ));
+        assert_eq!(admitted.principal(), &scoped);
+        assert_eq!(admitted.take_caller().0.as_deref(), Some(token.as_str()));
+        // Another token is not it.
+        let wrong = format!("{token}x");
+        match gate.admit(Door::Http, "/v1/sessions", &bearer(&wrong)) {
+            Err(err) => {
+                assert!(!configured.is_empty());
+                assert_eq!(err.code, ErrorCode::Unauthenticated);
+            }
+            Ok(admission) => {
+                let Admission::Admitted(admitted) = admission else {
+                    panic!("a probe")
+                };
+                assert!(configured.is_empty());
+                assert_eq!(admitted.principal(), &Principal::local());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_principal_over_its_rate_is_refused_after_auth_and_before_shedding() {
+    let gate = Gate {
+        rate: RateLimiter::new(1),
+        ..gate(&["one", "two"], 1)
+    };
+    let first = admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("one")));
+    drop(first);
+    // Over its rate: refused as such, not as overloaded, and no permit is taken.
+    assert_eq!(
+        refusal(gate.admit(
+            Door::Grpc,
+            "/toold.v1.ToolService/ListTools",
+            &bearer("one")
+        )),
+        ErrorCode::LimitExceeded
+    );
+    assert_eq!(gate.permits.available_permits(), 1);
+    // A wrong token is still unauthenticated; another principal and the probes pass.
+    assert_eq!(
+        refusal(gate.admit(Door::Http, "/v1/sessions", &bearer("three"))),
+        ErrorCode::Unauthenticated
+    );
+    admitted(gate.admit(Door::Http, "/v1/sessions", &bearer("two")));
+    assert!(matches!(
+        gate.admit(Door::Http, "/healthz", &HeaderMap::new()),
+        Ok(Admission::Probe)
+    ));
 }

@@ -9,6 +9,7 @@
 //!   HTTP door's middleware proxies it, the gRPC door's RPCs relay it).
 //! - `listener`: the one listener serving both doors (the accept loop, the HTTP/gRPC split,
 //!   `RepollOnSelfWake`).
+//! - `rate_limit`: each principal's request rate, checked by the gate.
 //! - `trace_parent`: each request's span and the `traceparent` it brought (HTTP and gRPC).
 //!
 //! The one error table lives here: every [`ErrorCode`] maps to one HTTP status and one gRPC
@@ -20,6 +21,7 @@ pub mod grpc;
 pub mod http;
 pub mod listener;
 pub mod mcp;
+pub mod rate_limit;
 pub mod trace_parent;
 
 use std::time::Duration;
@@ -36,6 +38,8 @@ pub struct ApiSettings {
     pub body_limit_bytes: usize,
     pub request_timeout: Duration,
     pub max_concurrent_requests: usize,
+    /// `[limits] requests_per_second_per_principal` (0: none), enforced by the gate.
+    pub requests_per_second_per_principal: usize,
     /// Items buffered per event-stream subscriber.
     pub event_buffer: usize,
     /// Serve each connection inside `RepollOnSelfWake` (see `listener/self_wake.rs`).
@@ -63,6 +67,7 @@ fn error_table(code: ErrorCode) -> (StatusCode, tonic::Code) {
         ErrorCode::Conflict => (StatusCode::CONFLICT, Code::AlreadyExists),
         ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
         ErrorCode::Overloaded => (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted),
+        ErrorCode::LimitExceeded => (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted),
         ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
         ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
         ErrorCode::Timeout => (StatusCode::REQUEST_TIMEOUT, Code::DeadlineExceeded),
@@ -86,15 +91,18 @@ mod tests {
 
     #[test]
     fn every_code_has_a_distinct_status() {
-        // Both are 503: the body's code and `Retry-After` tell them apart.
+        // Two pairs share a status, told apart by the body's code: `unavailable` and
+        // `shutting_down` (503), `limit_exceeded` (the caller's own limit) and `overloaded`
+        // (the daemon's) (429).
+        let shared = [ErrorCode::Unavailable, ErrorCode::LimitExceeded];
         let mut statuses: Vec<u16> = ErrorCode::ALL
             .iter()
-            .filter(|c| **c != ErrorCode::Unavailable)
+            .filter(|c| !shared.contains(c))
             .map(|c| http_status(*c).as_u16())
             .collect();
         statuses.sort_unstable();
         statuses.dedup();
-        assert_eq!(statuses.len(), ErrorCode::ALL.len() - 1);
+        assert_eq!(statuses.len(), ErrorCode::ALL.len() - shared.len());
         assert_eq!(
             http_status(ErrorCode::PayloadTooLarge),
             StatusCode::PAYLOAD_TOO_LARGE

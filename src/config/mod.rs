@@ -4,10 +4,12 @@
 //! one counts as unset, as OpenTelemetry's SDKs read them).
 
 mod auth;
+mod limits;
 mod mcp;
 mod server;
 
 pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
+pub use limits::LimitSettings;
 pub use mcp::{McpFlags, McpSettings};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
 pub use crate::permission::PermissionLevel;
@@ -41,6 +43,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// `[[auth.tokens]]`: principals and roles (DESIGN §10).
     pub auth: AuthSettings,
+    /// `[limits]`: per principal and per session (DESIGN §10).
+    pub limits: LimitSettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -89,6 +93,31 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         "TOOLD_REPOLL_SELF_WAKE",
         "server.repoll_self_wake",
         EnvKind::Switch,
+    ),
+    (
+        "TOOLD_LIMITS_CONCURRENT_BATCHES_PER_PRINCIPAL",
+        "limits.concurrent_batches_per_principal",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_SESSIONS_PER_PRINCIPAL",
+        "limits.sessions_per_principal",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_REQUESTS_PER_SECOND_PER_PRINCIPAL",
+        "limits.requests_per_second_per_principal",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_SHELL_CALLS_PER_SESSION",
+        "limits.shell_calls_per_session",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_BACKGROUND_SHELLS_PER_SESSION",
+        "limits.background_shells_per_session",
+        EnvKind::Count,
     ),
     (
         "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -515,5 +544,54 @@ url = "http://127.0.0.1:9000/hook"
         assert!(err.contains("max_concurency"), "{err}");
         let missing = Settings::load(Some(&dir.path().join("nope.toml")), no_env);
         assert!(missing.unwrap_err().to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn limits_come_from_the_file_and_the_environment_and_bad_ones_name_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toold.toml");
+        std::fs::write(
+            &path,
+            "[limits]\nsessions_per_principal = 3\nshell_calls_per_session = 2\n",
+        )
+        .unwrap();
+        let env = |name: &str| {
+            (name == "TOOLD_LIMITS_REQUESTS_PER_SECOND_PER_PRINCIPAL").then(|| "50".to_owned())
+        };
+        let limits = Settings::load(Some(&path), env).unwrap().limits;
+        assert_eq!(
+            limits,
+            LimitSettings {
+                sessions_per_principal: 3,
+                shell_calls_per_session: 2,
+                requests_per_second_per_principal: 50,
+                ..LimitSettings::default()
+            }
+        );
+        for (text, named) in [
+            ("sessions_per_principal = -1", "sessions_per_principal"),
+            (
+                "concurrent_batches_per_principal = \"many\"",
+                "concurrent_batches_per_principal",
+            ),
+            (
+                "background_shells_per_session = 1.5",
+                "background_shells_per_session",
+            ),
+            ("session_per_principal = 1", "session_per_principal"),
+        ] {
+            std::fs::write(&path, format!("[limits]\n{text}\n")).unwrap();
+            let err = Settings::load(Some(&path), no_env).unwrap_err().to_string();
+            assert!(err.contains(named), "{text}: {err}");
+        }
+        let env = |name: &str| {
+            (name == "TOOLD_LIMITS_SHELL_CALLS_PER_SESSION").then(|| "lots".to_owned())
+        };
+        let err = Settings::load(None, env).unwrap_err().to_string();
+        assert!(
+            err.contains("TOOLD_LIMITS_SHELL_CALLS_PER_SESSION")
+                && err.contains("limits.shell_calls_per_session"),
+            "{err}"
+        );
     }
 }

@@ -22,7 +22,7 @@ pub(crate) mod test_session;
 
 pub use approvals::{ApprovalLedger, ApprovalWait, Approvals, Approver, NewApproval, Resolution};
 pub use policy::RulePolicy;
-pub use principal::{Principal, Role};
+pub use principal::{Principal, Role, digests_equal};
 pub use rules::{
     RememberedRule, Rule, RuleContext, RuleError, RuleKind, RuleSet, RuleSource, SessionRules,
     ToolNames,

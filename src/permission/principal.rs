@@ -3,8 +3,13 @@
 //! doors' gate turns a token into a principal, the service decides with it what the caller may
 //! do (`service::access`) and records its name on sessions, audit rows and events.
 //!
-//! Deliberately absent: tokens (they stay in the gate, as SHA-256 digests) and the rules of
-//! who may do what (the service's).
+//! A principal may be *scoped* to one session (`session_scope`): the caller holds a child
+//! session's token (the `agent` tool's sub-agent, `service::children`) and may act on that
+//! session alone; the service enforces it (`service::access`).
+//!
+//! Deliberately absent: tokens (they stay in the gate and the service's child-token table, as
+//! SHA-256 digests, compared with [`digests_equal`]) and the rules of who may do what (the
+//! service's).
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,6 +49,8 @@ impl fmt::Display for Role {
 pub struct Principal {
     pub name: Arc<str>,
     pub role: Role,
+    /// `Some(id)`: the caller may act on session `id` only (a child session's token).
+    pub session_scope: Option<Arc<str>>,
 }
 
 impl Principal {
@@ -55,7 +62,14 @@ impl Principal {
         Principal {
             name: name.into(),
             role,
+            session_scope: None,
         }
+    }
+
+    /// This principal restricted to session `session_id`.
+    pub fn scoped_to(mut self, session_id: impl Into<Arc<str>>) -> Principal {
+        self.session_scope = Some(session_id.into());
+        self
     }
 
     /// See [`Principal::LOCAL`].
@@ -70,6 +84,16 @@ impl Principal {
 
 impl fmt::Display for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.name, self.role)
+        write!(f, "{} ({})", self.name, self.role)?;
+        match &self.session_scope {
+            Some(session) => write!(f, " scoped to session \"{session}\""),
+            None => Ok(()),
+        }
     }
+}
+
+/// Whether two SHA-256 digests are equal, in time independent of where they differ: token
+/// checks compare every known digest with this, so timing tells nothing of a secret.
+pub fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -292,6 +292,10 @@ fn tool_target(name: &str, tools: &ToolNames) -> Result<ToolTarget, String> {
             "\"{name}\" is not a tool name (letters, digits, _ and -, at most 64)"
         ));
     }
+    if crate::tool::is_external_tool_name(name) {
+        // A provided tool (`{provider}__{tool}`), which may connect after the rule is read.
+        return Ok(ToolTarget::Named(name.to_owned()));
+    }
     tools
         .resolve(name)
         .map(|canonical| ToolTarget::Named(canonical.to_owned()))

@@ -30,7 +30,9 @@ use crate::tool::{BuildError, Tool, ToolSpec};
 
 /// The names and aliases of `registry`'s tools, for resolving the tools rules name.
 pub fn tool_names(registry: &ToolRegistry) -> ToolNames {
-    ToolNames::new(registry.tools().map(|tool| tool.name()), registry.aliases())
+    // `agent` is toold's spec, offered while its provider is connected (`crate::provider`).
+    let names = registry.tools().map(|tool| tool.name());
+    ToolNames::new(names.chain([crate::tool::AGENT_TOOL]), registry.aliases())
 }
 
 /// Where a tool comes from; decides alias resolution and de-duplication.

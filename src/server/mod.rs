@@ -46,11 +46,14 @@ use crate::event::EventBus;
 use crate::hooks::{HookChain, clean_environment};
 use crate::mcp::McpBridge;
 use crate::permission::{Principal, RuleContext, RulePolicy, RuleSet, RuleSource};
-use crate::service::{CreateSessionRequest, FleetPolicy, ServiceSettings, ToolService, tool_names};
+use crate::service::{
+    CreateSessionRequest, FleetPolicy, ServiceLimits, ServiceSettings, ToolService, tool_names,
+};
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
 use crate::tools::{
-    BackgroundShells, SandboxCapability, ShellSandbox, SpillSettings, ToolDeps, builtin_registry,
+    BackgroundShells, SandboxCapability, ShellLimits, ShellSandbox, SpillSettings, ToolDeps,
+    builtin_registry,
 };
 
 /// Why the daemon could not start (or stop cleanly).
@@ -272,7 +275,8 @@ impl Daemon {
         let server = &settings.server;
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
-        let api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
+        let mut api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
+        api.requests_per_second_per_principal = settings.limits.requests_per_second_per_principal;
         let beating = fleet::spawn(
             store.clone(),
             service.clone(),
@@ -468,14 +472,20 @@ fn build_service(
         source,
     })?;
     let sandbox = sandbox(settings, data_dir);
-    let shells = Arc::new(BackgroundShells::with_settings(
-        SpillSettings {
-            directory: spill_dir,
-            cap_bytes: settings.sandbox.spill_bytes,
-            ..SpillSettings::default()
-        },
-        sandbox,
-    ));
+    let shells = Arc::new(
+        BackgroundShells::with_settings(
+            SpillSettings {
+                directory: spill_dir,
+                cap_bytes: settings.sandbox.spill_bytes,
+                ..SpillSettings::default()
+            },
+            sandbox,
+        )
+        .with_limits(ShellLimits {
+            calls_per_session: settings.limits.shell_calls_per_session,
+            background_per_session: settings.limits.background_shells_per_session,
+        }),
+    );
     // Command hooks see only a few of the daemon's variables, captured here once.
     let hooks = HookChain::from_settings(
         &settings.hooks,
@@ -531,7 +541,7 @@ fn build_service(
     let daemon_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let bridge = Arc::new(McpBridge::new(settings.mcp_servers.clone(), daemon_dir));
     bridge.start();
-    Ok(Arc::new(
+    let service = Arc::new(
         ToolService::new(
             Arc::new(registry),
             dispatcher,
@@ -549,11 +559,21 @@ fn build_service(
             },
         )
         .with_bridge(bridge)
+        .with_limits(ServiceLimits {
+            concurrent_batches_per_principal: settings.limits.concurrent_batches_per_principal,
+            sessions_per_principal: settings.limits.sessions_per_principal,
+        })
         .with_fleet(FleetPolicy {
             node_timeout: settings.server.node_timeout,
             max_sessions: settings.server.max_sessions,
         }),
-    ))
+    );
+    // The `agent` tool opens its child sessions through the service; weak, as the service owns
+    // the hub.
+    let weak: std::sync::Weak<ToolService> = Arc::downgrade(&service);
+    let children: std::sync::Weak<dyn crate::provider::ChildSessions> = weak;
+    service.provider_hub().set_child_sessions(children);
+    Ok(service)
 }
 
 /// Probes what this machine can confine a shell with, logs it, and chooses per `[sandbox]`.
@@ -667,6 +687,8 @@ fn api_settings(
         body_limit_bytes: server.body_limit_bytes,
         request_timeout: server.request_timeout,
         max_concurrent_requests: server.max_concurrent_requests,
+        // `[limits]`, set by the caller (this reads `[server]` and `[mcp]` only).
+        requests_per_second_per_principal: 0,
         event_buffer: server.event_buffer,
         repoll_self_wake: server.repoll_self_wake,
         tls,

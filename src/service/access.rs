@@ -12,6 +12,13 @@
 //!   `forbidden` (403), whether or not the session exists (an observer may see them all, so
 //!   that tells it nothing new).
 //!
+//! - a principal *scoped* to a session (`Principal::session_scope`: it holds a child session's
+//!   token, see `children`) acts on that session alone, within its role: any other session is
+//!   `not_found` as above, creating a session or providing tools is `forbidden`, another's
+//!   provider connection unknown, listings show that session only (and no providers).
+//!   The check comes first, for every role, so an admin's child token is as narrow as an
+//!   agent's.
+//!
 //! Ownership is read from the stored `principal` when the session is not live here, so a
 //! session adopted by another daemon of a fleet keeps its owner. A session stored before
 //! principals were recorded (`principal` NULL) belongs to no agent: only admins and observers
@@ -38,6 +45,9 @@ impl ToolService {
         session_id: &str,
         access: Access,
     ) -> Result<(), ServiceError> {
+        if !in_scope(caller, session_id) {
+            return Err(unknown_session(session_id));
+        }
         match caller.role {
             Role::Admin => Ok(()),
             Role::Observer => match access {
@@ -54,7 +64,7 @@ impl ToolService {
         }
     }
 
-    /// `Ok` when `caller` may change things at all (create a session): not an observer.
+    /// `Ok` when `caller` may change things at all: not an observer.
     pub(super) fn authorize_write(&self, caller: &Principal) -> Result<(), ServiceError> {
         match caller.role {
             Role::Observer => Err(forbidden(caller)),
@@ -62,10 +72,17 @@ impl ToolService {
         }
     }
 
-    /// Whether `caller` sees session `session_id` at all (listings filter with this): its
-    /// owner's name as known here, without a store read for admins and observers.
-    pub(super) fn sees(caller: &Principal, owner: Option<&str>) -> bool {
-        caller.role != Role::Agent || owner == Some(&*caller.name)
+    /// `Ok` when `caller` may create a session: it may write and is scoped to none.
+    pub(super) fn authorize_create(&self, caller: &Principal) -> Result<(), ServiceError> {
+        self.authorize_write(caller)?;
+        unscoped(caller, "create sessions")
+    }
+
+    /// Whether `caller` sees session `session_id` at all (listings filter with this): in its
+    /// scope, and its owner's name as known here, without a store read for admins and
+    /// observers.
+    pub(super) fn sees(caller: &Principal, session_id: &str, owner: Option<&str>) -> bool {
+        in_scope(caller, session_id) && (caller.role != Role::Agent || owner == Some(&*caller.name))
     }
 
     /// The principal session `session_id` belongs to: the live one's, else the stored one's
@@ -80,6 +97,25 @@ impl ToolService {
             None => Err(unknown_session(session_id)),
         }
     }
+}
+
+/// `Ok` unless `caller` is scoped to a session: then `forbidden` to do `what` (anything that
+/// is not an operation on that session: creating a session, providing tools).
+pub(super) fn unscoped(caller: &Principal, what: &str) -> Result<(), ServiceError> {
+    match &caller.session_scope {
+        Some(scope) => Err(ServiceError::forbidden(format!(
+            "this token is scoped to session \"{scope}\": it may not {what}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Whether session `session_id` is within `caller`'s scope (every session when it has none).
+pub(super) fn in_scope(caller: &Principal, session_id: &str) -> bool {
+    caller
+        .session_scope
+        .as_deref()
+        .is_none_or(|scope| scope == session_id)
 }
 
 /// The message every unknown (or hidden) session gets.

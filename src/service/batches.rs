@@ -74,6 +74,7 @@ impl ToolService {
     ) -> Result<BatchOutcome, ServiceError> {
         self.authorize(caller, session_id, Access::Write).await?;
         let session = self.owned_session(session_id).await?;
+        let slot = self.limits.batches.acquire(&caller.name)?;
         let actor = caller.name.clone();
         let record = new_record(
             session_id,
@@ -84,8 +85,11 @@ impl ToolService {
         let batch_id = record.batch_id.clone();
         let service = self.clone();
         // The claim runs to the end with the batch too: once a key's claim is committed, its
-        // batch runs and completes even if the client goes away meanwhile.
+        // batch runs and completes even if the client goes away meanwhile. The batch's slot
+        // (`limits`) is held by the work, so it is given back when the batch ends however it
+        // ends (a panic unwinds through it; a dropped request leaves it with the spawned rest).
         let running = self.run_to_completion(async move {
+            let _slot = slot;
             if let Some(replay) = service.claim(&record).await? {
                 return Ok(replay);
             }
@@ -270,7 +274,7 @@ impl ToolService {
             .duration_since(record.created_at)
             .unwrap_or_default();
         crate::telemetry::record_batch(&results, elapsed);
-        self.behind.save_state(&session.state);
+        self.behind.save_state(&session.state).await;
         if record.idempotency_key.is_some() {
             let stored = self.store.complete_batch(&record.batch_id, &results).await;
             self.recent.completed(&record.batch_id, results);
@@ -280,7 +284,7 @@ impl ToolService {
             };
         }
         if let Some(completed) = self.recent.completed(&record.batch_id, results) {
-            self.behind.record_batch(completed);
+            self.behind.record_batch(completed).await;
         }
         Ok(())
     }

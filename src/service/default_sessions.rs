@@ -4,6 +4,9 @@
 //! tokens), created on first use from the door's template and created again once the previous
 //! one was closed. It belongs to that principal like any session it creates.
 //!
+//! A caller scoped to one session (a child session's token) has that session as its default:
+//! it may create none.
+//!
 //! Not here: persistence. The map lives in memory, so after a restart a caller's first
 //! request gets a fresh default session (the old one stays open and listed, like any other).
 
@@ -17,6 +20,13 @@ impl ToolService {
         caller: &Principal,
         template: &CreateSessionRequest,
     ) -> Result<String, ServiceError> {
+        if let Some(scope) = &caller.session_scope {
+            return Ok(self
+                .session_for(caller, scope, super::access::Access::Read)?
+                .info
+                .id
+                .clone());
+        }
         // Held across the creation, so two first requests of one caller make one session.
         let mut defaults = self.default_sessions.lock().await;
         let key = caller.name.clone();

@@ -24,6 +24,8 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// Too many requests at once (429).
     Overloaded,
+    /// The caller is over one of its `[limits]` (429 with `Retry-After`; see `limits`).
+    LimitExceeded,
     /// The daemon is shutting down (503).
     ShuttingDown,
     /// Nobody can run the session right now (its daemon stopped and no other has adopted it
@@ -37,7 +39,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -45,6 +47,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
         ErrorCode::Overloaded,
+        ErrorCode::LimitExceeded,
         ErrorCode::ShuttingDown,
         ErrorCode::Unavailable,
         ErrorCode::Timeout,
@@ -60,6 +63,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Overloaded => "overloaded",
+            ErrorCode::LimitExceeded => "limit_exceeded",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Timeout => "timeout",

@@ -8,8 +8,13 @@
 //! after, and its subscription ends; resuming replays the rest from the store.
 //!
 //! A subscription sees only the events of sessions its caller may read (`access`): an agent
-//! subscribing to every session gets its own sessions' events alone, replayed or live; each
-//! session's answer is looked up once per subscription.
+//! (or a token scoped to one session) subscribing to every session gets its own sessions'
+//! events alone, replayed or live; each session's answer is looked up once per subscription.
+//!
+//! A subscription to one session also gets its child sessions' events (`children`), each
+//! with the child's `session_id`: live, those of any child (checked as each event arrives, so
+//! a child opened after the subscription started counts); replayed, those of the children
+//! known when the subscription starts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,10 +91,12 @@ impl ToolService {
         start: EventStart,
         buffer: usize,
     ) -> Result<mpsc::Receiver<EventItem>, ServiceError> {
+        let mut filter = filter;
         if let Some(session_id) = &filter.session_id {
             self.authorize(caller, session_id, Access::Read).await?;
             self.ensure_session_known(session_id, super::Closed::Readable)
                 .await?;
+            filter.also_sessions = self.children.below(session_id);
         }
         let visible = Visible::to(caller);
         let (live, published) = self.events.subscribe_after();
@@ -140,7 +147,7 @@ impl ToolService {
                 Ok(event) if event.seq <= last => {}
                 Ok(event) => {
                     last = event.seq;
-                    if filter.matches(&event)
+                    if self.relays(&filter, &event)
                         && visible.allows(self, &event).await
                         && sender.send(EventItem::Event(event)).await.is_err()
                     {
@@ -204,6 +211,17 @@ impl ToolService {
         Ok(())
     }
 
+    /// Whether a live `event` matches `filter`, a child session's as its parent's.
+    fn relays(&self, filter: &EventFilter, event: &Event) -> bool {
+        if filter.matches(event) {
+            return true;
+        }
+        filter.session_id.as_deref().is_some_and(|parent| {
+            filter.matches_besides_session(event)
+                && self.children.is_below(&event.session_id, parent)
+        })
+    }
+
     async fn wait_until_persisted(&self, seq: u64) {
         let persisted = self
             .persisted_events
@@ -233,8 +251,8 @@ enum Visible {
 impl Visible {
     fn to(caller: &Principal) -> Visible {
         match caller.role {
-            Role::Admin | Role::Observer => Visible::All,
-            Role::Agent => Visible::OwnedBy {
+            Role::Admin | Role::Observer if caller.session_scope.is_none() => Visible::All,
+            Role::Admin | Role::Observer | Role::Agent => Visible::OwnedBy {
                 caller: caller.clone(),
                 sessions: HashMap::new(),
             },

@@ -11,11 +11,14 @@
 mod access;
 mod approvals;
 mod batches;
+mod children;
 mod default_sessions;
 mod error;
 mod events;
+mod limits;
 mod ownership;
 mod placement;
+mod providers;
 mod recent_batches;
 mod run_to_completion;
 mod sessions;
@@ -30,8 +33,10 @@ use std::time::SystemTime;
 pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
+pub use children::SessionTokens;
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
+pub use limits::ServiceLimits;
 pub use ownership::{TakeOver, nobody_runs};
 pub use placement::{FleetPolicy, SessionPlace};
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
@@ -43,6 +48,10 @@ use crate::event::EventBus;
 use crate::mcp::McpBridge;
 pub use crate::mcp::ServerStatus;
 use crate::permission::{PermissionSettings, Principal, ToolNames};
+pub use crate::provider::{
+    ChildSession, ChildSessions, ConnectionStatus, Invocation, Outbound, ProviderConnection,
+    ProviderHub, ProviderStatus, Registration, ToolDeclaration, Transport,
+};
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;
 use crate::store::{CallPage, CallRow, Store, StoreApprovals};
@@ -94,6 +103,9 @@ pub struct LiveSession {
     /// When this daemon began running the session (created, restored or adopted): a batch
     /// stored as running from before then was cut off by a restart or a takeover.
     live_since: SystemTime,
+    /// Its place in its principal's `sessions_per_principal`, given back when it is dropped
+    /// (`None` without that limit).
+    _open: Option<limits::LimitSlot>,
 }
 
 /// The core service.
@@ -130,6 +142,14 @@ pub struct ToolService {
     bridge: Arc<McpBridge>,
     /// Which daemon of the fleet runs a session ([`ToolService::with_fleet`]).
     placement: placement::Placement,
+    /// Which session is whose child (`children`).
+    children: children::Children,
+    /// The child sessions' tokens, shared with the doors' gate.
+    session_tokens: Arc<SessionTokens>,
+    /// Tools provided by connected programs ([`ToolService::with_providers`]).
+    providers: Arc<ProviderHub>,
+    /// `[limits]` per principal ([`ToolService::with_limits`]; none by default).
+    limits: limits::PrincipalLimits,
 }
 
 impl ToolService {
@@ -145,7 +165,13 @@ impl ToolService {
         approvals: Arc<StoreApprovals>,
         settings: ServiceSettings,
     ) -> ToolService {
+        let builtins = registry
+            .tools()
+            .map(|tool| tool.name().to_owned())
+            .chain(registry.aliases().map(|(alias, _)| alias.to_owned()))
+            .collect::<Vec<_>>();
         ToolService {
+            providers: ProviderHub::new(builtins),
             tool_names: tool_names(&registry),
             registry,
             dispatcher,
@@ -165,7 +191,16 @@ impl ToolService {
             default_sessions: tokio::sync::Mutex::new(HashMap::new()),
             bridge: Arc::new(McpBridge::none()),
             placement: placement::Placement::default(),
+            children: children::Children::default(),
+            session_tokens: Arc::default(),
+            limits: limits::PrincipalLimits::default(),
         }
+    }
+
+    /// Enforces `limits` (see `limits`); 0 in either is no limit.
+    pub fn with_limits(mut self, limits: ServiceLimits) -> ToolService {
+        self.limits = limits::PrincipalLimits::new(limits);
+        self
     }
 
     /// Mounts `bridge`'s servers: their tools join the pools of the sessions that see them.
@@ -186,7 +221,7 @@ impl ToolService {
         let live = self.live();
         let sees = |id: &String| {
             live.get(id)
-                .is_some_and(|session| Self::sees(caller, session.info.principal.as_deref()))
+                .is_some_and(|session| Self::sees(caller, id, session.info.principal.as_deref()))
         };
         self.bridge
             .status()
@@ -293,7 +328,7 @@ impl ToolService {
             self.authorize_write(caller)?;
         }
         let live = self.session(id)?;
-        if !Self::sees(caller, live.info.principal.as_deref()) {
+        if !Self::sees(caller, id, live.info.principal.as_deref()) {
             return Err(unknown_session(id));
         }
         Ok(live)
@@ -320,12 +355,25 @@ impl ToolService {
     /// unless the session has loaded a tool since or its bridged tools changed.
     fn pool(&self, session: &LiveSession) -> Arc<ToolPool> {
         let id = session.info.id.as_str();
-        let bridged = self.bridge.generation(id);
-        self.pools
-            .get_or_assemble(&session.state, &session.pool_options, bridged, |options| {
-                let external = self.bridge.tools(id);
+        // Either part changing changes the version (the hub's counter only grows).
+        let external_version = self
+            .bridge
+            .generation(id)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ self.providers.generation();
+        self.pools.get_or_assemble(
+            &session.state,
+            &session.pool_options,
+            external_version,
+            |options| {
+                let mut external = self.bridge.tools(id);
+                external.extend(
+                    self.providers
+                        .tools(session.info.principal.as_deref(), &session.info.providers),
+                );
                 ToolPool::assemble(&self.registry, &external, &session.state, options)
-            })
+            },
+        )
     }
 
     /// The session's tool definitions in `format`.
@@ -346,8 +394,8 @@ impl ToolService {
     }
 
     /// Sees a number change each time the tools `session_id` offers may have changed (a
-    /// deferred tool loaded, a bridged server's listing); it closes when the session ends.
-    /// Must be called inside a Tokio runtime when MCP servers are configured.
+    /// deferred tool loaded, a bridged server's listing, a provider connecting or leaving); it
+    /// closes when the session ends. Must be called inside a Tokio runtime.
     pub fn watch_tool_list(
         &self,
         caller: &Principal,
@@ -357,18 +405,23 @@ impl ToolService {
             .session_for(caller, session_id, Access::Read)?
             .state
             .watch_loaded_tools();
-        if !self.bridge.has_servers() {
-            return Ok(loaded);
-        }
-        // Any server's listing counts: a change another session's server saw is a spurious
-        // "may have changed", which costs a client one tools/list.
-        let mut bridged = self.bridge.watch();
+        // Any server's listing or provider counts: a change another session does not see is a
+        // spurious "may have changed", which costs a client one tools/list.
+        let mut bridged = self.bridge.has_servers().then(|| self.bridge.watch());
+        let mut provided = self.providers.watch();
         let (merged, changes) = tokio::sync::watch::channel(0u64);
         tokio::spawn(async move {
             loop {
+                let bridge_changed = async {
+                    match bridged.as_mut() {
+                        Some(bridged) => bridged.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                };
                 let open = tokio::select! {
                     changed = loaded.changed() => changed.is_ok(),
-                    changed = bridged.changed() => changed.is_ok(),
+                    open = bridge_changed => open,
+                    changed = provided.changed() => changed.is_ok(),
                     () = merged.closed() => false,
                 };
                 if !open {
@@ -411,11 +464,13 @@ impl ToolService {
             .collect()
     }
 
-    /// Cancels the session's running calls whose tools allow it.
+    /// Cancels the session's running calls whose tools allow it, and its children's.
     pub fn interrupt(&self, caller: &Principal, session_id: &str) -> Result<(), ServiceError> {
-        self.session_for(caller, session_id, Access::Write)?
-            .state
-            .interrupt();
+        let session = self.session_for(caller, session_id, Access::Write)?;
+        // Children first: their calls stop as interrupted before the parent's `agent` call,
+        // cancelled, closes them.
+        self.interrupt_children(session_id);
+        session.state.interrupt();
         Ok(())
     }
 

@@ -131,7 +131,7 @@ impl ToolService {
             };
             let snapshot: SessionSnapshot =
                 serde_json::from_value(adopted.state.clone()).unwrap_or_default();
-            self.go_live(&adopted, snapshot)?;
+            self.go_live(&adopted, snapshot, None)?;
             done.adopted.push(adopted.id);
         }
         Ok(done)

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::access::{Access, unknown_session};
+use super::children::child_request;
 use super::{LiveSession, ServiceError, ToolService};
 use crate::event::{EventDraft, EventType};
 use crate::permission::{
@@ -54,12 +55,17 @@ pub struct CreateSessionRequest {
     pub interactive: bool,
     /// Names of MCP servers from the server's settings.
     pub mcp_servers: Vec<String>,
+    /// Names of tool providers whose tools the session gets (DESIGN §11); a provider not
+    /// connected yet is allowed (its tools appear when it connects).
+    pub providers: Vec<String>,
     pub metadata: Value,
     /// The schema `structured_output` validates against.
     pub output_schema: Option<Value>,
     /// Network access for the session's sandboxed shells; granted only where the server's
     /// `[sandbox] network` allows it (otherwise they have none, as without asking).
     pub network: bool,
+    /// Makes the session a child of this one (see `children`).
+    pub parent_session_id: Option<String>,
 }
 
 /// A session as the API shows it.
@@ -82,21 +88,51 @@ pub struct SessionInfo {
     pub rules: SessionRuleTexts,
     pub tools: ToolFilter,
     pub mcp_servers: Vec<String>,
+    pub providers: Vec<String>,
     pub metadata: Value,
     /// The session asked for network access for its sandboxed shells.
     pub network: bool,
+    /// The session this one is a child of (see `children`); absent for others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
 }
 
 impl ToolService {
-    /// Creates a session for `caller` (it belongs to it); the working directory is checked
-    /// against the allowed roots.
+    /// Creates a session for `caller` (it belongs to it, or a child to its parent's principal);
+    /// the working directory is checked against the allowed roots.
     pub async fn create_session(
         &self,
         caller: &Principal,
         request: CreateSessionRequest,
     ) -> Result<SessionInfo, ServiceError> {
-        self.authorize_write(caller)?;
-        let mut request = request;
+        self.authorize_create(caller)?;
+        let (request, principal) = match request.parent_session_id.clone() {
+            Some(parent) => {
+                let parent = self.session_for(caller, &parent, Access::Write)?;
+                (
+                    child_request(&parent.info, request)?,
+                    parent.info.principal.clone(),
+                )
+            }
+            None => (request, Some(caller.name.to_string())),
+        };
+        self.insert_session(request, principal, caller.name.clone())
+            .await
+    }
+
+    /// Creates a session that belongs to `principal`, published as done by `actor`.
+    pub(super) async fn insert_session(
+        &self,
+        mut request: CreateSessionRequest,
+        principal: Option<String>,
+        actor: Arc<str>,
+    ) -> Result<SessionInfo, ServiceError> {
+        // Taken first and held by the live session: a creation that fails gives it back. A
+        // child counts as a session of its principal (its parent's).
+        let owner: Arc<str> = principal
+            .as_deref()
+            .map_or_else(|| actor.clone(), Arc::from);
+        let open = self.limits.sessions.acquire(&owner)?;
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
@@ -104,6 +140,10 @@ impl ToolService {
             Value::Null => request.metadata = json!({}),
             Value::Object(_) => {}
             _ => return Err(ServiceError::invalid("metadata must be a JSON object")),
+        }
+        for name in &request.providers {
+            crate::provider::check_provider_name(name)
+                .map_err(|err| ServiceError::invalid(format!("providers: {err}")))?;
         }
         if let Some(schema) = &request.output_schema {
             if !schema.is_object() {
@@ -134,7 +174,7 @@ impl ToolService {
                 .unwrap_or(PermissionLevel::WorkspaceWrite),
             interactive: request.interactive,
             owner: self.settings.node_id.clone(),
-            principal: Some(caller.name.to_string()),
+            principal,
             created_at: SystemTime::now(),
             closed_at: None,
             options: serde_json::to_value(&request)
@@ -142,22 +182,29 @@ impl ToolService {
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
-        let live = self.go_live(&record, SessionSnapshot::default())?;
+        let live = self.go_live(&record, SessionSnapshot::default(), open)?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
-                .actor(caller.name.clone())
+                .actor(actor)
                 .data(json!({"working_directory": live.info.working_directory})),
         );
         Ok(live.info.clone())
     }
 
-    /// Makes a stored session live (after create, or on restart).
+    /// Makes a stored session live (after create, or on restart). `open` is its place in
+    /// its principal's session limit when create took one; a restored or adopted session
+    /// takes one here, unrefused (it exists already).
     pub(super) fn go_live(
         &self,
         record: &SessionRecord,
         snapshot: SessionSnapshot,
+        open: Option<super::limits::LimitSlot>,
     ) -> Result<Arc<LiveSession>, ServiceError> {
+        let open = open.or_else(|| {
+            let principal = record.principal.as_deref().unwrap_or_default();
+            self.limits.sessions.count(principal)
+        });
         let request: CreateSessionRequest = serde_json::from_value(record.options.clone())
             .map_err(|err| {
                 ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
@@ -195,14 +242,19 @@ impl ToolService {
             },
             batch_lock: tokio::sync::Mutex::new(()),
             live_since: std::time::SystemTime::now(),
+            _open: open,
         });
         self.live().insert(record.id.clone(), live.clone());
+        if let Some(parent) = &request.parent_session_id {
+            self.children.adopt(parent, &record.id);
+        }
         self.bridge
             .open_session(&record.id, &record.working_directory, &request.mcp_servers);
         Ok(live)
     }
 
-    /// Loads every open session this daemon owns from the store; returns how many.
+    /// Loads every open session this daemon owns from the store; returns how many (stranded
+    /// child sessions among them are closed again: see `children`).
     pub async fn restore_sessions(&self) -> Result<usize, ServiceError> {
         let mut restored = 0;
         for record in self.store.list_sessions(false).await? {
@@ -214,10 +266,17 @@ impl ToolService {
                     tracing::warn!(session = %record.id, error = %err, "unreadable session state; starting it fresh");
                     SessionSnapshot::default()
                 });
-            self.go_live(&record, snapshot)?;
+            self.go_live(&record, snapshot, None)?;
             // No call waits for an approval made before the restart: deny what is left.
             self.approvals.settle_orphans(&record.id).await?;
             restored += 1;
+        }
+        let stranded = self.close_stranded_children().await?;
+        if stranded > 0 {
+            tracing::info!(
+                stranded,
+                "closed child sessions whose agent call or parent is gone"
+            );
         }
         Ok(restored)
     }
@@ -236,22 +295,39 @@ impl ToolService {
         let mut sessions: Vec<SessionInfo> = self
             .live()
             .values()
-            .filter(|s| Self::sees(caller, s.info.principal.as_deref()))
+            .filter(|s| Self::sees(caller, &s.info.id, s.info.principal.as_deref()))
             .map(|s| s.info.clone())
             .collect();
         sessions.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         sessions
     }
 
-    /// Closes a session: its running calls are cancelled, its background shells stopped.
+    /// Closes a session: its running calls are cancelled, its background shells stopped, its
+    /// children closed.
     pub async fn close_session(
         &self,
         caller: &Principal,
         id: &str,
     ) -> Result<SessionInfo, ServiceError> {
         self.session_for(caller, id, Access::Write)?;
+        self.close_live(id, caller.name.clone()).await
+    }
+
+    /// Closes live session `id` (authorised already), its children first; `actor` is named on
+    /// the `session:end` events.
+    pub(super) async fn close_live(
+        &self,
+        id: &str,
+        actor: Arc<str>,
+    ) -> Result<SessionInfo, ServiceError> {
         let live = self.live().remove(id).ok_or_else(|| unknown_session(id))?;
         live.state.close();
+        self.close_children(id, &actor).await;
+        // The running batch sees the close and answers its calls as cancelled before their
+        // shells go (a shell killed first fails its call as an execution error instead); the
+        // executor gives a call `cancel_grace` to stop, so this wait is bounded by it.
+        let grace = self.dispatcher.settings().cancel_grace + std::time::Duration::from_secs(1);
+        let _ = tokio::time::timeout(grace, live.batch_lock.lock()).await;
         self.shells.kill_session(id).await;
         self.bridge.close_session(id).await;
         self.store
@@ -260,7 +336,7 @@ impl ToolService {
         self.store.close_session(id).await?;
         self.events.publish(
             EventDraft::new(EventType::SessionEnd, id)
-                .actor(caller.name.clone())
+                .actor(actor)
                 .data(json!({})),
         );
         let mut info = live.info.clone();
@@ -383,11 +459,13 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         rules: request.rules.clone(),
         tools: request.tools.clone(),
         mcp_servers: request.mcp_servers.clone(),
+        providers: request.providers.clone(),
         // Sessions created before metadata was normalised may hold null.
         metadata: match &request.metadata {
             Value::Null => json!({}),
             metadata => metadata.clone(),
         },
         network: request.network,
+        parent_session_id: request.parent_session_id.clone(),
     }
 }

@@ -105,6 +105,8 @@ impl ToolService {
     ) -> Result<BatchStream, ServiceError> {
         self.authorize(caller, session_id, Access::Write).await?;
         let session = self.owned_session(session_id).await?;
+        // Held by the batch's task (`limits`): given back when the task ends, however.
+        let slot = self.limits.batches.acquire(&caller.name)?;
         let actor = caller.name.clone();
         let StreamRequest {
             format,
@@ -122,6 +124,7 @@ impl ToolService {
         let service = self.clone();
         // Carried: the batch's spans stay in the request's tree, its context goes onward.
         self.batch_tasks.spawn(crate::tool::trace::carry(async move {
+            let _slot = slot;
             let batch_id = record.batch_id.clone();
             match service.claim(&record).await {
                 Err(refused) => {

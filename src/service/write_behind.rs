@@ -10,6 +10,11 @@
 //! flushes what is queued before the store closes; a `kill -9` can lose the state of the last
 //! batches (the audit log has every call) and their batch records.
 //!
+//! Backpressure: the queue to the task holds at most [`QUEUE_ITEMS`]; a batch finishing while
+//! it is full waits (before its answer) until the task has taken some, so a flood of batches
+//! faster than the store slows to the store's pace instead of growing memory without bound.
+//! What is in memory is at most the queue plus one gathering ([`MAX_ITEMS`]) being written.
+//!
 //! Deliberately absent: retries beyond logging (a store that refuses a state save refuses the
 //! next batch's audit rows too, and that is where it is reported).
 
@@ -21,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sessions::snapshot_json;
 use crate::session::SessionState;
-use crate::store::{BatchRecord, BehindWrites, Store};
+use crate::store::{BatchRecord, BehindWrites, Store, StoreError};
 
 /// How long the task gathers writes after the first one arrives: a session running batch
 /// after batch has its state saved once per interval, not once per batch.
@@ -29,6 +34,23 @@ const LINGER: Duration = Duration::from_millis(20);
 
 /// Writes gathered at most before they go out.
 const MAX_ITEMS: usize = 1024;
+
+/// Writes queued at most while the task is busy; past it a caller waits for room.
+const QUEUE_ITEMS: usize = 4096;
+
+/// Where the writes go: the store, or a test's stand-in.
+#[async_trait::async_trait]
+pub(super) trait BehindSink: Send + Sync + 'static {
+    /// Writes `writes`; the failures come back ([`crate::store::BatchStore::write_behind`]).
+    async fn write(&self, writes: &BehindWrites) -> Vec<StoreError>;
+}
+
+#[async_trait::async_trait]
+impl BehindSink for Arc<dyn Store> {
+    async fn write(&self, writes: &BehindWrites) -> Vec<StoreError> {
+        self.write_behind(writes).await
+    }
+}
 
 enum Item {
     State(Arc<SessionState>),
@@ -40,43 +62,49 @@ enum Item {
 /// The handle to the write-behind task.
 pub struct WriteBehind {
     /// The task ends when this closes (the service is dropped), after writing what is queued.
-    sender: mpsc::UnboundedSender<Item>,
+    sender: mpsc::Sender<Item>,
 }
 
 impl WriteBehind {
     /// Starts the task. Must be called inside a Tokio runtime.
     pub fn spawn(store: Arc<dyn Store>) -> WriteBehind {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, receiver));
+        WriteBehind::spawn_with(store, QUEUE_ITEMS)
+    }
+
+    /// Starts the task writing to `sink`, queueing at most `queue` writes.
+    fn spawn_with(sink: impl BehindSink, queue: usize) -> WriteBehind {
+        let (sender, receiver) = mpsc::channel(queue);
+        tokio::spawn(run(sink, receiver));
         WriteBehind { sender }
     }
 
-    /// Saves the session's state soon (its state as it is then).
-    pub fn save_state(&self, session: &Arc<SessionState>) {
-        self.send(Item::State(session.clone()));
+    /// Saves the session's state soon (its state as it is then); waits while the queue is
+    /// full.
+    pub async fn save_state(&self, session: &Arc<SessionState>) {
+        self.send(Item::State(session.clone())).await;
     }
 
-    /// Records a completed batch soon.
-    pub fn record_batch(&self, record: BatchRecord) {
-        self.send(Item::Batch(record));
+    /// Records a completed batch soon; waits while the queue is full.
+    pub async fn record_batch(&self, record: BatchRecord) {
+        self.send(Item::Batch(record)).await;
     }
 
     /// Waits until everything queued so far is written.
     pub async fn flush(&self) {
         let (done, flushed) = oneshot::channel();
-        self.send(Item::Flush(done));
+        self.send(Item::Flush(done)).await;
         let _ = flushed.await;
     }
 
-    fn send(&self, item: Item) {
+    async fn send(&self, item: Item) {
         // The task ends only when this handle is dropped, so this cannot fail while in use.
-        if self.sender.send(item).is_err() {
+        if self.sender.send(item).await.is_err() {
             tracing::error!("the write-behind task has stopped; a write was dropped");
         }
     }
 }
 
-async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>) {
+async fn run(sink: impl BehindSink, mut receiver: mpsc::Receiver<Item>) {
     let mut items = Vec::new();
     let mut states: HashMap<Arc<str>, Arc<SessionState>> = HashMap::new();
     let mut batches = Vec::new();
@@ -106,7 +134,7 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>)
                 .collect(),
         };
         if !writes.is_empty() {
-            for err in store.write_behind(&writes).await {
+            for err in sink.write(&writes).await {
                 tracing::error!(error = %err, "a write behind a batch's answer failed");
             }
         }
@@ -115,3 +143,7 @@ async fn run(store: Arc<dyn Store>, mut receiver: mpsc::UnboundedReceiver<Item>)
         }
     }
 }
+
+#[cfg(test)]
+#[path = "write_behind_tests.rs"]
+mod tests;

@@ -167,19 +167,25 @@ pub enum BatchClaim {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EventFilter {
     pub session_id: Option<String>,
+    /// Sessions whose events match as `session_id`'s do (its children, whose events reach
+    /// its subscribers); ignored without `session_id`.
+    pub also_sessions: Vec<String>,
     pub tool: Option<String>,
     pub event_type: Option<EventType>,
 }
 
 impl EventFilter {
     pub fn matches(&self, event: &Event) -> bool {
-        self.session_id
+        self.session_id.as_deref().is_none_or(|id| {
+            &*event.session_id == id || self.also_sessions.iter().any(|s| **s == *event.session_id)
+        }) && self.matches_besides_session(event)
+    }
+
+    /// Whether `event` passes the filter's conditions other than the session.
+    pub fn matches_besides_session(&self, event: &Event) -> bool {
+        self.tool
             .as_deref()
-            .is_none_or(|id| &*event.session_id == id)
-            && self
-                .tool
-                .as_deref()
-                .is_none_or(|tool| event.tool.as_deref() == Some(tool))
+            .is_none_or(|tool| event.tool.as_deref() == Some(tool))
             && self.event_type.is_none_or(|t| event.event_type == t)
     }
 }

@@ -291,8 +291,18 @@ pub(crate) async fn events<S: RunReads + ?Sized>(
          WHERE seq > $1",
     );
     let mut binds = vec![Bind::Integer(after_seq)];
+    if let Some(session_id) = filter.session_id.as_deref() {
+        // The session and those whose events go with it (its children), one bind each.
+        let sessions =
+            std::iter::once(session_id).chain(filter.also_sessions.iter().map(String::as_str));
+        let mut placeholders = Vec::new();
+        for session in sessions {
+            binds.push(Bind::Text(session));
+            placeholders.push(format!("${}", binds.len()));
+        }
+        let _ = write!(sql, " AND session_id IN ({})", placeholders.join(", "));
+    }
     let conditions = [
-        ("session_id", filter.session_id.as_deref().map(Bind::Text)),
         ("tool", filter.tool.as_deref().map(Bind::Chosen)),
         ("type", filter.event_type.map(|t| Bind::Text(t.as_str()))),
     ];

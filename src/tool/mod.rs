@@ -24,7 +24,7 @@ pub use context::{
 };
 pub use error::{ErrorKind, ToolError};
 pub use level::{PermissionLevel, UnknownPermissionMode};
-pub use names::{closest, is_valid_tool_name};
+pub use names::{AGENT_TOOL, closest, is_external_tool_name, is_valid_tool_name};
 pub use output::{ContextUpdate, FileStateEntry, SpilledOutput, ToolOutput};
 pub use spec::{
     BuildError, ConcurrencyClass, FlagFn, InputFlag, InputPermission, InterruptBehavior,

@@ -1,5 +1,15 @@
 //! Tool-name rules and "did you mean" suggestions for unknown names.
 
+/// The built-in `agent` tool: its spec is toold's, its executor the provider named `agent`
+/// (`crate::provider`). Permission rules may name it while no such provider is connected.
+pub const AGENT_TOOL: &str = "agent";
+
+/// Whether a name is a provided tool's (`{provider}__{tool}`, DESIGN §11) or an MCP server's:
+/// a valid name with a `__` separator. Rules may name such tools before they exist.
+pub fn is_external_tool_name(name: &str) -> bool {
+    is_valid_tool_name(name) && name.contains("__")
+}
+
 /// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$` (the rule every provider accepts).
 pub fn is_valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())

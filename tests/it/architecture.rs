@@ -63,20 +63,23 @@ const LAYERS: &[Layer] = &[
     // Around the core.
     layer("mcp",          &["tool", "registry"],
           "the bridge: external MCP servers' tools registered as the contract's tools"),
+    layer("provider",     &["tool", "registry", "permission"],
+          "tools provided by connected programs, registered as the contract's tools; the \
+           registering principal decides who may hold a name and which sessions see them"),
     layer("config",       &["permission", "hooks", "dispatch", "telemetry", "tools", "mcp"],
           "file, environment and flags into each component's typed settings, one way \
            (`[telemetry]` is telemetry's, the OTEL_* variables land there)"),
     layer("store",        &["tool", "event", "permission", "session", "registry", "dispatch"],
           "persistence: the core types it stores, dispatch's ports, permission's ledger"),
     layer("service",      &["tool", "event", "permission", "session", "registry", "hooks",
-                            "dispatch", "tools", "mcp", "store", "telemetry"],
+                            "dispatch", "tools", "mcp", "provider", "store", "telemetry"],
           "the one façade both doors call: the core plus the store's traits"),
     layer("api",          &["tool", "event", "permission", "registry", "store", "telemetry",
                             "service"],
           "the doors: wire formats into service calls, the vocabulary their answers use"),
     layer("server",       &["tool", "event", "permission", "session", "registry", "hooks",
-                            "dispatch", "tools", "mcp", "store", "telemetry", "service",
-                            "config", "api"],
+                            "dispatch", "tools", "mcp", "provider", "store", "telemetry",
+                            "service", "config", "api"],
           "wires settings into a running daemon: everything below it"),
     layer("client",       &[],
           "the terminal client knows the daemon only by its HTTP API, as JSON on the wire"),
@@ -101,6 +104,7 @@ const CORE_MODULES: &[&str] = &[
     "session",
     "event",
     "shell_syntax",
+    "provider",
 ];
 
 /// Crates only the doors (`api/`) may name.

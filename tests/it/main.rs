@@ -12,6 +12,7 @@
 
 mod support;
 
+mod agent;
 mod architecture;
 mod auth;
 mod client;
@@ -21,10 +22,12 @@ mod fleet;
 mod grpc;
 mod hooks;
 mod http;
+mod limits;
 mod mcp;
 mod mcp_bridge;
 mod metrics;
 mod misc;
+mod providers;
 mod search;
 mod service;
 mod shell;

@@ -34,6 +34,7 @@ impl GrpcDoor {
             session_id: Some(request.session_id).filter(|id| !id.is_empty()),
             tool: Some(request.tool).filter(|tool| !tool.is_empty()),
             event_type,
+            ..EventFilter::default()
         };
         let items = self
             .service

@@ -21,6 +21,7 @@ macro_rules! forward_rpc {
 mod batches;
 mod events;
 mod gates;
+mod providers;
 mod sessions;
 
 use std::sync::Arc;
@@ -117,6 +118,7 @@ pub async fn router(
 impl proto::tool_service_server::ToolService for GrpcDoor {
     type ExecuteStream = batches::ExecuteResponses;
     type SubscribeStream = events::EventStream;
+    type ProvideToolsStream = providers::ProvideToolsResponses;
 
     async fn create_session(
         &self,
@@ -187,6 +189,20 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
     ) -> Result<Response<proto::ListMcpServersResponse>, Status> {
         GrpcDoor::list_mcp_servers(self, request).await
     }
+
+    async fn provide_tools(
+        &self,
+        request: Request<Streaming<proto::ProvideToolsRequest>>,
+    ) -> Result<Response<Self::ProvideToolsStream>, Status> {
+        GrpcDoor::provide_tools(self, request).await
+    }
+
+    async fn list_providers(
+        &self,
+        request: Request<proto::ListProvidersRequest>,
+    ) -> Result<Response<proto::ListProvidersResponse>, Status> {
+        GrpcDoor::list_providers(self, request).await
+    }
 }
 
 impl GrpcDoor {
@@ -207,9 +223,18 @@ impl GrpcDoor {
     }
 }
 
-/// A service error as a gRPC status, through the one table.
+/// A service error as a gRPC status, through the one table. A caller over one of its
+/// `[limits]` is also told when to retry (`retry-after` metadata, seconds, as HTTP's header).
 fn status(err: ServiceError) -> tonic::Status {
-    tonic::Status::new(grpc_code(err.code), err.message)
+    let limited = err.code == ErrorCode::LimitExceeded;
+    let mut status = tonic::Status::new(grpc_code(err.code), err.message);
+    if limited {
+        status.metadata_mut().insert(
+            "retry-after",
+            tonic::metadata::MetadataValue::from_static("1"),
+        );
+    }
+    status
 }
 
 /// Who the caller is, as the gate recorded it; a request the gate did not admit (which

@@ -7,7 +7,8 @@
 //!   as one of this daemon's tool names and aliases, or `bash(words)` / `bash(words:*)` with
 //!   plain words. The grammar accepts more (`mcp__…`, path, domain and glob specifiers,
 //!   DESIGN §5), each checked against the workspace when the session is made; the document
-//!   promises the part that is always valid. `mcp_servers` lists the configured servers.
+//!   promises the part that is always valid. `mcp_servers` lists the configured servers,
+//!   `providers` the names a provider may take.
 //! - **Batch bodies** (`registry::calls`): four shapes told apart by `format`; a toold call
 //!   needs a non-empty `id` and `name` and any `input` (a wrong input is the call's own
 //!   error, data in a 200); Anthropic, OpenAI and Chat Completions items that are not tool
@@ -47,6 +48,11 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
             this daemon, or bash with plain words (exact, or a prefix ending in :*); the \
             server also accepts mcp__ names and path, domain and glob specifiers.",
         "pattern": rule_pattern(&facts.tool_names),
+    });
+    // `provider::check_provider_name`: plain, without `__`, not `mcp`.
+    schemas["CreateSessionBody"]["properties"]["providers"]["items"] = json!({
+        "type": "string",
+        "pattern": "^(?!mcp$)(?!.*__)[A-Za-z0-9_-]+$",
     });
     let mcp_servers = &mut schemas["CreateSessionBody"]["properties"]["mcp_servers"];
     if facts.mcp_servers.is_empty() {

@@ -36,9 +36,14 @@ impl IntoResponse for ApiError {
         let status = super::super::http_status(self.0.code);
         let body = json!({"error": {"code": self.0.code.as_str(), "message": self.0.message}});
         let mut response = (status, axum::Json(body)).into_response();
-        if self.0.code == ErrorCode::Unavailable {
-            // Nobody runs the session this moment; a takeover settles within the fleet's node
-            // timeout, so a client retrying every second finds its new owner.
+        // `unavailable`: nobody runs the session this moment; a takeover settles within the
+        // fleet's node timeout, so a client retrying every second finds its new owner.
+        // `limit_exceeded`: a request-rate token comes back within a second (the rate is at
+        // least 1 a second); a batch or session slot whenever one ends (`service::limits`).
+        if matches!(
+            self.0.code,
+            ErrorCode::Unavailable | ErrorCode::LimitExceeded
+        ) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

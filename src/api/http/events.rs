@@ -93,6 +93,7 @@ pub async fn all(
         session_id: query.session.filter(|s| !s.is_empty()),
         tool: query.tool.filter(|t| !t.is_empty()),
         event_type,
+        ..EventFilter::default()
     };
     subscribe(state, &caller, filter, &headers, query.recent).await
 }

@@ -15,6 +15,7 @@ mod events;
 mod middleware;
 mod openapi;
 mod ops;
+mod providers;
 mod sessions;
 mod ui;
 
@@ -46,6 +47,8 @@ pub struct HttpState {
     pub event_buffer: usize,
     /// `/openapi.json`, rendered once when the app is built (or why it could not be).
     pub openapi: Arc<Result<String, String>>,
+    /// HTTP provider connections registered whose stream is not open yet.
+    pub providers: Arc<providers::Parked>,
 }
 
 impl FromRef<HttpState> for Arc<ToolService> {
@@ -65,8 +68,10 @@ pub fn router(
     let gate = Arc::new(Gate {
         status,
         auth_tokens: settings.auth_tokens.clone(),
+        session_tokens: service.session_tokens(),
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
+        rate: crate::api::rate_limit::RateLimiter::new(settings.requests_per_second_per_principal),
     });
     let forward = Forwarder::new(settings.fleet.clone());
     app(service, settings, gate, forward)
@@ -95,6 +100,7 @@ pub fn app(
         status: gate.status.clone(),
         event_buffer: settings.event_buffer,
         openapi: Arc::new(document::render(&api, &facts)),
+        providers: Arc::default(),
     };
     let mcp = crate::api::mcp::routes(state.service.clone(), &settings.mcp);
     routes
@@ -145,6 +151,11 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(events::result))
         .routes(routes!(ops::catalogue))
         .routes(routes!(ops::mcp_servers))
+        .routes(routes!(providers::list, providers::register))
+        .routes(routes!(providers::invocations))
+        .routes(routes!(providers::progress))
+        .routes(routes!(providers::result))
+        .routes(routes!(providers::disconnect))
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))

@@ -44,8 +44,9 @@ pub struct ErrorBody {
 #[derive(Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// `invalid_request`, `unauthenticated`, `forbidden`, `not_found`, `conflict`,
-    /// `payload_too_large`, `overloaded`, `shutting_down`, `unavailable` (503 with
-    /// `Retry-After`: nobody runs the session this moment), `timeout` or `internal`.
+    /// `payload_too_large`, `overloaded`, `limit_exceeded` (429 with `Retry-After`: over one
+    /// of the caller's `[limits]`), `shutting_down`, `unavailable` (503 with `Retry-After`:
+    /// nobody runs the session this moment), `timeout` or `internal`.
     pub code: String,
     pub message: String,
 }
@@ -69,6 +70,9 @@ pub struct CreateSessionBody {
     /// Names of MCP servers from the server's settings.
     #[schema(required = false)]
     pub mcp_servers: Vec<String>,
+    /// Names of tool providers whose tools the session gets (connected now or later).
+    #[schema(required = false)]
+    pub providers: Vec<String>,
     /// Kept with the session and shown back; null is `{}`.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
@@ -78,6 +82,10 @@ pub struct CreateSessionBody {
     /// Network access for the session's sandboxed shells, where the server allows it.
     #[schema(required = false)]
     pub network: bool,
+    /// Makes this a child of that session (the caller must be able to change it): the
+    /// parent's workspace, rules and principal, a mode no wider than the parent's (asking
+    /// for more is 403).
+    pub parent_session_id: Option<String>,
 }
 
 /// A permission mode.
@@ -147,10 +155,13 @@ pub struct SessionBody {
     pub rules: RulesBody,
     pub tools: ToolFilterBody,
     pub mcp_servers: Vec<String>,
+    pub providers: Vec<String>,
     #[schema(value_type = Object)]
     pub metadata: Value,
     /// The session asked for network access for its sandboxed shells.
     pub network: bool,
+    /// The parent of a child session (absent for others).
+    pub parent_session_id: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -169,6 +180,89 @@ pub struct ToolsBody {
 #[derive(Serialize, ToSchema)]
 pub struct McpServersBody {
     pub servers: Vec<McpServerBody>,
+}
+
+/// `GET /v1/providers`: the connected providers, by name.
+#[derive(Serialize, ToSchema)]
+pub struct ProvidersBody {
+    pub providers: Vec<ProviderBody>,
+}
+
+/// A connected provider.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderBody {
+    pub name: String,
+    /// The principal that registered it.
+    pub principal: String,
+    pub global: bool,
+    /// The full names of its tools (`{provider}__{tool}`; `agent` for the agent provider).
+    pub tools: Vec<String>,
+    pub connections: Vec<ProviderConnectionBody>,
+}
+
+/// One connection of a provider.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderConnectionBody {
+    pub connection_id: String,
+    /// `grpc` or `http`.
+    pub transport: String,
+    /// Calls sent and not answered yet.
+    pub in_flight: u64,
+    /// Calls sent since it connected.
+    pub invoked: u64,
+}
+
+/// `POST /v1/providers`.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderRegistrationBody {
+    /// `^[A-Za-z0-9_-]+$`, without `__`, not `mcp`.
+    pub provider: String,
+    pub tools: Vec<ProvidedToolBody>,
+    /// In every session's pool (admins only).
+    pub global: Option<bool>,
+}
+
+/// A provided tool's declaration; unset flags take the fail-closed values.
+#[derive(Serialize, ToSchema)]
+pub struct ProvidedToolBody {
+    pub name: String,
+    pub description: Option<String>,
+    /// A JSON Schema object with `"type": "object"` (default `{"type": "object"}`).
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<Value>,
+    pub read_only: Option<bool>,
+    pub concurrency_safe: Option<bool>,
+    /// Default true.
+    pub destructive: Option<bool>,
+    /// `read_only`, `workspace_write` or `danger_full_access` (default).
+    pub required_permission: Option<String>,
+    /// `cancel` or `block` (default).
+    pub interrupt_behavior: Option<String>,
+    /// Default 30000.
+    pub max_result_size_chars: Option<u64>,
+    /// Default 120000.
+    pub timeout_ms: Option<u64>,
+}
+
+/// A registered connection: open its stream at `/v1/providers/{connection_id}/invocations`.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderRegisteredBody {
+    pub provider: String,
+    pub connection_id: String,
+    pub tools: Vec<String>,
+}
+
+/// An invocation's result.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderResultBody {
+    pub output: String,
+    pub is_error: Option<bool>,
+}
+
+/// Whether a call in flight took the result.
+#[derive(Serialize, ToSchema)]
+pub struct ResultAcceptedBody {
+    pub accepted: bool,
 }
 
 /// One instance of a bridged MCP server.

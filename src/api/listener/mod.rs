@@ -43,8 +43,10 @@ pub async fn serve(
     let gate = Arc::new(Gate {
         status,
         auth_tokens: settings.auth_tokens.clone(),
+        session_tokens: service.session_tokens(),
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
+        rate: crate::api::rate_limit::RateLimiter::new(settings.requests_per_second_per_principal),
     });
     let forward = crate::api::forward::Forwarder::new(settings.fleet.clone());
     let grpc =

@@ -597,21 +597,45 @@ fn custom_request_error(method: &str, params: Option<Value>, stateless: bool) ->
     ErrorData::invalid_params(format!("invalid params for \"{method}\": {reason}"), None)
 }
 
-/// A service error as a JSON-RPC error: a request the service refused is invalid params,
-/// anything else an internal error; the message is the service's.
+/// A service error as a JSON-RPC error: a request the service refused is invalid params, a
+/// caller over one of its `[limits]` [`LIMIT_EXCEEDED`], anything else an internal error; the
+/// message is the service's.
 pub(super) fn rpc_error(err: ServiceError) -> ErrorData {
     match err.code {
         ErrorCode::InvalidRequest
         | ErrorCode::NotFound
         | ErrorCode::Conflict
         | ErrorCode::Forbidden => ErrorData::invalid_params(err.message, None),
+        ErrorCode::LimitExceeded => ErrorData::new(
+            LIMIT_EXCEEDED,
+            err.message,
+            Some(serde_json::json!({"code": err.code.as_str(), "retry_after_seconds": 1})),
+        ),
         _ => ErrorData::internal_error(err.message, None),
     }
 }
 
+/// The JSON-RPC error of a call over one of the caller's `[limits]` (a batch or session slot;
+/// the request rate is refused before the MCP door, as HTTP 429): in the range JSON-RPC
+/// leaves to servers, its `data` naming the API's code (`limit_exceeded`) and when to retry.
+/// Not a tool result: the call did not run, and a retry may succeed.
+pub const LIMIT_EXCEEDED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_is_its_own_json_rpc_error_and_other_refusals_are_invalid_params() {
+        let limited = rpc_error(ServiceError::new(
+            ErrorCode::LimitExceeded,
+            "principal \"a\" has 1 batches running",
+        ));
+        assert_eq!(limited.code, LIMIT_EXCEEDED);
+        assert_eq!(limited.data.unwrap()["code"], "limit_exceeded");
+        let missing = rpc_error(ServiceError::not_found("unknown session \"s\""));
+        assert_eq!(missing.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    }
 
     #[test]
     fn pages_follow_their_cursors_to_the_last_tool() {

@@ -19,14 +19,19 @@
 //!   row in it is committed to the table and it is no longer appended to; a clean close
 //!   deletes them all.
 //! - Anything reading the audit log first *flushes* the journal: it commits every row appended
-//!   before the read began. Marking interrupted calls, which inserts rows of its own, does so
-//!   while holding the journal, so its rows take cursors no appended row holds.
+//!   before the read began. Marking interrupted calls, which inserts rows of its own, first
+//!   inserts every appended row, then counts its rows and *reserves* that many cursors (the
+//!   journal's lock held for that step only), so its rows take cursors no appended row holds
+//!   while appends go on during its SQL.
 //! - A record is framed as payload length (u32), CRC-32 of cursor and payload (u32), cursor
 //!   (i64), payload (the node and the row as JSON). Opening the store replays every segment
 //!   up to its first torn or corrupt record (a `kill -9` mid-`write` leaves at most one, and
 //!   its call had not been answered), then deletes the segments.
 //! - A failed ingest puts its rows back to be retried with the next one; they stay in the
-//!   journal, which a restart replays, until they are committed.
+//!   journal, which a restart replays, until they are committed. So does one that panics (a
+//!   bug): its rows are in its `Taken` before it inserts anything, and the writer settles a
+//!   held write whose job panicked as failed (`WriteThread::hold`), so they are retried, and
+//!   their segment deleted once they are committed, rather than left until a restart.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -61,6 +66,9 @@ pub(super) struct AuditJournal {
     /// Written into every row appended by this daemon.
     node: Arc<str>,
     state: Mutex<State>,
+    /// The next ingest panics once its rows are taken (a bug, simulated).
+    #[cfg(test)]
+    pub(super) panic_next_ingest: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -151,6 +159,8 @@ impl AuditJournal {
                 counts: BTreeMap::from([(generation, Counts::default())]),
                 rotate: false,
             }),
+            #[cfg(test)]
+            panic_next_ingest: Default::default(),
         })
     }
 
@@ -260,24 +270,29 @@ impl AuditJournal {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Runs `work` (which inserts `calls` rows with cursors of SQLite's choosing) on the write
-    /// connection, with every appended row inserted first (taken into `taken`) and appends held
-    /// off until the next cursor is past the rows `work` inserted. The caller settles `taken`
-    /// with the commit's outcome ([`AuditJournal::settle`]).
+    /// Runs `work`, which inserts `calls` rows of its own, on the write connection: every
+    /// appended row is inserted first (taken into `taken`), then `count` says how many rows
+    /// `work` will insert, that many cursors are reserved, and `work` is given the first to
+    /// number its rows from. The journal's lock is held only to take the rows and to reserve,
+    /// never during SQL, so appends go on meanwhile (with cursors past the reserved ones).
+    /// The caller settles `taken` with the commit's outcome ([`AuditJournal::settle`]); a
+    /// reservation `work` does not fill leaves a gap, which cursors allow.
     pub(super) fn exclusive<T>(
         &self,
         connection: &Connection,
         taken: &Taken,
-        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+        count: impl FnOnce(&Connection) -> Result<u64, StoreError>,
+        work: impl FnOnce(&Connection, i64) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut state = self.lock();
-        let entries = std::mem::take(&mut state.pending);
-        state.in_flight += 1;
-        let inserted = insert_entries(connection, &entries);
-        *taken.lock().unwrap_or_else(|p| p.into_inner()) = entries;
-        let value = inserted.and_then(|()| work(connection))?;
-        state.next_cursor = state.next_cursor.max(highest_cursor(connection)? + 1);
-        Ok(value)
+        self.take_and_insert(connection, taken)?;
+        let rows = i64::try_from(count(connection)?).unwrap_or(i64::MAX);
+        let first = {
+            let mut state = self.lock();
+            let first = state.next_cursor;
+            state.next_cursor = first.saturating_add(rows);
+            first
+        };
+        work(connection, first)
     }
 
     /// Commits what is pending, stops appends and deletes the journal (everything in it is
@@ -294,15 +309,28 @@ impl AuditJournal {
 
     /// On the write connection: takes every pending row into `taken` and inserts them.
     fn ingest(&self, connection: &Connection, taken: &Taken) -> Result<(), StoreError> {
+        self.lock().ingest_held = false;
+        self.take_and_insert(connection, taken)
+    }
+
+    /// Takes every pending row into `taken` (before inserting any, so that a panic while
+    /// inserting leaves them to be settled, not dropped) and inserts them.
+    fn take_and_insert(&self, connection: &Connection, taken: &Taken) -> Result<(), StoreError> {
         let entries = {
             let mut state = self.lock();
-            state.ingest_held = false;
             state.in_flight += 1;
             std::mem::take(&mut state.pending)
         };
-        let inserted = insert_entries(connection, &entries);
-        *taken.lock().unwrap_or_else(|p| p.into_inner()) = entries;
-        inserted
+        let mut taken = taken.lock().unwrap_or_else(|p| p.into_inner());
+        *taken = entries;
+        #[cfg(test)]
+        if self
+            .panic_next_ingest
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            panic!("an ingest panicked (a test's fault)");
+        }
+        insert_entries(connection, &taken)
     }
 
     /// Once an ingest's commit is known: committed rows count towards deleting their segments;

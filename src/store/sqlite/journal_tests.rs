@@ -187,3 +187,109 @@ async fn interrupted_calls_are_marked_beside_rows_still_in_the_journal() {
     assert_eq!(cursors, [1, 2]);
     store.close().await;
 }
+
+#[tokio::test]
+async fn appends_go_on_while_interrupted_calls_are_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store.record(record("b1", "c1")).await.unwrap();
+    store.journal.flush(&store.writer).await.unwrap();
+    // Marking's SQL, run on a connection of the test's own: while it runs, another thread
+    // appends a row, which must not wait for it.
+    let connection = rusqlite::Connection::open(dir.path().join("toold.db")).unwrap();
+    let taken = Taken::default();
+    let (journal, writer) = (&store.journal, &store.writer);
+    let marked = std::thread::scope(|scope| {
+        journal.exclusive(
+            &connection,
+            &taken,
+            |_| Ok(2),
+            |_, first_cursor| {
+                let (appended, done) = std::sync::mpsc::channel();
+                scope.spawn(move || {
+                    let row = AuditRow::new(record("b1", "c2")).unwrap();
+                    let _ = appended.send(journal.append(writer, vec![row]));
+                });
+                // A generous bound that only a deadlock reaches.
+                let append = done
+                    .recv_timeout(std::time::Duration::from_secs(60))
+                    .map_err(|_| StoreError::Database("the append waited for the SQL".into()))?;
+                append.map(|()| first_cursor)
+            },
+        )
+    });
+    store
+        .journal
+        .settle(marked.as_ref().map(drop).map_err(Clone::clone), &taken);
+    // The two reserved cursors follow the journal's row; the row appended meanwhile comes
+    // after them.
+    assert_eq!(marked.unwrap(), 2);
+    let cursors: Vec<_> = calls(&store)
+        .await
+        .iter()
+        .map(|row| (row.record.call_id.clone(), row.cursor))
+        .collect();
+    assert_eq!(cursors, [("c1".to_owned(), 1), ("c2".to_owned(), 4)]);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn the_rows_of_a_panicked_ingest_are_retried_not_left_until_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store
+        .journal
+        .panic_next_ingest
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    store.record(record("b1", "c1")).await.unwrap();
+    // Whichever ingest takes the row first panics (the held one or this flush's); its rows
+    // go back to be retried, and the next flush commits them.
+    let _ = store.journal.flush(&store.writer).await;
+    store.journal.flush(&store.writer).await.unwrap();
+    assert!(
+        !store
+            .journal
+            .panic_next_ingest
+            .load(std::sync::atomic::Ordering::SeqCst)
+    );
+    let rows = calls(&store).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].record.call_id, "c1");
+    {
+        let state = store.journal.lock();
+        assert_eq!((state.uncommitted, state.in_flight), (0, 0));
+        assert!(state.pending.is_empty());
+    }
+    // Nothing is left for a restart to replay: a clean close deletes the journal.
+    store.close().await;
+    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+}
+
+#[tokio::test]
+async fn a_held_ingest_that_panics_puts_its_rows_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let panics = &store.journal.panic_next_ingest;
+    panics.store(true, std::sync::atomic::Ordering::SeqCst);
+    store.record(record("b1", "c1")).await.unwrap();
+    // Nothing else writes: the row's held ingest runs on the writer thread, panics, and is
+    // settled as failed, its row pending again (before the fix it stayed in flight for ever,
+    // the row gone from memory and its segment kept until a restart).
+    let mut settled = false;
+    for _ in 0..500 {
+        {
+            let state = store.journal.lock();
+            if !panics.load(std::sync::atomic::Ordering::SeqCst) && state.in_flight == 0 {
+                assert_eq!(state.pending.len(), 1);
+                settled = true;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(settled, "the panicked ingest was never settled");
+    let rows = calls(&store).await;
+    assert_eq!(rows.len(), 1);
+    store.close().await;
+    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+}

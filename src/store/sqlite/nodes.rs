@@ -89,50 +89,69 @@ impl NodeStore for SqliteStore {
 
     async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError> {
         let session_id = session_id.to_owned();
-        // Its rows take cursors of SQLite's choosing: with the journal held (`journal`).
+        // Its rows take cursors the journal reserves for them (`journal`), counted first.
         let taken = Taken::default();
         let (journal, ingesting) = (self.journal.clone(), taken.clone());
-        let outcome =
-            self.writer
-                .write(move |connection| {
-                    journal.exclusive(connection, &ingesting, |connection| {
-                        // As on Postgres: input and tool from the call's `tool:pre` event if any.
-                        connection
-                    .prepare_cached(
-                        "INSERT INTO calls (node, session_id, batch_id, call_id, call_index, \
-                         requested_name, tool, input, decision, is_error, error_kind, \
-                         output_chars, started_at, duration_ms, interrupted) \
-                         SELECT s.owner, q.session_id, coalesce(q.batch_id, ''), q.call_id, \
-                         coalesce(q.data ->> '$.index', 0), coalesce(q.tool, ''), \
-                         (SELECT p.tool FROM events p WHERE p.session_id = q.session_id \
-                             AND p.batch_id = q.batch_id AND p.call_id = q.call_id \
-                             AND p.type = 'tool:pre' ORDER BY p.seq LIMIT 1), \
-                         coalesce((SELECT p.data -> '$.input' FROM events p \
-                             WHERE p.session_id = q.session_id AND p.batch_id = q.batch_id \
-                             AND p.call_id = q.call_id AND p.type = 'tool:pre' \
-                             ORDER BY p.seq LIMIT 1), 'null'), \
-                         NULL, 1, 'cancelled', 0, q.ts, 0.0, 1 \
-                         FROM events q JOIN sessions s ON s.id = q.session_id \
-                         WHERE q.session_id = ?1 AND q.type = 'tool:queued' \
-                         AND q.call_id IS NOT NULL \
-                         AND NOT EXISTS (SELECT 1 FROM calls c \
-                             WHERE c.session_id = q.session_id AND c.batch_id = q.batch_id \
-                             AND c.call_id = q.call_id) \
-                         ORDER BY q.seq",
+        let outcome = self
+            .writer
+            .write(move |connection| {
+                let failed = |err| {
+                    sqlite_error(
+                        &format!("marking the interrupted calls of session \"{session_id}\""),
+                        err,
                     )
-                    .and_then(|mut insert| insert.execute([&session_id]))
-                    .map(|written| written as u64)
-                    .map_err(|err| {
-                        sqlite_error(
-                            &format!("marking the interrupted calls of session \"{session_id}\""),
-                            err,
-                        )
-                    })
-                    })
-                })
-                .await;
+                };
+                journal.exclusive(
+                    connection,
+                    &ingesting,
+                    |connection| {
+                        connection
+                            .prepare_cached(&format!("SELECT count(*) {UNANSWERED_QUEUED}"))
+                            .and_then(|mut count| {
+                                count.query_row([&session_id], |row| row.get::<_, i64>(0))
+                            })
+                            .map(|rows| u64::try_from(rows).unwrap_or(0))
+                            .map_err(failed)
+                    },
+                    |connection, first_cursor| {
+                        connection
+                            .prepare_cached(&format!("{MARK_INTERRUPTED} {UNANSWERED_QUEUED}"))
+                            .and_then(|mut insert| {
+                                insert.execute(rusqlite::params![&session_id, first_cursor])
+                            })
+                            .map(|written| written as u64)
+                            .map_err(failed)
+                    },
+                )
+            })
+            .await;
         self.journal
             .settle(outcome.as_ref().map(drop).map_err(Clone::clone), &taken);
         outcome
     }
 }
+
+/// The interrupted row of each unanswered queued call, numbered from cursor `?2` in queue
+/// order; input and tool from the call's `tool:pre` event if any, as on Postgres.
+const MARK_INTERRUPTED: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
+     call_index, requested_name, tool, input, decision, is_error, error_kind, output_chars, \
+     started_at, duration_ms, interrupted) \
+     SELECT ?2 + row_number() OVER (ORDER BY q.seq) - 1, s.owner, q.session_id, \
+     coalesce(q.batch_id, ''), q.call_id, coalesce(q.data ->> '$.index', 0), \
+     coalesce(q.tool, ''), \
+     (SELECT p.tool FROM events p WHERE p.session_id = q.session_id \
+         AND p.batch_id = q.batch_id AND p.call_id = q.call_id \
+         AND p.type = 'tool:pre' ORDER BY p.seq LIMIT 1), \
+     coalesce((SELECT p.data -> '$.input' FROM events p \
+         WHERE p.session_id = q.session_id AND p.batch_id = q.batch_id \
+         AND p.call_id = q.call_id AND p.type = 'tool:pre' \
+         ORDER BY p.seq LIMIT 1), 'null'), \
+     NULL, 1, 'cancelled', 0, q.ts, 0.0, 1";
+
+/// The queued calls of session `?1` that have no audit row: counted, then marked.
+const UNANSWERED_QUEUED: &str = "FROM events q JOIN sessions s ON s.id = q.session_id \
+     WHERE q.session_id = ?1 AND q.type = 'tool:queued' AND q.call_id IS NOT NULL \
+     AND NOT EXISTS (SELECT 1 FROM calls c \
+         WHERE c.session_id = q.session_id AND c.batch_id = q.batch_id \
+         AND c.call_id = q.call_id) \
+     ORDER BY q.seq";

@@ -152,17 +152,25 @@ impl WriteThread {
     }
 
     /// [`WriteThread::write_held`] without waiting: `then` is called on the writer thread with
-    /// the outcome (`work`'s, once its group has committed, or the commit's error). Fails at
-    /// once only if the store is closed.
+    /// the outcome (`work`'s, once its group has committed, or the commit's error), also if
+    /// `work` panics (a bug; with an error). Fails at once only if the store is closed; then,
+    /// as for a write dropped unrun, `then` is not called.
     pub fn hold<T, F, D>(&self, work: F, then: D) -> Result<(), StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
         D: FnOnce(Result<T, StoreError>) + Send + 'static,
     {
+        let mut then = CalledIfRun {
+            then: Some(then),
+            running: false,
+            _outcome: std::marker::PhantomData,
+        };
         let job: Job = Box::new(move |connection: &Connection| {
+            then.running = true;
             let outcome = in_savepoint(connection, work);
-            Box::new(move |committed: Result<(), StoreError>| then(committed.and(outcome))) as Reply
+            Box::new(move |committed: Result<(), StoreError>| then.call(committed.and(outcome)))
+                as Reply
         });
         self.push_held(job)
     }
@@ -232,6 +240,34 @@ impl WriteThread {
             && thread.join().is_err()
         {
             tracing::error!("the sqlite writer thread panicked");
+        }
+    }
+}
+
+/// A held write's `then`, called once its job has run: with the outcome, or, if the job
+/// panicked (it is dropped, running, uncalled), with an error saying so. Without this, a
+/// panicking job's `then` would never be called (the journal's rows of a panicked ingest were
+/// then left uncommitted until a restart).
+struct CalledIfRun<T, D: FnOnce(Result<T, StoreError>)> {
+    then: Option<D>,
+    running: bool,
+    _outcome: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T, D: FnOnce(Result<T, StoreError>)> CalledIfRun<T, D> {
+    fn call(&mut self, outcome: Result<T, StoreError>) {
+        if let Some(then) = self.then.take() {
+            then(outcome);
+        }
+    }
+}
+
+impl<T, D: FnOnce(Result<T, StoreError>)> Drop for CalledIfRun<T, D> {
+    fn drop(&mut self) {
+        if self.running {
+            self.call(Err(StoreError::Database(
+                "a held write panicked; nothing of it was committed".to_owned(),
+            )));
         }
     }
 }
@@ -465,5 +501,27 @@ mod tests {
         assert_eq!(pragma("foreign_keys"), "Integer(1)");
         // 2 is MEMORY.
         assert_eq!(pragma("temp_store"), "Integer(2)");
+    }
+
+    #[tokio::test]
+    async fn a_held_write_that_panics_is_still_answered_as_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let writer =
+            WriteThread::open(&path, path.to_str().unwrap(), Duration::from_secs(1)).unwrap();
+        let (told, outcome) = oneshot::channel();
+        writer
+            .hold(
+                |_| -> Result<(), StoreError> { panic!("a bug in a held write") },
+                move |outcome| {
+                    let _ = told.send(outcome);
+                },
+            )
+            .unwrap();
+        let outcome = outcome.await.expect("`then` was called");
+        assert!(outcome.unwrap_err().to_string().contains("panicked"));
+        // The writer carries on.
+        writer.write(|_| Ok(())).await.unwrap();
+        writer.close().await;
     }
 }

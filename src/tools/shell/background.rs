@@ -29,6 +29,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::limits::{SessionSlots, ShellLimits};
 use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
 use super::process::{SharedOutput, ShellProcess, Stdin};
 use super::sandbox::spawner::SpawnerSet;
@@ -125,6 +126,8 @@ pub struct BackgroundShells {
     sandbox: ShellSandbox,
     /// Each session's sandbox (its spawner).
     spawners: SpawnerSet,
+    /// `[limits]` per session: shells running at once (`limits`).
+    slots: SessionSlots,
 }
 
 impl std::fmt::Debug for BackgroundShells {
@@ -158,6 +161,22 @@ impl BackgroundShells {
         }
     }
 
+    /// Enforces `limits` on every session's shells (see `limits`).
+    pub fn with_limits(mut self, limits: ShellLimits) -> BackgroundShells {
+        self.slots = SessionSlots::new(limits);
+        self
+    }
+
+    /// A slot for a foreground `bash` call of `session_id` (`shell_calls_per_session`),
+    /// waited for; held until dropped. `None` without that limit.
+    pub(crate) async fn foreground_slot(
+        &self,
+        session_id: &str,
+        cancellation: &CancellationToken,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ToolError> {
+        self.slots.foreground(session_id, cancellation).await
+    }
+
     pub(crate) fn spill_settings(&self) -> &SpillSettings {
         &self.spill
     }
@@ -181,6 +200,7 @@ impl BackgroundShells {
         let count = tasks.len();
         futures::future::join_all(tasks.values().map(|task| task.stop())).await;
         self.spawners.shut_down(session_id).await;
+        self.slots.forget(session_id);
         // The session's sandbox temporary directory (Landlock's TMPDIR) goes with it; it
         // usually does not exist.
         let _ = tokio::fs::remove_dir_all(self.sandbox.session_temp_dir(session_id)).await;
@@ -218,6 +238,8 @@ impl BackgroundShells {
         confinement: &Confinement,
     ) -> Result<(String, u32), ToolError> {
         self.make_room(session.id())?;
+        // Held by the task's supervisor while the shell runs (`background_shells_per_session`).
+        let slot = self.slots.background(session.id())?;
         let output = SharedOutput::new(BACKGROUND_CAP_BYTES);
         let mut process = ShellProcess::spawn(
             command,
@@ -260,6 +282,7 @@ impl BackgroundShells {
             Arc::downgrade(session),
             Arc::downgrade(self),
             session.id().to_owned(),
+            slot,
         ));
         Ok((task_name(id), pid))
     }
@@ -434,6 +457,7 @@ async fn supervise(
     session: Weak<dyn SessionView>,
     shells: Weak<BackgroundShells>,
     session_id: String,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
     let session_gone = async {
         while session.strong_count() > 0 {
@@ -454,6 +478,8 @@ async fn supervise(
         },
         Some(_) => TaskStatus::Killed,
     };
+    // Its slot is free once it no longer runs, before anyone can read that it ended.
+    drop(slot);
     status.send_replace(end);
     if reason == Some(true)
         && let Some(shells) = shells.upgrade()

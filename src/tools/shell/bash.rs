@@ -260,6 +260,11 @@ impl Tool for BashTool {
                 .with_metadata("sandbox", sandbox)
                 .with_metadata("limits", limits));
         }
+        // Held until the call returns (`shell_calls_per_session`; over it, the call waits).
+        let _slot = self
+            .shells
+            .foreground_slot(ctx.session.id(), &ctx.cancellation)
+            .await?;
         let settings = self.shells.spill_settings().clone();
         // Output up to the spill threshold is kept whole here; past it the spill has it all.
         let output = SharedOutput::new(settings.memory_bytes);

@@ -7,7 +7,8 @@
 //! read and stop them; [`crate::shell_syntax`] (a module of its own, because the permission
 //! rules read the same lines) parses a command line with tree-sitter-bash and says whether it
 //! is read-only, concurrency-safe and destructive, and which words may name files;
-//! [`boundary`] judges those words against the workspace; [`spill`] moves a foreground
+//! [`boundary`] judges those words against the workspace; [`limits`] holds `[limits]`'s
+//! per-session shell slots; [`spill`] moves a foreground
 //! output that outgrows memory to a file, which the offload phase streams into the store.
 //!
 //! [`sandbox`] confines every shell (bubblewrap, else Landlock) so that a command inside the
@@ -21,6 +22,7 @@ mod bash;
 mod boundary;
 mod direct;
 mod group;
+mod limits;
 mod output;
 mod process;
 mod sandbox;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 
 pub use crate::shell_syntax::{CommandLine, SimpleCommand, simple_commands};
 pub use background::BackgroundShells;
+pub use limits::ShellLimits;
 pub use sandbox::{
     SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox, serve_spawner,
 };

@@ -38,12 +38,18 @@ pub fn daemon() -> Toold {
 
 /// [`daemon`] with `extra` flags.
 pub fn daemon_with(extra: &[&str]) -> Toold {
+    daemon_configured("", extra)
+}
+
+/// [`daemon`] with `settings` added to its settings file (sections other than
+/// `[permissions]` and `[[auth.tokens]]`) and `extra` flags.
+pub fn daemon_configured(settings: &str, extra: &[&str]) -> Toold {
     let digest_b: String = Sha256::digest(AGENT_B.as_bytes())
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
     let settings = format!(
-        "[permissions]\nask = [\"bash(echo ask:*)\"]\n\n\
+        "{settings}\n\n[permissions]\nask = [\"bash(echo ask:*)\"]\n\n\
          [[auth.tokens]]\nname = \"agent-a\"\ntoken = \"{AGENT_A}\"\nrole = \"agent\"\n\n\
          [[auth.tokens]]\nname = \"agent-b\"\nsha256 = \"{digest_b}\"\nrole = \"agent\"\n\n\
          [[auth.tokens]]\nname = \"observer-o\"\ntoken = \"{OBSERVER}\"\nrole = \"observer\"\n"

@@ -6,7 +6,8 @@ use serde_json::json;
 
 use super::harness::{Reply, Toold};
 
-fn assert_error(reply: &Reply, status: StatusCode, code: &str) {
+/// An error answer: `status`, the table's `code`, and a message.
+pub fn assert_error(reply: &Reply, status: StatusCode, code: &str) {
     assert_eq!(reply.status, status, "{}", reply.body);
     assert_eq!(reply.body["error"]["code"], code, "{}", reply.body);
     assert!(

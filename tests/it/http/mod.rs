@@ -4,7 +4,7 @@
 //! endpoints (`/openapi.json`, `/metrics`) and scheduling judged from persisted events).
 
 pub mod approvals;
-mod bad_input;
+pub mod bad_input;
 mod batches;
 mod contract;
 mod defects;

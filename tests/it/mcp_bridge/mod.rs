@@ -17,7 +17,7 @@ mod contained;
 mod door;
 mod grpc;
 mod names;
-mod observed;
+pub mod observed;
 mod processes;
 mod restart;
 mod safety;

@@ -271,22 +271,7 @@ async fn a_streamed_batch_passes_results_on_in_order() {
 async fn an_interrupt_cancels_a_running_sleep() {
     let daemon = Daemon::start().await;
     let session = daemon.session(json!({})).await;
-    let mut events = daemon.service.events().subscribe();
-    let service = daemon.service.clone();
-    let id = session.id.clone();
-    let running = tokio::spawn(async move {
-        service
-            .execute_body(
-                &id,
-                &calls(json!([{"id": "s", "name": "sleep", "input": {"duration_ms": 60000}}])),
-            )
-            .await
-    });
-    loop {
-        if events.recv().await.unwrap().event_type == toold::event::EventType::ToolPre {
-            break;
-        }
-    }
+    let running = daemon.running_sleep(&session.id).await;
     daemon.service.interrupt(&admin(), &session.id).unwrap();
     let body = running.await.unwrap().unwrap().json();
     assert_eq!(body["results"][0]["error_kind"], "cancelled", "{body}");

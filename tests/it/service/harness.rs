@@ -121,6 +121,32 @@ impl Daemon {
             .expect("session created")
     }
 
+    /// Starts a minute's `sleep` as a batch of `session` in a task of its own and returns once
+    /// it runs (its `tool:pre` was published): the task answers the batch.
+    pub async fn running_sleep(
+        &self,
+        session: &str,
+    ) -> tokio::task::JoinHandle<Result<Answered, ServiceError>> {
+        let mut events = self.service.events().subscribe();
+        let service = self.service.clone();
+        let id = session.to_owned();
+        let running = tokio::spawn(async move {
+            service
+                .execute_body(
+                    &id,
+                    &calls(json!([{"id": "s", "name": "sleep", "input": {"duration_ms": 60000}}])),
+                )
+                .await
+        });
+        loop {
+            let event = events.recv().await.unwrap();
+            if event.event_type == toold::event::EventType::ToolPre && *event.session_id == *session
+            {
+                return running;
+            }
+        }
+    }
+
     pub async fn batch(&self, session: &str, body: Value) -> Value {
         self.service
             .execute_body(session, &body)

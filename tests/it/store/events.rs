@@ -72,8 +72,18 @@ pub async fn filters_combine_and_after_seq_and_limit_apply(backend: Backend) {
         session_id: Some("s1".to_owned()),
         tool: Some("read_file".to_owned()),
         event_type: Some(EventType::ToolPre),
+        ..EventFilter::default()
     };
     assert_eq!(read(all_three, 0, 100).await, [2]);
+    // A session's children's events go with its own (a child session's, relayed).
+    let with_child = EventFilter {
+        session_id: Some("s2".to_owned()),
+        also_sessions: vec!["s1".to_owned(), "ghost".to_owned()],
+        tool: Some("read_file".to_owned()),
+        ..EventFilter::default()
+    };
+    assert_eq!(read(with_child.clone(), 0, 100).await, [2, 3, 5]);
+    assert_eq!(read(with_child, 2, 2).await, [3, 5]);
     assert_eq!(read(EventFilter::default(), 3, 100).await, [4, 5, 6]);
     assert_eq!(read(EventFilter::default(), 0, 2).await, [1, 2]);
     assert_eq!(read(tool, 2, 1).await, [3]);
@@ -99,6 +109,12 @@ pub async fn the_store_filter_agrees_with_event_filter_matches(backend: Backend)
         },
         EventFilter {
             event_type: Some(EventType::BatchEnd),
+            ..EventFilter::default()
+        },
+        EventFilter {
+            session_id: Some("s1".to_owned()),
+            also_sessions: vec!["s2".to_owned()],
+            event_type: Some(EventType::ToolPre),
             ..EventFilter::default()
         },
     ];

@@ -6,25 +6,12 @@
 //! The Python clients run in the venv `.ci/run` makes (grpcio, grpcio-tools, requests) and
 //! names in `TOOLD_TEST_PYTHON`; without it the test is skipped locally and fails in CI.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::TlsDaemon;
 use crate::support::daemon::without_settings;
-
-/// The venv's Python `.ci/run` exported, or `None` (skipped) outside CI.
-fn python(what: &str) -> Option<PathBuf> {
-    match std::env::var_os("TOOLD_TEST_PYTHON") {
-        Some(path) => Some(PathBuf::from(path)),
-        None if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("TOOLD_TEST_PYTHON is not set; CI must run the {what}")
-        }
-        None => {
-            eprintln!("skipped: TOOLD_TEST_PYTHON is not set ({what})");
-            None
-        }
-    }
-}
+use crate::support::python::python;
 
 /// Runs `python script args`, failing the test with its output unless it succeeds.
 fn run_python(python: &Path, script: &Path, args: &[&str]) -> String {
