@@ -4,7 +4,7 @@
 use super::harness::admin;
 use serde_json::{Value, json};
 use toold::registry::calls::BatchRequest;
-use toold::service::{BatchItem, ErrorCode, StreamDetail, StreamRequest};
+use toold::service::{BatchItem, Closed, ErrorCode, StreamDetail, StreamRequest};
 
 use crate::service::harness::*;
 
@@ -107,7 +107,7 @@ async fn broken_envelopes_and_unknown_sessions_are_refused_whole() {
     assert_eq!(
         daemon
             .service
-            .list_calls(&admin(), &session.id, None, 10)
+            .list_calls(&admin(), &session.id, None, 10, Closed::Readable)
             .await
             .unwrap()
             .rows
@@ -336,13 +336,19 @@ async fn offloaded_output_and_the_audit_log_read_back() {
     }
     let first = daemon
         .service
-        .list_calls(&admin(), &session.id, None, 4)
+        .list_calls(&admin(), &session.id, None, 4, Closed::Readable)
         .await
         .unwrap();
     assert_eq!(first.rows.len(), 4);
     let rest = daemon
         .service
-        .list_calls(&admin(), &session.id, first.next_cursor, 4)
+        .list_calls(
+            &admin(),
+            &session.id,
+            first.next_cursor,
+            4,
+            Closed::Readable,
+        )
         .await
         .unwrap();
     assert_eq!(rest.rows.len(), 2);

@@ -2,7 +2,7 @@
 
 use super::harness::admin;
 use serde_json::json;
-use toold::service::{CreateSessionRequest, ErrorCode};
+use toold::service::{Closed, CreateSessionRequest, ErrorCode};
 
 use crate::service::harness::*;
 
@@ -280,7 +280,7 @@ async fn a_restart_keeps_sessions_and_their_state() {
     );
     let calls = restarted
         .service
-        .list_calls(&admin(), &session.id, None, 100)
+        .list_calls(&admin(), &session.id, None, 100, Closed::Readable)
         .await
         .unwrap();
     assert_eq!(calls.rows.len(), 5, "the audit log spans the restart");
