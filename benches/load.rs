@@ -31,11 +31,12 @@
 //! `TOOLD_BENCH_ONLY=latency` (or `throughput`, `mcp`, or `bridge`) measures only that after
 //! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
 //! traces, `forward` only the forwarding hop between two daemons of a fleet
-//! (`load/forward.rs`), and `providers` only a provided tool's cost beside `read_file`
-//! (`load/providers.rs`), without the starts. The daemon inherits the environment, so the
-//! `[limits]` can be measured on by setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse:
-//! every request then takes the rate limiter's token and every batch its slot); unset, they
-//! are 0 and cost a branch each.
+//! (`load/forward.rs`), `providers` only a provided tool's cost beside `read_file`
+//! (`load/providers.rs`), and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
+//! 600, at 80% of the measured batch throughput with malformed requests mixed in), without
+//! the starts. The daemon inherits the environment, so the `[limits]` can be measured on by
+//! setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse: every request then takes the
+//! rate limiter's token and every batch its slot); unset, they are 0 and cost a branch each.
 
 #[path = "load/client.rs"]
 mod client;
@@ -55,6 +56,8 @@ mod placement;
 mod providers;
 #[path = "load/sandbox.rs"]
 mod sandbox;
+#[path = "load/soak.rs"]
+mod soak;
 #[path = "load/traces.rs"]
 mod traces;
 
@@ -107,6 +110,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "providers") {
         providers::measure().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "soak") {
+        soak::report().await;
         return;
     }
     let dirs: Vec<tempfile::TempDir> = (0..STARTS).map(|_| fixture_dir()).collect();

@@ -119,4 +119,10 @@ impl Dispatcher {
     pub fn settings(&self) -> &DispatchSettings {
         &self.settings
     }
+
+    /// Where audit rows go: for the rows of calls a batch cut off by a restart never got to
+    /// record (the service settles such batches).
+    pub fn audit_sink(&self) -> &Arc<dyn AuditSink> {
+        &self.audit
+    }
 }

@@ -48,12 +48,23 @@ pub struct BatchOutcome {
     pub replayed: bool,
 }
 
+/// Where a batch is, as `GET .../batches/{id}` says: its stored status, or `cut_off` for one
+/// stored as running that no daemon runs any more (a restart cut it off) and whose audit
+/// rows do not cover every call, until a retry with its key settles it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchState {
+    Running,
+    Completed,
+    CutOff,
+}
+
 /// A batch as `GET .../batches/{id}` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BatchStatusView {
     pub batch_id: String,
     pub session_id: String,
-    pub status: BatchStatus,
+    pub status: BatchState,
     pub format: BatchFormat,
     pub calls: usize,
     /// RFC 3339, milliseconds.
@@ -90,7 +101,7 @@ impl ToolService {
         // ends (a panic unwinds through it; a dropped request leaves it with the spawned rest).
         let running = self.run_to_completion(async move {
             let _slot = slot;
-            if let Some(replay) = service.claim(&record).await? {
+            if let Some(replay) = service.claim(&record, &request.calls).await? {
                 return Ok(replay);
             }
             let results: Arc<[ToolResult]> = service
@@ -130,7 +141,7 @@ impl ToolService {
         self.authorize(caller, session_id, Access::Read).await?;
         self.ensure_session_known(session_id, super::Closed::Gone)
             .await?;
-        let record = match self.recent.get(session_id, batch_id) {
+        let mut record = match self.recent.get(session_id, batch_id) {
             Some(record) => record,
             None => self
                 .store
@@ -138,13 +149,31 @@ impl ToolService {
                 .await?
                 .ok_or_else(|| ServiceError::not_found(format!("unknown batch \"{batch_id}\"")))?,
         };
+        let mut state = match record.status {
+            BatchStatus::Running => BatchState::Running,
+            BatchStatus::Completed => BatchState::Completed,
+        };
+        // Stored as running, its session live here since after it began, so nothing runs it:
+        // settled from its rows if they cover every call (see `ownership`), else `cut_off`
+        // until a retry with its key settles it. Another daemon's session is its to judge.
+        let live_here = self.session(session_id).is_ok();
+        if record.status == BatchStatus::Running && live_here && self.cut_off(&record) {
+            match self.settle_cut_off(&record, record.format, &[]).await? {
+                Some(settled) => {
+                    record.results = Some(settled.results.to_vec());
+                    record.completed_at = Some(SystemTime::now());
+                    state = BatchState::Completed;
+                }
+                None => state = BatchState::CutOff,
+            }
+        }
         let rfc3339 = |time| humantime::format_rfc3339_millis(time).to_string();
         Ok(BatchStatusView {
             created_at: rfc3339(record.created_at),
             completed_at: record.completed_at.map(rfc3339),
             batch_id: record.batch_id,
             session_id: record.session_id,
-            status: record.status,
+            status: state,
             format: record.format,
             calls: record.call_count,
             results: record.results,
@@ -193,9 +222,12 @@ impl ToolService {
 
     /// For a batch with an idempotency key: records it, or finds the earlier one with the same
     /// key and answers with its stored results. A batch without a key has nothing to find.
+    /// `calls` are the request's (empty for a streamed one whose calls are still arriving):
+    /// what settles an earlier batch with the same key that a restart cut off.
     pub(super) async fn claim(
         &self,
         record: &BatchRecord,
+        calls: &[ToolCall],
     ) -> Result<Option<BatchOutcome>, ServiceError> {
         let Some(key) = record.idempotency_key.as_deref() else {
             return Ok(None);
@@ -207,7 +239,8 @@ impl ToolService {
             ))),
             BatchClaim::Existing(earlier) if earlier.status == BatchStatus::Running => {
                 if self.cut_off(&earlier)
-                    && let Some(settled) = self.settle_cut_off(&earlier, record.format).await?
+                    && let Some(settled) =
+                        self.settle_cut_off(&earlier, record.format, calls).await?
                 {
                     return Ok(Some(settled));
                 }

@@ -19,8 +19,12 @@
 //! log: every call has a row (the row of a call cut off says `interrupted`), and the results
 //! built from them (a call cut off: kind `cancelled`; a finished call whose answer was lost:
 //! its row's outcome, its output lost unless offloaded) are stored as the batch's, so every
-//! later retry replays the same. A whole batch whose rows do not cover every call stays a
-//! `conflict` saying it was cut off.
+//! later retry replays the same. A call with no row at all (the daemon died within the ~10 ms
+//! before its `tool:queued` event was stored, so the restart could not mark it) gets a
+//! `cancelled` row from the retry, whose calls are the same; it is not run again. The crash
+//! loop (`tests/it/crash/`) found such batches stuck: every retry was a `conflict`, and
+//! `GET .../batches/{id}` said `running` for ever. A read of such a batch before any retry
+//! settles it when its rows cover every call, and otherwise reports it `cut_off`.
 //!
 //! Deliberately absent: noticing that a daemon stopped (the server's fleet task does, by
 //! heartbeats, and calls [`ToolService::take_over`] once it has claimed the silent node).
@@ -31,11 +35,12 @@ use super::BatchOutcome;
 use super::access::Access;
 use super::sessions::{CreateSessionRequest, session_info};
 use super::{ErrorCode, LiveSession, ServiceError, SessionPlace, ToolService};
+use crate::dispatch::AuditRecord;
 use crate::permission::Principal;
 use crate::registry::calls::BatchFormat;
 use crate::session::SessionSnapshot;
 use crate::store::{BatchRecord, CallRow, SessionRecord};
-use crate::tool::{ErrorKind, ToolResult};
+use crate::tool::{ErrorKind, ToolCall, ToolResult};
 
 /// What taking over a stopped daemon's sessions did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -174,35 +179,33 @@ impl ToolService {
     }
 
     /// Answers a retry of a cut-off batch from the audit log and stores that answer as the
-    /// batch's (see the module header); `None` when the rows do not cover every call.
+    /// batch's (see the module header). `calls` are the retry's (the same request, so the
+    /// same calls): a call without a row gets one here, `cancelled`. `None` when the rows do
+    /// not cover every call and `calls` cannot fill them in (a streamed retry's calls, still
+    /// arriving; a plain read of the batch).
     pub(super) async fn settle_cut_off(
         &self,
         earlier: &BatchRecord,
         format: BatchFormat,
+        calls: &[ToolCall],
     ) -> Result<Option<BatchOutcome>, ServiceError> {
-        let mut rows = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self
-                .store
-                .list_calls(&earlier.session_id, after, 1000)
-                .await?;
-            rows.extend(
-                page.rows
-                    .into_iter()
-                    .filter(|row| row.record.batch_id == earlier.batch_id),
-            );
-            match page.next_cursor {
-                Some(cursor) => after = Some(cursor),
-                None => break,
-            }
-        }
+        let rows = self
+            .store
+            .batch_calls(&earlier.session_id, &earlier.batch_id)
+            .await?;
+        let mut settled: Vec<(usize, ToolResult)> = rows
+            .iter()
+            .map(|row| (row.record.index, settled_result(row)))
+            .collect();
         // A streamed batch is stored with no count: the calls that arrived are all it had.
         if earlier.call_count != 0 && rows.len() != earlier.call_count {
-            return Ok(None);
+            if calls.len() != earlier.call_count {
+                return Ok(None);
+            }
+            settled.extend(self.record_unrecorded(earlier, calls, &rows).await?);
         }
-        rows.sort_by_key(|row| row.record.index);
-        let results: Vec<ToolResult> = rows.iter().map(settled_result).collect();
+        settled.sort_by_key(|(index, _)| *index);
+        let results: Vec<ToolResult> = settled.into_iter().map(|(_, result)| result).collect();
         self.store
             .complete_batch(&earlier.batch_id, &results)
             .await?;
@@ -212,6 +215,79 @@ impl ToolService {
             results: results.into(),
             replayed: true,
         }))
+    }
+
+    /// The calls of a cut-off batch that have no audit row: the daemon stopped before even
+    /// their `tool:queued` event was stored (within ~10 ms of the batch's start), so the
+    /// restart could not mark them interrupted. Each gets a `cancelled` row now
+    /// (`cancelled_by` "daemon_stopped"), written before the retry is answered, so every call
+    /// has a row and a result. Whether such a call had begun is unknown; it is not run again
+    /// (a keyed batch runs at most once).
+    async fn record_unrecorded(
+        &self,
+        earlier: &BatchRecord,
+        calls: &[ToolCall],
+        rows: &[CallRow],
+    ) -> Result<Vec<(usize, ToolResult)>, ServiceError> {
+        let kind = ErrorKind::Cancelled;
+        let output = kind.format_output(
+            "the daemon running this batch stopped before this call's outcome was recorded; \
+             it is not run again",
+        );
+        let missing: Vec<(usize, &ToolCall)> = calls
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !rows.iter().any(|row| row.record.index == *index))
+            .collect();
+        let records = missing
+            .iter()
+            .map(|(index, call)| AuditRecord {
+                session_id: earlier.session_id.clone(),
+                batch_id: earlier.batch_id.clone(),
+                call_id: call.id.clone(),
+                index: *index,
+                requested_name: call.name.clone(),
+                tool: None,
+                input: call.input.to_record(),
+                decision: None,
+                is_error: true,
+                error_kind: Some(kind),
+                output_chars: output.chars().count() as u64,
+                offloaded: None,
+                started_at: earlier.created_at,
+                duration_ms: 0.0,
+                cancelled_by: Some("daemon_stopped".to_owned()),
+                trace_id: None,
+                principal: None,
+            })
+            .collect();
+        self.dispatcher
+            .audit_sink()
+            .record_many(records)
+            .await
+            .map_err(|err| {
+                ServiceError::internal(format!(
+                    "batch \"{}\" was cut off and its unrecorded calls could not be audited: {err}",
+                    earlier.batch_id
+                ))
+            })?;
+        Ok(missing
+            .into_iter()
+            .map(|(index, call)| {
+                let result = ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    is_error: true,
+                    output: output.clone(),
+                    error_kind: Some(kind),
+                    duration_ms: 0.0,
+                    offloaded: None,
+                    structured: None,
+                    metadata: serde_json::Map::new(),
+                };
+                (index, result)
+            })
+            .collect())
     }
 }
 

@@ -46,17 +46,25 @@ pub struct StreamRequest {
     pub call_count: usize,
     /// Only for calls known up front: a retry is recognised by the whole request.
     pub idempotency: Option<Idempotency>,
+    /// A keyed batch's calls, kept for its claim: a retry of a batch a restart cut off
+    /// settles the calls that have no audit row with them (`ownership`).
+    pub keyed_calls: Vec<ToolCall>,
     pub detail: StreamDetail,
 }
 
 impl StreamRequest {
     /// A batch whose calls are all known (a parsed body).
     pub fn known(request: BatchRequest, detail: StreamDetail) -> StreamRequest {
+        let keyed_calls = match request.idempotency {
+            Some(_) => request.calls.clone(),
+            None => Vec::new(),
+        };
         StreamRequest {
             format: request.format,
             call_count: request.calls.len(),
             calls: Box::pin(futures::stream::iter(request.calls)),
             idempotency: request.idempotency,
+            keyed_calls,
             detail,
         }
     }
@@ -72,6 +80,7 @@ impl StreamRequest {
             calls: Box::pin(calls),
             call_count: 0,
             idempotency: None,
+            keyed_calls: Vec::new(),
             detail,
         }
     }
@@ -113,6 +122,7 @@ impl ToolService {
             calls,
             call_count,
             idempotency,
+            keyed_calls,
             detail,
         } = request;
         let record = new_record(session_id, format, idempotency, call_count);
@@ -126,7 +136,7 @@ impl ToolService {
         self.batch_tasks.spawn(crate::tool::trace::carry(async move {
             let _slot = slot;
             let batch_id = record.batch_id.clone();
-            match service.claim(&record).await {
+            match service.claim(&record, &keyed_calls).await {
                 Err(refused) => {
                     let _ = claimed.send(Err(refused));
                     return;

@@ -16,6 +16,7 @@ mod agent;
 mod architecture;
 mod auth;
 mod client;
+mod crash;
 mod dispatch;
 mod files;
 mod fleet;

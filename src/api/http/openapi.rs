@@ -371,7 +371,8 @@ pub struct OffloadedBody {
 pub struct BatchStatusBody {
     pub batch_id: String,
     pub session_id: String,
-    /// `running` or `complete`.
+    /// `running`, `completed`, or `cut_off` (a restart cut it off before its calls were all
+    /// recorded; a retry with its idempotency key settles it).
     pub status: String,
     pub format: String,
     pub calls: u64,

@@ -281,16 +281,7 @@ impl Toold {
         }
         let response = builder.send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
-        let headers = response.headers().clone();
-        SseReader {
-            headers,
-            stream: Box::pin(
-                response
-                    .bytes_stream()
-                    .map(|chunk| chunk.map(|b| b.to_vec())),
-            ),
-            buffer: String::new(),
-        }
+        SseReader::new(response)
     }
 }
 
@@ -311,6 +302,19 @@ pub struct SseReader {
 }
 
 impl SseReader {
+    /// The frames of a response already received (its status checked by the caller).
+    pub fn new(response: reqwest::Response) -> SseReader {
+        SseReader {
+            headers: response.headers().clone(),
+            stream: Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map(|b| b.to_vec())),
+            ),
+            buffer: String::new(),
+        }
+    }
+
     /// The next frame with data (keep-alive comments skipped); `None` when the stream ends.
     pub async fn next(&mut self) -> Option<Frame> {
         self.try_next().await.expect("the stream does not fail")

@@ -5,6 +5,7 @@ use super::harness::admin;
 use serde_json::{Value, json};
 use toold::registry::calls::BatchRequest;
 use toold::service::{BatchItem, Closed, ErrorCode, StreamDetail, StreamRequest};
+use toold::store::{BatchClaim, BatchRecord, BatchStatus};
 
 use crate::service::harness::*;
 
@@ -224,6 +225,101 @@ async fn a_keyed_batch_whose_completion_fails_is_released_and_a_retry_runs_it() 
         .await
         .unwrap();
     assert!(replayed.replayed, "once completed, the key replays");
+}
+
+/// What a `kill -9` within ~10 ms of a keyed batch's start leaves (the crash loop,
+/// `tests/it/crash/`, found it): the batch claimed, stored `running`, and not one audit row
+/// or `tool:queued` event, so the restart marks nothing interrupted.
+#[tokio::test]
+async fn a_keyed_batch_cut_off_before_any_row_is_settled_by_its_retry_and_never_runs() {
+    let daemon = Daemon::start().await;
+    let session = daemon
+        .session(json!({"permission_mode": "danger_full_access"}))
+        .await;
+    let body = json!({"idempotency_key": "k-cut", "calls": [
+        {"id": "a", "name": "bash", "input": {"command": "echo run >> log.txt"}},
+        {"id": "b", "name": "read_file", "input": {"file_path": "log.txt"}}]});
+    let request = BatchRequest::from_json(&body).unwrap();
+    let idempotency = request.idempotency.clone().unwrap();
+    let claimed = daemon
+        .store
+        .claim_batch(&BatchRecord {
+            batch_id: "batch_cut".into(),
+            session_id: session.id.clone(),
+            format: request.format,
+            idempotency_key: Some(idempotency.key),
+            request_hash: idempotency.request_hash,
+            status: BatchStatus::Running,
+            call_count: 2,
+            results: None,
+            created_at: std::time::SystemTime::now(),
+            completed_at: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(claimed, BatchClaim::New));
+    let daemon = daemon.restart().await;
+    let read = |daemon: &Daemon| {
+        let service = daemon.service.clone();
+        let id = session.id.clone();
+        async move {
+            let view = service.get_batch(&admin(), &id, "batch_cut").await.unwrap();
+            serde_json::to_value(view).unwrap()
+        }
+    };
+    assert_eq!(
+        read(&daemon).await["status"],
+        "cut_off",
+        "not `running` for ever"
+    );
+
+    let retry = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.batch_id, "batch_cut");
+    for (result, id) in retry.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(["a", "b"])
+    {
+        assert_eq!(result["id"], id);
+        assert_eq!(result["error_kind"], "cancelled", "{result}");
+    }
+    assert!(
+        !session.working_directory.join("log.txt").exists(),
+        "a keyed batch runs at most once"
+    );
+    let rows = daemon
+        .service
+        .batch_calls(&admin(), &session.id, "batch_cut")
+        .await
+        .unwrap();
+    let audited: Vec<(&str, Option<&str>)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row.record.call_id.as_str(),
+                row.record.cancelled_by.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        audited,
+        [("a", Some("daemon_stopped")), ("b", Some("daemon_stopped"))]
+    );
+    let stored = read(&daemon).await;
+    assert_eq!(stored["status"], "completed");
+    assert_eq!(stored["results"], retry.body["results"]);
+    let again = daemon
+        .service
+        .execute_body(&session.id, &body)
+        .await
+        .unwrap();
+    assert_eq!(again.body, retry.body, "every later retry replays the same");
 }
 
 #[tokio::test]

@@ -20,6 +20,8 @@ use toold::tools::{BackgroundShells, SkillSettings, ToolDeps, WebFetchSettings, 
 
 pub struct Daemon {
     pub service: Arc<ToolService>,
+    /// The service's own store (to set up what only a crash leaves behind).
+    pub store: Arc<dyn Store>,
     pub data: PathBuf,
     pub allowed: PathBuf,
     _dir: Arc<tempfile::TempDir>,
@@ -91,7 +93,7 @@ impl Daemon {
         let service = Arc::new(ToolService::new(
             Arc::new(registry),
             dispatcher,
-            store,
+            store.clone(),
             events,
             shells,
             approvals,
@@ -107,6 +109,7 @@ impl Daemon {
         service.restore_sessions().await.expect("sessions restore");
         Daemon {
             service,
+            store,
             data,
             allowed,
             _dir: dir,
