@@ -295,7 +295,7 @@ async fn a_keyed_batch_cut_off_before_any_row_is_settled_by_its_retry_and_never_
     );
     let rows = daemon
         .service
-        .batch_calls(&admin(), &session.id, "batch_cut")
+        .batch_calls(&admin(), &session.id, "batch_cut", Closed::Readable)
         .await
         .unwrap();
     let audited: Vec<(&str, Option<&str>)> = rows
