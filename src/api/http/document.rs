@@ -96,6 +96,26 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
         "get",
         json!({"session": "$response.body#/id"}),
     );
+    // Every shape's answer names its batch in a header (only the toold shape has it in the
+    // body), so the links follow the header.
+    let answered = paths
+        .get_mut("/v1/sessions/{id}/batches")
+        .and_then(|operations| operations.get_mut("post"))
+        .and_then(|operation| operation.get_mut("responses"))
+        .and_then(|responses| responses.get_mut("200"));
+    if let Some(Value::Object(answered)) = answered {
+        answered.insert(
+            "headers".into(),
+            json!({
+                "x-toold-batch-id": {"description": "the batch's id (whole answers)",
+                                     "schema": {"type": "string"}},
+                "x-toold-replayed": {"description": "`true` when a retry with the batch's \
+                                     idempotency key got the stored results",
+                                     "schema": {"type": "string", "enum": ["true"]}},
+            }),
+        );
+    }
+    let batch_id = "$response.header.x-toold-batch-id";
     link(
         paths,
         "/v1/sessions/{id}/batches",
@@ -104,7 +124,7 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
         "BatchStatus",
         "/v1/sessions/{id}/batches/{batch_id}",
         "get",
-        json!({"id": "$request.path.id", "batch_id": "$response.body#/batch_id"}),
+        json!({"id": "$request.path.id", "batch_id": batch_id}),
     );
     link(
         paths,
@@ -114,7 +134,7 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
         "BatchAudit",
         "/v1/calls",
         "get",
-        json!({"session": "$request.path.id", "batch_id": "$response.body#/batch_id"}),
+        json!({"session": "$request.path.id", "batch_id": batch_id}),
     );
 }
 
