@@ -168,6 +168,11 @@ impl McpBridge {
             .collect()
     }
 
+    /// The configured servers' names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.servers.keys().cloned().collect()
+    }
+
     /// Whether any server is configured.
     pub fn has_servers(&self) -> bool {
         !self.servers.is_empty()

@@ -97,10 +97,15 @@ impl ToolNames {
         self.canonical.get(name).map(String::as_str)
     }
 
-    fn suggestion(&self, name: &str) -> String {
+    /// Every name and alias a rule may name, sorted.
+    pub fn all(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.canonical.keys().map(String::as_str).collect();
         names.sort_unstable();
-        closest(name, names)
+        names
+    }
+
+    fn suggestion(&self, name: &str) -> String {
+        closest(name, self.all())
             .map(|near| format!("; did you mean \"{near}\"?"))
             .unwrap_or_default()
     }

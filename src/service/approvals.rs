@@ -63,7 +63,8 @@ impl ToolService {
         session_id: &str,
     ) -> Result<Vec<PendingApproval>, ServiceError> {
         self.authorize(caller, session_id, Access::Read).await?;
-        self.ensure_session_known(session_id).await?;
+        self.ensure_session_known(session_id, super::Closed::Gone)
+            .await?;
         let pending = self.store.pending_approvals(session_id).await?;
         Ok(pending.into_iter().map(PendingApproval::from).collect())
     }
@@ -107,7 +108,8 @@ impl ToolService {
                 )));
             }
         };
-        self.ensure_session_known(session_id).await?;
+        self.ensure_session_known(session_id, super::Closed::Gone)
+            .await?;
         let unknown = || {
             ServiceError::not_found(format!(
                 "unknown approval \"{approval_id}\" (or it is already resolved)"

@@ -139,6 +139,8 @@ impl ToolService {
         batch_id: &str,
     ) -> Result<BatchStatusView, ServiceError> {
         self.authorize(caller, session_id, Access::Read).await?;
+        self.ensure_session_known(session_id, super::Closed::Gone)
+            .await?;
         let mut record = match self.recent.get(session_id, batch_id) {
             Some(record) => record,
             None => self

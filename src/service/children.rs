@@ -6,7 +6,7 @@
 //! - has a mode never wider than its parent's: the parent's when none is asked, and a wider
 //!   `permission_mode` (or `tools.mode`) asked for is *refused*, not narrowed, so a caller
 //!   learns it will not get what it asked; `interactive` and `network` likewise only if the
-//!   parent has them;
+//!   parent has them; each such refusal is `forbidden` (403, as any widening);
 //! - inherits its parent's session rules and tool filter (the server's apply to every
 //!   session) and may add `deny` and `ask` rules and denied tools, never `allow` rules: an
 //!   allow rule comes before the mode, so it could let a child do what its parent's mode
@@ -341,8 +341,9 @@ pub(super) fn child_request(
     info: &SessionInfo,
     mut request: CreateSessionRequest,
 ) -> Result<CreateSessionRequest, ServiceError> {
+    // Asking a child for more than its parent may give is forbidden (403), as any widening.
     let refuse = |what: String| {
-        Err(ServiceError::invalid(format!(
+        Err(ServiceError::forbidden(format!(
             "a child session of \"{}\" {what}",
             info.id
         )))

@@ -40,7 +40,7 @@ fn parent() -> SessionInfo {
 
 fn refused(request: CreateSessionRequest) -> String {
     let err = child_request(&parent(), request).expect_err("refused");
-    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert_eq!(err.code, ErrorCode::Forbidden);
     err.message
 }
 

@@ -94,7 +94,8 @@ impl ToolService {
         let mut filter = filter;
         if let Some(session_id) = &filter.session_id {
             self.authorize(caller, session_id, Access::Read).await?;
-            self.ensure_session_known(session_id).await?;
+            self.ensure_session_known(session_id, super::Closed::Readable)
+                .await?;
             filter.also_sessions = self.children.below(session_id);
         }
         let visible = Visible::to(caller);

@@ -77,6 +77,18 @@ pub struct ServiceSettings {
     pub skill_directories: Vec<PathBuf>,
 }
 
+/// Whether a read of a session's history accepts a closed session. A closed session's own
+/// resources (its batches, approvals, event stream, audit log *as a resource of the session*)
+/// are gone, as after any delete; its history stays readable through the queries that name
+/// it (`GET /v1/calls?session=`, `GET /v1/events?session=`, gRPC `Subscribe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// A closed session is `not_found`.
+    Gone,
+    /// A closed session's history is read like an open one's.
+    Readable,
+}
+
 /// The tool whose skills [`ToolService::skills`] lists.
 pub const SKILL_TOOL: &str = "skill";
 
@@ -218,6 +230,18 @@ impl ToolService {
             .collect()
     }
 
+    /// What a request may name: every tool name and alias (rules), and the configured MCP
+    /// servers' names (`mcp_servers`), for the HTTP door's OpenAPI document.
+    pub fn nameable(&self) -> (Vec<String>, Vec<String>) {
+        let tools = self
+            .tool_names
+            .all()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        (tools, self.bridge.names())
+    }
+
     /// Waits up to `within` for every batch still running (a client that went away leaves its
     /// batch running on its own); whether they all ended.
     pub async fn wait_for_batches(&self, within: std::time::Duration) -> bool {
@@ -252,16 +276,24 @@ impl ToolService {
         }
     }
 
-    /// `not_found` unless the session is live or stored (closed ones included).
-    async fn ensure_session_known(&self, session_id: &str) -> Result<(), ServiceError> {
-        if self.live().contains_key(session_id)
-            || self.store.get_session(session_id).await?.is_some()
-        {
+    /// `not_found` unless the session is live or stored; a closed one counts only when
+    /// `closed` is [`Closed::Readable`].
+    async fn ensure_session_known(
+        &self,
+        session_id: &str,
+        closed: Closed,
+    ) -> Result<(), ServiceError> {
+        if self.live().contains_key(session_id) {
             return Ok(());
         }
-        Err(ServiceError::not_found(format!(
-            "unknown session \"{session_id}\""
-        )))
+        match self.store.get_session(session_id).await? {
+            Some(record) if record.closed_at.is_none() || closed == Closed::Readable => Ok(()),
+            Some(_) => Err(ServiceError::not_found(format!(
+                "session \"{session_id}\" is closed (its audit log and events stay readable \
+                 by session id)"
+            ))),
+            None => Err(unknown_session(session_id)),
+        }
     }
 
     pub fn events(&self) -> &EventBus {
@@ -306,6 +338,17 @@ impl ToolService {
     /// before serving a session's own endpoint.
     pub fn check_session(&self, caller: &Principal, id: &str) -> Result<(), ServiceError> {
         self.session_for(caller, id, Access::Read).map(|_| ())
+    }
+
+    /// `Ok` when `caller` may read session `id` and it is open (live here or on another
+    /// daemon): the HTTP door checks this before serving a session's own event stream.
+    pub async fn check_session_open(
+        &self,
+        caller: &Principal,
+        id: &str,
+    ) -> Result<(), ServiceError> {
+        self.authorize(caller, id, Access::Read).await?;
+        self.ensure_session_known(id, Closed::Gone).await
     }
 
     /// The pool a batch of `session` runs with, frozen now: the one its previous batch had
@@ -457,9 +500,10 @@ impl ToolService {
         session_id: &str,
         after: Option<i64>,
         limit: u32,
+        closed: Closed,
     ) -> Result<CallPage, ServiceError> {
         self.authorize(caller, session_id, Access::Read).await?;
-        self.ensure_session_known(session_id).await?;
+        self.ensure_session_known(session_id, closed).await?;
         Ok(self
             .store
             .list_calls(session_id, after, limit.clamp(1, 1000))
@@ -472,9 +516,10 @@ impl ToolService {
         caller: &Principal,
         session_id: &str,
         batch_id: &str,
+        closed: Closed,
     ) -> Result<Vec<CallRow>, ServiceError> {
         self.authorize(caller, session_id, Access::Read).await?;
-        self.ensure_session_known(session_id).await?;
+        self.ensure_session_known(session_id, closed).await?;
         Ok(self.store.batch_calls(session_id, batch_id).await?)
     }
 

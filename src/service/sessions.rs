@@ -1,6 +1,10 @@
 //! Sessions: creating (with the workspace rules), listing, closing, and restoring the open
 //! ones after a restart. A session belongs to the principal that created it (`principal`,
 //! recorded in the store and shown in its JSON); see `access` for what that allows.
+//!
+//! A request's `metadata` is an object (null or absent: `{}`) and `output_schema` an object;
+//! a `working_directory` that does not exist is `not_found`, one outside the allowed roots
+//! `forbidden` (a relative one is `invalid`), so each answer says which is wrong.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -119,7 +123,7 @@ impl ToolService {
     /// Creates a session that belongs to `principal`, published as done by `actor`.
     pub(super) async fn insert_session(
         &self,
-        request: CreateSessionRequest,
+        mut request: CreateSessionRequest,
         principal: Option<String>,
         actor: Arc<str>,
     ) -> Result<SessionInfo, ServiceError> {
@@ -132,11 +136,21 @@ impl ToolService {
         self.bridge
             .check_names(&request.mcp_servers)
             .map_err(ServiceError::invalid)?;
+        match &request.metadata {
+            Value::Null => request.metadata = json!({}),
+            Value::Object(_) => {}
+            _ => return Err(ServiceError::invalid("metadata must be a JSON object")),
+        }
         for name in &request.providers {
             crate::provider::check_provider_name(name)
                 .map_err(|err| ServiceError::invalid(format!("providers: {err}")))?;
         }
         if let Some(schema) = &request.output_schema {
+            if !schema.is_object() {
+                return Err(ServiceError::invalid(
+                    "output_schema must be a JSON object (a JSON Schema)",
+                ));
+            }
             jsonschema::validator_for(schema).map_err(|err| {
                 ServiceError::invalid(format!("output_schema is not a valid JSON schema: {err}"))
             })?;
@@ -371,11 +385,12 @@ impl ToolService {
                 dir.display()
             )));
         }
+        // A path that is not there is not found; one outside the roots is forbidden.
         let canonical = dir.canonicalize().map_err(|err| {
-            ServiceError::invalid(format!("working_directory \"{}\": {err}", dir.display()))
+            ServiceError::not_found(format!("working_directory \"{}\": {err}", dir.display()))
         })?;
         if !canonical.is_dir() {
-            return Err(ServiceError::invalid(format!(
+            return Err(ServiceError::not_found(format!(
                 "working_directory \"{}\" is not a directory",
                 dir.display()
             )));
@@ -390,7 +405,7 @@ impl ToolService {
                 .iter()
                 .map(|r| r.display().to_string())
                 .collect();
-            return Err(ServiceError::invalid(format!(
+            return Err(ServiceError::forbidden(format!(
                 "working_directory \"{}\" is not under an allowed root ({})",
                 dir.display(),
                 roots.join(", ")
@@ -445,7 +460,11 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         tools: request.tools.clone(),
         mcp_servers: request.mcp_servers.clone(),
         providers: request.providers.clone(),
-        metadata: request.metadata.clone(),
+        // Sessions created before metadata was normalised may hold null.
+        metadata: match &request.metadata {
+            Value::Null => json!({}),
+            metadata => metadata.clone(),
+        },
         network: request.network,
         parent_session_id: request.parent_session_id.clone(),
     }

@@ -73,6 +73,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             .get::<BodyLimit>()
             .map_or(usize::MAX, |limit| limit.0);
         let bytes = read_limited(request, limit).await?;
+        // Every body of the API is an object (serde would read a struct from an array too);
+        // JSON text that parses and starts with `{` is one.
+        if matches!(bytes.iter().find(|b| !b.is_ascii_whitespace()), Some(first) if *first != b'{')
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "invalid JSON body: it must be a JSON object",
+            ));
+        }
         let value = serde_json::from_slice(&bytes).map_err(|err| {
             ApiError::new(
                 ErrorCode::InvalidRequest,

@@ -35,19 +35,38 @@ const MAX_RESULT_PAGE: u64 = 16 << 20;
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
+    /// Only this session's events (empty: every session's).
     session: Option<String>,
+    /// Only this tool's events (empty: every tool's).
     tool: Option<String>,
+    /// Only events of this type (empty: every type).
     #[serde(rename = "type")]
     event_type: Option<String>,
     /// Without `Last-Event-ID`: replay the stored events among the newest this many seqs
     /// first (at most 100 000).
+    #[param(maximum = 100_000)]
     recent: Option<u64>,
+}
+
+/// The resume point of an event stream.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+pub struct ResumeHeader {
+    /// The seq of the last event received: the stream resumes after it.
+    #[param(
+        rename = "Last-Event-ID",
+        required = false,
+        minimum = 0,
+        maximum = 9_223_372_036_854_775_807_i64
+    )]
+    last_event_id: u64,
 }
 
 /// The most seqs `recent` may reach back.
 const MAX_RECENT: u64 = 100_000;
 
-#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery, ("Last-Event-ID" = Option<u64>, Header)),
+#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery, ResumeHeader),
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn all(
     State(state): State<HttpState>,
@@ -80,7 +99,7 @@ pub async fn all(
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
-    params(("id" = String, Path), ("Last-Event-ID" = Option<u64>, Header)),
+    params(("id" = String, Path), ResumeHeader),
     responses((status = 200, description = "SSE: one frame per event", body = EventBody, content_type = "text/event-stream"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn session(
     State(state): State<HttpState>,
@@ -88,6 +107,8 @@ pub async fn session(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    // A closed session's own stream is gone; `/v1/events?session=` still replays its events.
+    state.service.check_session_open(&caller, &id).await?;
     let filter = EventFilter {
         session_id: Some(id),
         ..EventFilter::default()
@@ -126,12 +147,17 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
         return Ok(None);
     };
     let text = value.to_str().unwrap_or_default().trim();
-    text.parse().map(Some).map_err(|_| {
-        ApiError::new(
-            ErrorCode::InvalidRequest,
-            format!("Last-Event-ID must be an event seq, got {value:?}"),
-        )
-    })
+    // Seqs are stored as signed 64-bit integers.
+    text.parse()
+        .ok()
+        .filter(|seq| *seq <= i64::MAX as u64)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Last-Event-ID must be an event seq, got {value:?}"),
+            )
+        })
 }
 
 fn frame(item: EventItem) -> SseEvent {

@@ -9,6 +9,7 @@
 //! `middleware::count_request`.
 
 mod batches;
+mod document;
 mod error;
 mod events;
 mod middleware;
@@ -44,6 +45,8 @@ pub struct HttpState {
     pub service: Arc<ToolService>,
     pub status: Arc<DaemonStatus>,
     pub event_buffer: usize,
+    /// `/openapi.json`, rendered once when the app is built (or why it could not be).
+    pub openapi: Arc<Result<String, String>>,
     /// HTTP provider connections registered whose stream is not open yet.
     pub providers: Arc<providers::Parked>,
 }
@@ -86,13 +89,19 @@ pub fn app(
         service: service.clone(),
         forwarder,
     };
+    let (routes, api) = routes().split_for_parts();
+    let (tool_names, mcp_servers) = service.nameable();
+    let facts = document::DocumentFacts {
+        tool_names,
+        mcp_servers,
+    };
     let state = HttpState {
         service,
         status: gate.status.clone(),
         event_buffer: settings.event_buffer,
+        openapi: Arc::new(document::render(&api, &facts)),
         providers: Arc::default(),
     };
-    let (routes, _document) = routes().split_for_parts();
     let mcp = crate::api::mcp::routes(state.service.clone(), &settings.mcp);
     routes
         .fallback(error::not_found)
@@ -136,6 +145,7 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(sessions::resolve_approval))
         .routes(routes!(sessions::calls))
         .routes(routes!(sessions::batch_calls))
+        .routes(routes!(sessions::audit))
         .routes(routes!(events::session))
         .routes(routes!(events::all))
         .routes(routes!(events::result))

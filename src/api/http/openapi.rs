@@ -9,29 +9,23 @@
 // Documentation-only types: read by the `ToSchema` derive, never built.
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
-
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use super::HttpState;
 use super::error::ApiError;
 use crate::service::ErrorCode;
+use axum::extract::State;
 
-/// The document, built once from the routes (the same ones the router serves).
-static DOCUMENT: OnceLock<Result<String, String>> = OnceLock::new();
-
-/// `GET /openapi.json`: the OpenAPI 3.1 document of every route.
+/// `GET /openapi.json`: the OpenAPI 3.1 document of every route (generated from the routes
+/// the router serves, refined in `document`).
 #[utoipa::path(get, path = "/openapi.json", tag = "ops",
     responses((status = 200, description = "the OpenAPI document", body = Object)))]
-pub async fn document() -> Response {
-    let built = DOCUMENT.get_or_init(|| {
-        let (_, api) = super::routes().split_for_parts();
-        api.to_pretty_json().map_err(|err| err.to_string())
-    });
-    match built {
+pub async fn document(State(state): State<HttpState>) -> Response {
+    match state.openapi.as_ref() {
         Ok(json) => ([(CONTENT_TYPE, "application/json")], json.clone()).into_response(),
         Err(err) => ApiError::new(
             ErrorCode::Internal,
@@ -59,26 +53,76 @@ pub struct ErrorDetail {
 
 /// `POST /v1/sessions`.
 #[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateSessionBody {
-    /// Under an allowed root; omitted: a fresh directory under the data directory.
+    /// An absolute path under an allowed root (403 otherwise; 404 when it does not exist);
+    /// omitted or null: a fresh directory under the data directory.
+    #[schema(pattern = "^/")]
     pub working_directory: Option<String>,
-    /// `read_only`, `workspace_write`, `full_access`, ….
-    pub permission_mode: Option<String>,
-    pub rules: Option<RulesBody>,
-    pub tools: Option<ToolFilterBody>,
-    pub interactive: Option<bool>,
+    /// Default `workspace_write`.
+    pub permission_mode: Option<ModeBody>,
+    #[schema(required = false)]
+    pub rules: RulesInput,
+    #[schema(required = false)]
+    pub tools: ToolFilterInput,
+    #[schema(required = false)]
+    pub interactive: bool,
     /// Names of MCP servers from the server's settings.
-    pub mcp_servers: Option<Vec<String>>,
+    #[schema(required = false)]
+    pub mcp_servers: Vec<String>,
     /// Names of tool providers whose tools the session gets (connected now or later).
-    pub providers: Option<Vec<String>>,
+    #[schema(required = false)]
+    pub providers: Vec<String>,
+    /// Kept with the session and shown back; null is `{}`.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
     /// The JSON Schema `structured_output` validates against.
     #[schema(value_type = Option<Object>)]
     pub output_schema: Option<Value>,
+    /// Network access for the session's sandboxed shells, where the server allows it.
+    #[schema(required = false)]
+    pub network: bool,
     /// Makes this a child of that session (the caller must be able to change it): the
-    /// parent's workspace, rules and principal, a mode no wider than the parent's.
+    /// parent's workspace, rules and principal, a mode no wider than the parent's (asking
+    /// for more is 403).
     pub parent_session_id: Option<String>,
+}
+
+/// A permission mode.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeBody {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+/// Rules a session adds to the server's: `Tool` or `Tool(specifier)`.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RulesInput {
+    #[schema(required = false)]
+    pub allow: Vec<Rule>,
+    #[schema(required = false)]
+    pub deny: Vec<Rule>,
+    #[schema(required = false)]
+    pub ask: Vec<Rule>,
+}
+
+/// One permission rule: a tool name (or alias), optionally with a specifier in parentheses.
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = String, pattern = r"^[A-Za-z0-9_-]+(\(.*\))?$")]
+pub struct Rule(String);
+
+/// Which tools the session is offered.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFilterInput {
+    /// Tools (names or aliases) left out of the pool.
+    #[schema(required = false)]
+    pub deny: Vec<String>,
+    /// Only tools whose least requirement fits this mode are offered.
+    pub mode: Option<ModeBody>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -361,14 +405,33 @@ pub struct ApprovalBody {
 
 /// `POST .../approvals/{approval_id}`.
 #[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ResolveApprovalBody {
-    /// `allow` or `deny`.
-    pub decision: String,
+    pub decision: DecisionBody,
     /// Shown in the denied call's result.
     pub reason: Option<String>,
     /// Apply the answer to the same call (bash line, resolved path, host, or tool) for the
     /// rest of the session.
-    pub remember: Option<bool>,
+    #[schema(required = false)]
+    pub remember: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionBody {
+    Allow,
+    Deny,
+}
+
+/// `format` of `GET /v1/sessions/{id}/tools`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolFormatBody {
+    Anthropic,
+    Openai,
+    OpenaiChat,
+    Mcp,
+    Toold,
 }
 
 #[derive(Serialize, ToSchema)]

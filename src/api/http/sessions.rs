@@ -14,11 +14,13 @@ use utoipa::IntoParams;
 use super::error::{ApiError, ApiQuery, JsonBody};
 use super::openapi::{
     ApprovalsBody, CallsPage, CreateSessionBody, ErrorBody, InterruptBody, ResolveApprovalBody,
-    ResolvedBody, SessionBody, SessionList, ToolsBody,
+    ResolvedBody, SessionBody, SessionList, ToolFormatBody, ToolsBody,
 };
 use crate::api::gate::CallerToken;
 use crate::permission::{Approver, Principal};
-use crate::service::{CreateSessionRequest, ResolveApprovalRequest, SessionInfo, ToolService};
+use crate::service::{
+    Closed, CreateSessionRequest, ErrorCode, ResolveApprovalRequest, SessionInfo, ToolService,
+};
 use crate::store::CallRow;
 
 type Service = State<Arc<ToolService>>;
@@ -66,6 +68,7 @@ pub async fn close(
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ToolsQuery {
+    #[param(value_type = Option<ToolFormatBody>, inline)]
     format: Option<String>,
 }
 
@@ -143,7 +146,25 @@ pub async fn resolve_approval(
 pub struct CallsQuery {
     /// `next_cursor` of the previous page.
     cursor: Option<i64>,
+    /// Rows per page (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
+}
+
+/// The most rows a page of the audit log has.
+const MAX_CALLS_PAGE: u32 = 1000;
+
+impl CallsQuery {
+    fn limit(&self) -> Result<u32, ApiError> {
+        match self.limit {
+            None => Ok(100),
+            Some(limit @ 1..=MAX_CALLS_PAGE) => Ok(limit),
+            Some(other) => Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("limit must be 1 to {MAX_CALLS_PAGE}, got {other}"),
+            )),
+        }
+    }
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/calls", tag = "sessions", params(("id" = String, Path), CallsQuery),
@@ -155,12 +176,57 @@ pub async fn calls(
     ApiQuery(query): ApiQuery<CallsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let page = service
-        .list_calls(&caller, &id, query.cursor, query.limit.unwrap_or(100))
+        .list_calls(&caller, &id, query.cursor, query.limit()?, Closed::Gone)
         .await?;
-    let calls: Vec<Value> = page.rows.iter().map(call_json).collect();
-    Ok(Json(
-        json!({"calls": calls, "next_cursor": page.next_cursor}),
-    ))
+    Ok(Json(calls_page(&page.rows, page.next_cursor)))
+}
+
+/// `GET /v1/calls`: the audit log of one session, closed or not.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditQuery {
+    /// The session whose calls to list.
+    session: String,
+    /// Only this batch's calls (one page, in call order; `cursor` and `limit` are not used).
+    batch_id: Option<String>,
+    /// `next_cursor` of the previous page.
+    cursor: Option<i64>,
+    /// Rows per page (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+}
+
+/// A session's audit log, also once the session is closed (its own `/calls` is then gone,
+/// like the rest of it): the dashboard and auditors read history here.
+#[utoipa::path(get, path = "/v1/calls", tag = "sessions", params(AuditQuery),
+    responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn audit(
+    State(service): Service,
+    Extension(caller): Extension<Principal>,
+    ApiQuery(query): ApiQuery<AuditQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let AuditQuery {
+        session,
+        batch_id,
+        cursor,
+        limit,
+    } = query;
+    if let Some(batch_id) = batch_id {
+        let rows = service
+            .batch_calls(&caller, &session, &batch_id, Closed::Readable)
+            .await?;
+        return Ok(Json(calls_page(&rows, None)));
+    }
+    let limit = CallsQuery { cursor, limit }.limit()?;
+    let page = service
+        .list_calls(&caller, &session, cursor, limit, Closed::Readable)
+        .await?;
+    Ok(Json(calls_page(&page.rows, page.next_cursor)))
+}
+
+fn calls_page(rows: &[CallRow], next_cursor: Option<i64>) -> Value {
+    let calls: Vec<Value> = rows.iter().map(call_json).collect();
+    json!({"calls": calls, "next_cursor": next_cursor})
 }
 
 /// The audit rows of one batch (empty for a batch the session does not have): a call's row
@@ -173,9 +239,10 @@ pub async fn batch_calls(
     Extension(caller): Extension<Principal>,
     Path((id, batch_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let rows = service.batch_calls(&caller, &id, &batch_id).await?;
-    let calls: Vec<Value> = rows.iter().map(call_json).collect();
-    Ok(Json(json!({"calls": calls, "next_cursor": null})))
+    let rows = service
+        .batch_calls(&caller, &id, &batch_id, Closed::Gone)
+        .await?;
+    Ok(Json(calls_page(&rows, None)))
 }
 
 fn call_json(row: &CallRow) -> Value {

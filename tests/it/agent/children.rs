@@ -5,7 +5,9 @@
 use serde_json::json;
 use toold::permission::Principal;
 use toold::registry::calls::BatchRequest;
-use toold::service::{CreateSessionRequest, ErrorCode, Registration, ToolService, Transport};
+use toold::service::{
+    Closed, CreateSessionRequest, ErrorCode, Registration, ToolService, Transport,
+};
 
 use crate::service::harness::{Daemon, admin, calls};
 
@@ -126,7 +128,7 @@ async fn a_child_token_acts_on_its_child_alone() {
             ErrorCode::NotFound
         );
         let refused = service
-            .list_calls(&scoped, elsewhere, None, 10)
+            .list_calls(&scoped, elsewhere, None, 10, Closed::Readable)
             .await
             .unwrap_err();
         assert_eq!(refused.code, ErrorCode::NotFound);

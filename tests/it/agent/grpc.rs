@@ -39,7 +39,7 @@ async fn subscribing_to_the_parent_over_grpc_gets_the_childs_events() {
         })
         .await
         .unwrap_err();
-    assert_eq!(wider.code(), tonic::Code::InvalidArgument);
+    assert_eq!(wider.code(), tonic::Code::PermissionDenied);
     assert!(
         wider.message().contains("wider than the parent's"),
         "{wider:?}"

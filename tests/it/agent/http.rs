@@ -70,13 +70,23 @@ async fn a_child_inherits_its_parent_and_may_only_narrow_it() {
             json!({"parent_session_id": parent, "interactive": true}),
             "interactive",
         ),
-        (json!({"parent_session_id": 42}), "expected a string"),
-        (json!({"parent_session_id": [parent]}), "expected a string"),
     ];
+    // More than the parent may give is forbidden; a malformed request is invalid.
     for (body, expected) in refusals {
         let (status, reply) = create(&toold, body.clone()).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}: {reply}");
         assert!(message(&reply).contains(expected), "{body}: {reply}");
+    }
+    for body in [
+        json!({"parent_session_id": 42}),
+        json!({"parent_session_id": [parent]}),
+    ] {
+        let (status, reply) = create(&toold, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {reply}");
+        assert!(
+            message(&reply).contains("expected a string"),
+            "{body}: {reply}"
+        );
     }
     let (status, reply) = create(&toold, json!({"parent_session_id": MISSING})).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{reply}");

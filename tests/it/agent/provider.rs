@@ -114,7 +114,7 @@ async fn the_agent_tool_runs_its_plan_in_a_child_session() {
     // The call ended: the child is closed, its calls audited under A.
     let reply = toold.get(&format!("/v1/sessions/{child}")).await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.body);
-    let calls = toold.get(&format!("/v1/sessions/{child}/calls")).await;
+    let calls = toold.get(&format!("/v1/calls?session={child}")).await;
     assert_eq!(calls.status, StatusCode::OK, "{}", calls.body);
     let rows = calls.body["calls"]
         .as_array()

@@ -185,7 +185,7 @@ async fn every_received_result_has_its_row(
     batches.dedup();
     for (session, batch_id) in batches {
         let rows = toold
-            .get(&format!("/v1/sessions/{session}/batches/{batch_id}/calls"))
+            .get(&format!("/v1/calls?session={session}&batch_id={batch_id}"))
             .await;
         assert_eq!(rows.status, StatusCode::OK, "{}", rows.body);
         let audited: Vec<&str> = rows.body["calls"]
@@ -221,7 +221,7 @@ async fn no_session_is_lost(toold: &Toold, sessions: &[(String, SessionState)], 
     for (id, state) in sessions {
         let is_live = live.contains(&id.as_str());
         let info = toold.get(&format!("/v1/sessions/{id}")).await;
-        let log = toold.get(&format!("/v1/sessions/{id}/calls")).await;
+        let log = toold.get(&format!("/v1/calls?session={id}")).await;
         let lost = format!(
             "round {round}: session {id} ({state:?}): {} {}",
             info.body, log.body

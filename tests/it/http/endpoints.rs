@@ -44,7 +44,7 @@ async fn sessions_are_created_listed_inspected_and_closed() {
     let outside = toold
         .post("/v1/sessions", &json!({"working_directory": "/"}))
         .await;
-    assert_eq!(outside.status, StatusCode::BAD_REQUEST);
+    assert_eq!(outside.status, StatusCode::FORBIDDEN);
     assert!(
         outside.body["error"]["message"]
             .as_str()

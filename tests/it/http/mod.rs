@@ -6,6 +6,7 @@
 pub mod approvals;
 pub mod bad_input;
 mod batches;
+mod contract;
 mod defects;
 mod endpoints;
 mod events;

@@ -22,7 +22,7 @@ async fn a_principal_holds_at_most_its_sessions_and_a_closed_one_frees_its_place
             json!({"working_directory": "/proc"}),
         )
         .await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
         let reply = post(
             &toold,
             AGENT_A,

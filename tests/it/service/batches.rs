@@ -4,7 +4,7 @@
 use super::harness::admin;
 use serde_json::{Value, json};
 use toold::registry::calls::BatchRequest;
-use toold::service::{BatchItem, ErrorCode, StreamDetail, StreamRequest};
+use toold::service::{BatchItem, Closed, ErrorCode, StreamDetail, StreamRequest};
 use toold::store::{BatchClaim, BatchRecord, BatchStatus};
 
 use crate::service::harness::*;
@@ -108,7 +108,7 @@ async fn broken_envelopes_and_unknown_sessions_are_refused_whole() {
     assert_eq!(
         daemon
             .service
-            .list_calls(&admin(), &session.id, None, 10)
+            .list_calls(&admin(), &session.id, None, 10, Closed::Readable)
             .await
             .unwrap()
             .rows
@@ -295,7 +295,7 @@ async fn a_keyed_batch_cut_off_before_any_row_is_settled_by_its_retry_and_never_
     );
     let rows = daemon
         .service
-        .batch_calls(&admin(), &session.id, "batch_cut")
+        .batch_calls(&admin(), &session.id, "batch_cut", Closed::Readable)
         .await
         .unwrap();
     let audited: Vec<(&str, Option<&str>)> = rows
@@ -432,13 +432,19 @@ async fn offloaded_output_and_the_audit_log_read_back() {
     }
     let first = daemon
         .service
-        .list_calls(&admin(), &session.id, None, 4)
+        .list_calls(&admin(), &session.id, None, 4, Closed::Readable)
         .await
         .unwrap();
     assert_eq!(first.rows.len(), 4);
     let rest = daemon
         .service
-        .list_calls(&admin(), &session.id, first.next_cursor, 4)
+        .list_calls(
+            &admin(),
+            &session.id,
+            first.next_cursor,
+            4,
+            Closed::Readable,
+        )
         .await
         .unwrap();
     assert_eq!(rest.rows.len(), 2);

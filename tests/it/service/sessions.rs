@@ -2,7 +2,7 @@
 
 use super::harness::admin;
 use serde_json::json;
-use toold::service::{CreateSessionRequest, ErrorCode};
+use toold::service::{Closed, CreateSessionRequest, ErrorCode};
 
 use crate::service::harness::*;
 
@@ -52,41 +52,63 @@ async fn bad_session_requests_are_clear_errors() {
     std::os::unix::fs::symlink(outside.path(), &link).unwrap();
     let file = daemon.allowed.join("file.txt");
     write(&file, "x");
+    // Each answer says which is wrong: outside the roots is forbidden, a path that is not
+    // there (or not a directory) not found, the rest invalid.
     let cases = [
         (
             json!({"working_directory": outside.path()}),
+            ErrorCode::Forbidden,
             "not under an allowed root",
         ),
         (
             json!({"working_directory": link}),
+            ErrorCode::Forbidden,
             "not under an allowed root",
         ),
         (
             json!({"working_directory": "relative/dir"}),
+            ErrorCode::InvalidRequest,
             "must be an absolute path",
         ),
         (
             json!({"working_directory": daemon.allowed.join("missing")}),
+            ErrorCode::NotFound,
             "No such file",
         ),
-        (json!({"working_directory": file}), "not a directory"),
+        (
+            json!({"working_directory": file}),
+            ErrorCode::NotFound,
+            "not a directory",
+        ),
         (
             json!({"mcp_servers": ["github"]}),
+            ErrorCode::InvalidRequest,
             "unknown MCP server \"github\"",
         ),
         (
             json!({"output_schema": {"type": 12}}),
+            ErrorCode::InvalidRequest,
             "not a valid JSON schema",
         ),
+        (
+            json!({"output_schema": true}),
+            ErrorCode::InvalidRequest,
+            "output_schema must be a JSON object",
+        ),
+        (
+            json!({"metadata": [1, 2]}),
+            ErrorCode::InvalidRequest,
+            "metadata must be a JSON object",
+        ),
     ];
-    for (body, expected) in cases {
+    for (body, code, expected) in cases {
         let request: CreateSessionRequest = serde_json::from_value(body.clone()).unwrap();
         let err = daemon
             .service
             .create_session(&admin(), request)
             .await
             .unwrap_err();
-        assert_eq!(err.code, ErrorCode::InvalidRequest, "{body}");
+        assert_eq!(err.code, code, "{body}");
         assert!(err.message.contains(expected), "{body}: {}", err.message);
     }
     // Unknown fields and bad modes are refused when the request is parsed.
@@ -258,7 +280,7 @@ async fn a_restart_keeps_sessions_and_their_state() {
     );
     let calls = restarted
         .service
-        .list_calls(&admin(), &session.id, None, 100)
+        .list_calls(&admin(), &session.id, None, 100, Closed::Readable)
         .await
         .unwrap();
     assert_eq!(calls.rows.len(), 5, "the audit log spans the restart");

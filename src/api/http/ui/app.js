@@ -388,10 +388,10 @@ function hooksOf(decidedBy) {
   return hooks;
 }
 
-/// The audit row of a call, from its batch's rows (a whole batch's rows are written when the
+/// The audit row of a call, from its batch's rows (closed sessions' too) (a whole batch's rows are written when the
 /// batch ends: null before).
 async function auditRow(sessionId, batchId, callId) {
-  const path = `/v1/sessions/${encodeURIComponent(sessionId)}/batches/${encodeURIComponent(batchId)}/calls`;
+  const path = `/v1/calls?session=${encodeURIComponent(sessionId)}&batch_id=${encodeURIComponent(batchId)}`;
   const { calls } = await api(path);
   return calls.find((row) => row.call_id === callId) || null;
 }
