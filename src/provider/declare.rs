@@ -20,6 +20,10 @@ use crate::tool::{InterruptBehavior, PermissionLevel, ToolSpec};
 pub const DEFAULT_MAX_RESULT_CHARS: usize = 30_000;
 /// How long toold waits for a provided tool's result, unless it declares its own timeout.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// At most this many characters in a provider's name and in each of its tools' names, so
+/// that every `{provider}__{tool}` fits the contract's 64 (and each part can be stated alone,
+/// as the OpenAPI document does).
+pub const MAX_NAME_CHARS: usize = 31;
 /// At most this many tools per provider.
 pub const MAX_TOOLS: usize = 256;
 
@@ -42,9 +46,36 @@ pub struct ToolDeclaration {
     /// `None`: `block`.
     pub interrupt_behavior: Option<InterruptBehavior>,
     /// `None`: [`DEFAULT_MAX_RESULT_CHARS`].
+    #[serde(deserialize_with = "whole_number")]
     pub max_result_size_chars: Option<u64>,
     /// `None`: [`DEFAULT_TIMEOUT_MS`].
+    #[serde(deserialize_with = "whole_number")]
     pub timeout_ms: Option<u64>,
+}
+
+/// A non-negative whole number, or null: `5` and `5.0` alike, as JSON Schema's `integer`
+/// counts both (a client's JSON library may write either).
+fn whole_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_json::Number>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(number) => number
+            .as_u64()
+            .or_else(|| {
+                number
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 18_446_744_073_709_551_616.0)
+                    .map(|f| f as u64)
+            })
+            .map(Some)
+            .ok_or_else(|| {
+                D::Error::custom(format!(
+                    "expected a non-negative whole number, got {number}"
+                ))
+            }),
+    }
 }
 
 /// A registration: `{provider, tools, global}`.
@@ -61,8 +92,8 @@ pub struct Registration {
 pub enum RefusalKind {
     /// A bad name, schema or flag (INVALID_ARGUMENT, HTTP 400).
     Invalid,
-    /// The name is held by another principal, or connected with other tools
-    /// (ALREADY_EXISTS, HTTP 409).
+    /// The name is held by another principal, or connected with other tools, or a tool name
+    /// is declared twice (ALREADY_EXISTS, HTTP 409).
     Held,
     /// `global` by a non-admin, or an observer registering (PERMISSION_DENIED, HTTP 403).
     Forbidden,
@@ -99,6 +130,11 @@ pub fn check_provider_name(name: &str) -> Result<(), String> {
     if !plain {
         return Err(format!(
             "provider name \"{name}\" does not match ^[A-Za-z0-9_-]+$"
+        ));
+    }
+    if name.len() > MAX_NAME_CHARS {
+        return Err(format!(
+            "provider name \"{name}\" is longer than {MAX_NAME_CHARS} characters"
         ));
     }
     if name.contains("__") || name == "mcp" {
@@ -157,10 +193,17 @@ pub(super) fn check(
                 "tool name \"{name}\" of provider \"{provider}\": \"{full}\" must match ^[A-Za-z0-9_-]{{1,64}}$"
             )));
         }
-        if !seen.insert(name) {
+        if name.len() > MAX_NAME_CHARS {
             return Err(Refusal::invalid(format!(
-                "provider \"{provider}\" declares the tool \"{name}\" twice"
+                "tool name \"{name}\" of provider \"{provider}\" is longer than {MAX_NAME_CHARS} characters"
             )));
+        }
+        // Declared twice: the name already exists (409 / ALREADY_EXISTS), as a held one does.
+        if !seen.insert(name) {
+            return Err(Refusal::new(
+                RefusalKind::Held,
+                format!("provider \"{provider}\" declares the tool \"{name}\" twice"),
+            ));
         }
         if builtins.contains(&full) {
             return Err(Refusal::invalid(format!(

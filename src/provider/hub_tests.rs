@@ -140,7 +140,7 @@ fn registrations_are_refused_with_the_reason() {
         (
             a.clone(),
             registration("p", &["t", "t"]),
-            RefusalKind::Invalid,
+            RefusalKind::Held,
             "twice",
         ),
         (
@@ -154,6 +154,18 @@ fn registrations_are_refused_with_the_reason() {
             registration("p", &[&"t".repeat(62)]),
             RefusalKind::Invalid,
             "must match",
+        ),
+        (
+            a.clone(),
+            registration("p", &[&"t".repeat(32)]),
+            RefusalKind::Invalid,
+            "longer than 31",
+        ),
+        (
+            a.clone(),
+            registration(&"p".repeat(32), &["t"]),
+            RefusalKind::Invalid,
+            "longer than 31",
         ),
         (
             a.clone(),

@@ -50,7 +50,9 @@ pub mod hub;
 pub mod tool;
 
 pub use children::{ChildSession, ChildSessions};
-pub use declare::{Refusal, RefusalKind, Registration, ToolDeclaration, check_provider_name};
+pub use declare::{
+    MAX_NAME_CHARS, Refusal, RefusalKind, Registration, ToolDeclaration, check_provider_name,
+};
 pub use hub::{
     ConnectionStatus, Invocation, Outbound, ProviderConnection, ProviderHub, ProviderStatus,
     Transport,

@@ -49,8 +49,8 @@ use crate::mcp::McpBridge;
 pub use crate::mcp::ServerStatus;
 use crate::permission::{PermissionSettings, Principal, ToolNames};
 pub use crate::provider::{
-    ChildSession, ChildSessions, ConnectionStatus, Invocation, Outbound, ProviderConnection,
-    ProviderHub, ProviderStatus, Registration, ToolDeclaration, Transport,
+    ChildSession, ChildSessions, ConnectionStatus, Invocation, MAX_NAME_CHARS, Outbound,
+    ProviderConnection, ProviderHub, ProviderStatus, Registration, ToolDeclaration, Transport,
 };
 use crate::registry::{PoolCache, PoolOptions, ToolFormat, ToolPool, ToolRegistry, definitions};
 use crate::session::SessionState;

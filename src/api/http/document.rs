@@ -24,6 +24,7 @@
 use serde_json::{Value, json};
 
 use crate::event::EventType;
+use crate::service::MAX_NAME_CHARS;
 
 /// What the document names that only the running daemon knows.
 pub struct DocumentFacts {
@@ -49,10 +50,19 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
             server also accepts mcp__ names and path, domain and glob specifiers.",
         "pattern": rule_pattern(&facts.tool_names),
     });
-    // `provider::check_provider_name`: plain, without `__`, not `mcp`.
-    schemas["CreateSessionBody"]["properties"]["providers"]["items"] = json!({
+    // `provider::check_provider_name`: plain, without `__`, not `mcp`, at most 31 characters.
+    let provider_name = json!({
         "type": "string",
         "pattern": "^(?!mcp$)(?!.*__)[A-Za-z0-9_-]+$",
+        "maxLength": MAX_NAME_CHARS,
+    });
+    schemas["CreateSessionBody"]["properties"]["providers"]["items"] = provider_name.clone();
+    schemas["ProviderRegistrationBody"] = registration_schema(provider_name);
+    schemas["ProviderResultBody"] = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["output"],
+        "properties": {"output": {"type": "string"}, "is_error": {"type": "boolean"}},
     });
     let mcp_servers = &mut schemas["CreateSessionBody"]["properties"]["mcp_servers"];
     if facts.mcp_servers.is_empty() {
@@ -316,5 +326,46 @@ fn batch_request_schema() -> Value {
                 },
             },
         ],
+    })
+}
+
+/// `POST /v1/providers`: exactly what `provider::declare` reads (unset flags take their
+/// fail-closed values; a name is at most 31 characters so that `{provider}__{tool}` fits 64).
+fn registration_schema(provider_name: Value) -> Value {
+    let positive = json!({"type": ["integer", "null"], "minimum": 1,
+                          "maximum": u64::MAX});
+    let tool = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]+$",
+                     "maxLength": MAX_NAME_CHARS},
+            "description": {"type": "string"},
+            "input_schema": {"type": ["object", "null"], "required": ["type"],
+                             "properties": {"type": {"const": "object"}},
+                             "description": "a JSON Schema with \"type\": \"object\" \
+                                             (default {\"type\": \"object\"})"},
+            "read_only": {"type": "boolean"},
+            "concurrency_safe": {"type": "boolean"},
+            "destructive": {"type": ["boolean", "null"], "description": "default true"},
+            "required_permission": {"enum": ["read_only", "workspace_write",
+                                             "danger_full_access", null],
+                                    "description": "default danger_full_access"},
+            "interrupt_behavior": {"enum": ["cancel", "block", null],
+                                   "description": "default block"},
+            "max_result_size_chars": positive.clone(),
+            "timeout_ms": positive,
+        },
+    });
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["provider", "tools"],
+        "properties": {
+            "provider": provider_name,
+            "tools": {"type": "array", "items": tool, "minItems": 1, "maxItems": 256},
+            "global": {"type": "boolean", "description": "in every session's pool (admins only)"},
+        },
     })
 }

@@ -252,6 +252,14 @@ pub struct ProviderRegisteredBody {
     pub tools: Vec<String>,
 }
 
+/// An invocation's progress: `data`, any JSON value, becomes the call's `tool:progress` event.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderProgressBody {
+    #[schema(value_type = Value)]
+    pub data: Value,
+}
+
 /// An invocation's result.
 #[derive(Serialize, ToSchema)]
 pub struct ProviderResultBody {

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 use super::HttpState;
 use super::error::{ApiError, JsonBody};
 use super::openapi::{
-    ErrorBody, ProviderRegisteredBody, ProviderRegistrationBody, ProviderResultBody, ProvidersBody,
-    ResultAcceptedBody,
+    ErrorBody, ProviderProgressBody, ProviderRegisteredBody, ProviderRegistrationBody,
+    ProviderResultBody, ProvidersBody, ResultAcceptedBody,
 };
 use crate::permission::Principal;
 use crate::service::{ErrorCode, Outbound, ProviderConnection, Registration, Transport};
@@ -140,7 +140,7 @@ pub async fn invocations(
 
 /// Progress of an invocation in flight (ignored when it is not).
 #[utoipa::path(post, path = "/v1/providers/{connection_id}/invocations/{invocation_id}/progress", tag = "providers",
-    params(("connection_id" = String, Path), ("invocation_id" = String, Path)), request_body = Object,
+    params(("connection_id" = String, Path), ("invocation_id" = String, Path)), request_body = ProviderProgressBody,
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn progress(
     State(state): State<HttpState>,

@@ -268,7 +268,6 @@ async fn malformed_declarations_are_invalid_arguments_naming_the_problem() {
             )],
             "does not compile",
         ),
-        (vec![tool("t", ""), tool("t", "")], "twice"),
         (vec![tool(&"x".repeat(70), "")], "must match"),
         (vec![], "declares no tools"),
         (
@@ -296,6 +295,15 @@ async fn malformed_declarations_are_invalid_arguments_naming_the_problem() {
         assert_eq!(code, Code::InvalidArgument, "{registration:?}: {message}");
         assert!(message.contains(says), "{registration:?}: {message}");
     }
+    // A tool declared twice: its name already exists.
+    let twice = ProviderRegistration {
+        provider: "p".into(),
+        tools: vec![tool("t", ""), tool("t", "")],
+        global: false,
+    };
+    let (code, message) = refusal(&toold, AGENT_A, twice).await;
+    assert_eq!(code, Code::AlreadyExists, "{message}");
+    assert!(message.contains("twice"), "{message}");
     assert_eq!(
         get(&toold, AGENT_A, "/v1/providers").await.body["providers"],
         json!([])
