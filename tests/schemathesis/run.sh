@@ -7,8 +7,8 @@
 # Installs schemathesis (pinned) into VENV_DIR once and reuses it while it is that version.
 # The number of generated requests is in the summary it prints ("Test cases: N generated").
 set -euo pipefail
-TOOLD="$1"
-VENV="$2"
+TOOLD="$(realpath "$1")"
+VENV="$(realpath -m "$2")"
 VERSION=4.32.5
 if [[ "$("$VENV/bin/st" --version 2>/dev/null)" != *"$VERSION"* ]]; then
   rm -rf "$VENV"
@@ -24,7 +24,9 @@ trap 'kill "$DAEMON_CHILD" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 read -r -t 120 LISTENING <&"${DAEMON[0]}"
 BASE="${LISTENING#toold listening on }"
 status=0
-# A request that hangs (an event stream the stateful phase opened) ends after 10 s.
+# A request that hangs (an event stream the stateful phase opened) ends after 10 s. Run from
+# the scratch directory: schemathesis keeps a cache (.schemathesis/) where it runs.
+cd "$WORK"
 "$VENV/bin/st" run "$BASE/openapi.json" --checks all --continue-on-failure \
   --header "Authorization: Bearer $TOKEN" --request-timeout 10 \
   --max-examples "${TOOLD_SCHEMATHESIS_EXAMPLES:-50}" --no-color || status=$?
