@@ -94,17 +94,10 @@ const LAYERS: &[Layer] = &[
 ];
 
 /// Modules that make up the core: they must not know the doors' or the store's crates.
+#[rustfmt::skip]
 const CORE_MODULES: &[&str] = &[
-    "tool",
-    "tools",
-    "registry",
-    "dispatch",
-    "permission",
-    "hooks",
-    "session",
-    "event",
-    "shell_syntax",
-    "provider",
+    "tool", "tools", "registry", "dispatch", "permission", "hooks", "session", "event",
+    "shell_syntax", "provider",
 ];
 
 /// Crates only the doors (`api/`) may name.
