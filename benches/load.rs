@@ -564,9 +564,18 @@ async fn client_loop(address: SocketAddr, session: &str, deadline: Instant) -> u
     let results = first["results"].as_array().expect("results");
     assert_eq!(results.len(), BATCH_CALLS);
     assert!(results.iter().all(|r| r["is_error"] != true), "{first}");
-    let mut answered = 1;
+    1 + send_until(&mut connection, &request, deadline).await
+}
+
+/// Sends `request` on `connection` until the deadline, each answered 200; how many were sent.
+async fn send_until(
+    connection: &mut Connection,
+    request: &PreparedRequest,
+    deadline: Instant,
+) -> usize {
+    let mut answered = 0;
     while Instant::now() < deadline {
-        let response = connection.send(&request).await.expect("a batch");
+        let response = connection.send(request).await.expect("a batch");
         assert_eq!(
             response.status,
             200,

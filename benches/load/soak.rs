@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::{Daemon, rss_kib};
-use super::{create_session, fixture_dir, mb, verify_audit};
+use super::{batch, create_session, fixture_dir, mb, send_until, verify_audit};
 
 /// Calls per good batch.
 const CALLS: usize = 4;
@@ -111,13 +111,10 @@ pub async fn report() {
 }
 
 fn good_request(address: SocketAddr, session: &str) -> PreparedRequest {
-    let calls: Vec<_> = (0..CALLS)
-        .map(|n| json!({"id": format!("c{n}"), "name": "read_file", "input": {"file_path": super::FILE_NAME}}))
-        .collect();
     PreparedRequest::post_json(
         address,
         &format!("/v1/sessions/{session}/batches"),
-        &json!({"calls": calls}),
+        &batch(CALLS),
     )
 }
 
@@ -148,18 +145,7 @@ async fn ramp(address: SocketAddr, sessions: &[String]) -> (usize, f64, Vec<u64>
 async fn closed_loop(address: SocketAddr, session: &str, deadline: Instant) -> u64 {
     let request = good_request(address, session);
     let mut connection = Connection::open(address).await.expect("connects");
-    let mut answered = 0;
-    while Instant::now() < deadline {
-        let response = connection.send(&request).await.expect("a batch");
-        assert_eq!(
-            response.status,
-            200,
-            "{}",
-            String::from_utf8_lossy(&response.body)
-        );
-        answered += 1;
-    }
-    answered
+    send_until(&mut connection, &request, deadline).await as u64
 }
 
 /// One paced worker on `session` (malformed batches to `target`): request `k` is due at

@@ -21,7 +21,6 @@ call and `cancel INVOCATION_ID REASON` for each cancel; a refused registration p
 
 import argparse
 import json
-import os
 import queue
 import sys
 import tempfile
@@ -29,28 +28,8 @@ import threading
 import time
 
 import grpc
-from grpc_tools import protoc
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROTO_ROOT = os.path.join(HERE, "..", "..", "proto")
-
-
-def load_stubs(out_dir):
-    """Runs protoc (from grpcio-tools) on toold.proto and imports the generated modules."""
-    include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
-    code = protoc.main([
-        "grpc_tools.protoc",
-        f"-I{PROTO_ROOT}",
-        f"-I{include}",
-        f"--python_out={out_dir}",
-        f"--grpc_python_out={out_dir}",
-        os.path.join(PROTO_ROOT, "toold", "v1", "toold.proto"),
-    ])
-    if code != 0:
-        sys.exit(f"protoc failed with {code}")
-    sys.path.insert(0, out_dir)
-    from toold.v1 import toold_pb2, toold_pb2_grpc  # noqa: E402  (generated just now)
-    return toold_pb2, toold_pb2_grpc
+from client import load_stubs  # the stubs, generated as the gRPC example does
 
 
 def say(*words):
