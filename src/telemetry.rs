@@ -28,6 +28,13 @@
 //!
 //! The recorder is process-global (the `metrics` facade has one slot), installed on first use;
 //! several daemons or routers in one test process share it.
+//!
+//! A histogram keeps each recorded value until it is folded into its buckets, which happens
+//! when `/metrics` is rendered or at the recorder's upkeep; `build_recorder` (unlike the
+//! exporter's `install`) runs no upkeep, so a daemon nobody scraped kept every call's and
+//! batch's duration: the soak's RSS climbed ~85 bytes a batch, without end (issue 21). A
+//! thread of its own (`metrics-upkeep`) runs the upkeep every [`UPKEEP_EVERY`], the
+//! exporter's own default, bounding what waits to five seconds' worth of samples.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -88,6 +95,12 @@ const BATCH_BUCKETS: &[f64] = &[
 
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
+/// How often recorded histogram values are folded into their buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The thread that runs the recorder's upkeep.
+const UPKEEP_THREAD: &str = "metrics-upkeep";
+
 /// Installs the Prometheus recorder (once per process) and returns its handle; `None` when
 /// another recorder was installed first, in which case `/metrics` has nothing to render.
 pub fn prometheus() -> Option<&'static PrometheusHandle> {
@@ -109,6 +122,18 @@ fn install() -> Option<PrometheusHandle> {
     let handle = recorder.handle();
     match metrics::set_global_recorder(recorder) {
         Ok(()) => {
+            let upkept = handle.clone();
+            let started = std::thread::Builder::new()
+                .name(UPKEEP_THREAD.to_owned())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(UPKEEP_EVERY);
+                        upkept.run_upkeep();
+                    }
+                });
+            if let Err(err) = started {
+                tracing::warn!(error = %err, "no metrics upkeep: histograms fold only when scraped");
+            }
             describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
             // Present from the start (0), not only after the first subscriber or wait.
@@ -298,5 +323,17 @@ mod tests {
             text.contains("toold_batch_duration_seconds_bucket"),
             "{text}"
         );
+    }
+
+    /// Without the upkeep, histogram values wait for a scrape that may never come.
+    #[test]
+    fn the_recorder_runs_its_upkeep_on_a_thread_of_its_own() {
+        assert!(prometheus().is_some());
+        let threads = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+        let names: Vec<String> = threads
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .map(|name| name.trim().to_owned())
+            .collect();
+        assert!(names.iter().any(|name| name == UPKEEP_THREAD), "{names:?}");
     }
 }
