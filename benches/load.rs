@@ -32,7 +32,8 @@
 //! the starts; `TOOLD_BENCH_ONLY=shell` measures only the shell, `tracing` only the cost of
 //! traces, `forward` only the forwarding hop between two daemons of a fleet
 //! (`load/forward.rs`), `providers` only a provided tool's cost beside `read_file`
-//! (`load/providers.rs`), and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
+//! (`load/providers.rs`), `roles` only what tokens and roles add to a single call
+//! (`load/roles.rs`), and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
 //! 600, at 80% of the measured batch throughput with malformed requests mixed in), without
 //! the starts. The daemon inherits the environment, so the `[limits]` can be measured on by
 //! setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse: every request then takes the
@@ -54,6 +55,8 @@ mod mcp;
 mod placement;
 #[path = "load/providers.rs"]
 mod providers;
+#[path = "load/roles.rs"]
+mod roles;
 #[path = "load/sandbox.rs"]
 mod sandbox;
 #[path = "load/soak.rs"]
@@ -110,6 +113,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "providers") {
         providers::measure().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "roles") {
+        roles::measure().await;
         return;
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "soak") {
@@ -292,11 +299,19 @@ fn report_ready(ready: &[Duration]) {
 }
 
 async fn create_session(address: SocketAddr, workspace: &Path) -> String {
+    create_session_as(address, workspace, None).await
+}
+
+/// [`create_session`] by the holder of `token` (none: a daemon without tokens).
+async fn create_session_as(address: SocketAddr, workspace: &Path, token: Option<&str>) -> String {
     let mut connection = Connection::open(address).await.expect("connects");
-    let request = PreparedRequest::post_json(
+    let body = json!({"working_directory": workspace, "permission_mode": "read_only"});
+    let request = PreparedRequest::with_bearer(
+        "POST",
         address,
         "/v1/sessions",
-        &json!({"working_directory": workspace, "permission_mode": "read_only"}),
+        token,
+        &serde_json::to_vec(&body).expect("a body"),
     );
     let response = connection.send(&request).await.expect("session created");
     let body = response.json();

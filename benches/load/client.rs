@@ -45,6 +45,22 @@ impl PreparedRequest {
         PreparedRequest { bytes }
     }
 
+    /// [`PreparedRequest::new`] sent by the holder of `token` (none: no `authorization`).
+    pub fn with_bearer(
+        method: &str,
+        address: SocketAddr,
+        path: &str,
+        token: Option<&str>,
+        body: &[u8],
+    ) -> PreparedRequest {
+        let bearer = token.map(|token| format!("Bearer {token}"));
+        let headers: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|value| ("authorization", value.as_str()))
+            .collect();
+        PreparedRequest::with_headers(method, address, path, &headers, body)
+    }
+
     pub fn get(address: SocketAddr, path: &str) -> PreparedRequest {
         PreparedRequest::new("GET", address, path, b"")
     }
