@@ -3,7 +3,9 @@
 //!
 //! Unsandboxed, the daemon starts the shell itself ([`DirectChild`]); sandboxed, the session's spawner (see
 //! [`super::sandbox::spawner`]) starts it inside the session's sandbox from the same argument
-//! list and descriptors. Either way the child gets a new session (`setsid`, so also a new
+//! list and descriptors. A foreground shell may instead be the session's spare
+//! ([`super::spare`]): started ahead the same way, handed its command, and put together here
+//! ([`ShellProcess::assemble`]). Either way the child gets a new session (`setsid`, so also a new
 //! process group whose id is its pid), stdin from `/dev/null` (or, for a background task, a
 //! pipe [`super::tasks`]' `write_stdin` writes to), and stdout and stderr on one pipe, so the
 //! output is interleaved exactly as the command wrote it, as a terminal would show it. A reader

@@ -36,6 +36,11 @@
 //!
 //! Background shells (`run_in_background`) start fresh: they need a stdin pipe and no
 //! directory report, and are rare enough that a second kind of spare would not pay.
+//!
+//! Seen from outside, a spare's command line is the spare wrapper, not the command (a
+//! fresh shell has the command as an argument). A call racing its session's close may
+//! leave a spare in a slot made anew; like a session dropped without closing, it goes at
+//! the next refill once the session's state is dropped.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -89,13 +94,15 @@ impl Key {
 /// A started shell waiting for its command.
 #[derive(Debug)]
 pub(crate) struct Spare {
+    /// Armed: the group is killed when the spare is dropped unused. First, so that it is
+    /// dropped first: killed before its command pipe closes, a spare never runs a script
+    /// that was cut short.
+    guard: GroupGuard,
     key: Key,
     leader: Leader,
     out: io::PipeReader,
     report: io::PipeReader,
     command: io::PipeWriter,
-    /// Armed: the group is killed when the spare is dropped unused.
-    guard: GroupGuard,
 }
 
 impl Spare {
@@ -128,12 +135,12 @@ impl Spare {
             armed: true,
         };
         Ok(Spare {
+            guard,
             key: Key::new(cwd, confinement),
             leader,
             out,
             report,
             command,
-            guard,
         })
     }
 
@@ -144,7 +151,13 @@ impl Spare {
     /// Kills the spare and waits (up to [`KILL_WAIT`]) until it is reaped.
     async fn kill(mut self) {
         signal_group(self.guard.pgid, libc::SIGKILL);
-        let _ = tokio::time::timeout(KILL_WAIT, self.leader.wait()).await;
+        if tokio::time::timeout(KILL_WAIT, self.leader.wait())
+            .await
+            .is_ok_and(|waited| waited.is_ok())
+        {
+            // Reaped: its group id is free for reuse and must not be signalled again.
+            self.guard.armed = false;
+        }
     }
 
     /// Whether the whole of `script` fits in the command pipe (growing it if need be).

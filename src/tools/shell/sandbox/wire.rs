@@ -213,7 +213,7 @@ impl Request {
     pub(crate) fn encode(&self) -> Vec<u8> {
         // At most a few variables (the trace context); more would be a caller's bug.
         let count = u8::try_from(self.env.len()).unwrap_or(u8::MAX);
-        let flags = u8::from(self.report) * FLAG_REPORT | u8::from(self.command) * FLAG_COMMAND;
+        let flags = (u8::from(self.report) * FLAG_REPORT) | (u8::from(self.command) * FLAG_COMMAND);
         let mut bytes = vec![flags, count];
         let mut push = |field: &[u8]| {
             bytes.extend_from_slice(field);
