@@ -14,8 +14,8 @@
 //! it returns as soon as output arrives or the task ends, or at its deadline.
 //!
 //! This is also where a session's sandbox lives ([`SpawnerSet`], the session's spawner,
-//! started by its first sandboxed call): closing the session ([`BackgroundShells::kill_session`])
-//! ends it with the tasks.
+//! started by its first sandboxed call) and its spare shell ([`SpareSet`]): closing the
+//! session ([`BackgroundShells::kill_session`]) ends them with the tasks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::process::ExitStatusExt;
@@ -34,6 +34,7 @@ use super::output::{BACKGROUND_CAP_BYTES, TakenOutput};
 use super::process::{SharedOutput, ShellProcess, Stdin};
 use super::sandbox::spawner::SpawnerSet;
 use super::sandbox::{Confinement, ShellSandbox};
+use super::spare::SpareSet;
 use super::spill::SpillSettings;
 use crate::tool::{PermissionLevel, SessionView, ToolError};
 
@@ -126,6 +127,8 @@ pub struct BackgroundShells {
     sandbox: ShellSandbox,
     /// Each session's sandbox (its spawner).
     spawners: SpawnerSet,
+    /// Each session's next foreground shell, started ahead.
+    spares: Arc<SpareSet>,
     /// `[limits]` per session: shells running at once (`limits`).
     slots: SessionSlots,
 }
@@ -199,12 +202,23 @@ impl BackgroundShells {
         let tasks = self.lock().remove(session_id).unwrap_or_default();
         let count = tasks.len();
         futures::future::join_all(tasks.values().map(|task| task.stop())).await;
+        self.spares.discard(session_id).await;
         self.spawners.shut_down(session_id).await;
         self.slots.forget(session_id);
         // The session's sandbox temporary directory (Landlock's TMPDIR) goes with it; it
         // usually does not exist.
         let _ = tokio::fs::remove_dir_all(self.sandbox.session_temp_dir(session_id)).await;
         count
+    }
+
+    /// The session's spare shells (see [`super::spare`]).
+    pub(crate) fn spares(&self) -> &Arc<SpareSet> {
+        &self.spares
+    }
+
+    /// The pid of the session's spare shell, once one is ready.
+    pub fn spare_pid(&self, session_id: &str) -> Option<u32> {
+        self.spares.pid(session_id)
     }
 
     /// How many tasks a session holds (running or finished).

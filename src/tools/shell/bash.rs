@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::background::BackgroundShells;
 use super::boundary;
 use super::output::TakenOutput;
-use super::process::{Ended, SharedOutput, ShellProcess, Stdin};
+use super::process::{Ended, SharedOutput};
 use super::spill::SpillWriter;
 use crate::shell_syntax::{Analysis, analyze};
 use crate::tool::{
@@ -270,14 +270,14 @@ impl Tool for BashTool {
         let output = SharedOutput::new(settings.memory_bytes);
         let prefix = note.as_ref().map(|n| format!("{n}\n")).unwrap_or_default();
         let spill = SpillWriter::new(settings, prefix.as_bytes());
-        let process = ShellProcess::spawn(
+        let process = super::spare::start_foreground(
+            self.shells.spares(),
+            &ctx.session,
             &input.command,
             &cwd,
             output.clone(),
             Some(spill),
-            true,
             &confinement,
-            Stdin::Null,
         )
         .await
         .map_err(|err| {
@@ -296,6 +296,12 @@ impl Tool for BashTool {
             }
         };
         let (stopped, ended) = process.wait_or_stop(stop).await;
+        if let Some(moved) = ended.cwd.as_deref().filter(|moved| *moved != cwd) {
+            // The spare started beside this call waits in the old directory.
+            self.shells
+                .spares()
+                .refill(&ctx.session, moved, &confinement);
+        }
         if let Some(why) = ended.lost {
             return Err(ToolError::Execution(why));
         }

@@ -34,13 +34,14 @@ pub(crate) struct DirectChild {
 
 impl DirectChild {
     /// Starts `argv` (looked up on `PATH`) in `cwd` in a session of its own, with `stdio` on
-    /// descriptors 0–2 and `report` on 3, in the daemon's environment without `TOOLD_*` and
-    /// `CDPATH`, plus `extra` (the trace context; it replaces a variable of the same name).
+    /// descriptors 0–2 and `more` on 3, 4, … (the cwd report; a spare's command pipe), in the
+    /// daemon's environment without `TOOLD_*` and `CDPATH`, plus `extra` (the trace context;
+    /// it replaces a variable of the same name).
     pub(crate) fn spawn(
         cwd: &Path,
         argv: &[OsString],
         stdio: [OwnedFd; 3],
-        report: Option<OwnedFd>,
+        more: Vec<OwnedFd>,
         extra: &[(&str, String)],
     ) -> io::Result<DirectChild> {
         let cstring = |bytes: &[u8]| CString::new(bytes).map_err(io::Error::other);
@@ -70,13 +71,13 @@ impl DirectChild {
             })
             .collect::<io::Result<_>>()?;
         let cwd = cstring(cwd.as_os_str().as_bytes())?;
-        // A source below 4 could be overwritten by another dup2 before it is read; none is
+        // A source below 5 could be overwritten by another dup2 before it is read; none is
         // in practice (the daemon's 0–2 are open), but a copy above makes sure.
         let sources: Vec<OwnedFd> = stdio
             .into_iter()
-            .chain(report)
+            .chain(more)
             .map(|fd| {
-                if fd.as_raw_fd() < 4 {
+                if fd.as_raw_fd() < 5 {
                     fd.try_clone_to_owned_above()
                 } else {
                     Ok(fd)
@@ -180,7 +181,7 @@ fn wait_pidfd(pidfd: RawFd, flags: libc::c_int) -> io::Result<Option<ExitStatus>
     Ok(Some(ExitStatus::from_raw(raw)))
 }
 
-/// `posix_spawnp` with a new session, default signals, `sources` on 0, 1, 2 (and 3) and `cwd`.
+/// `posix_spawnp` with a new session, default signals, `sources` on 0, 1, 2 (3, 4) and `cwd`.
 fn posix_spawn(
     cwd: &CString,
     args: &[CString],

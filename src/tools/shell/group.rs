@@ -33,6 +33,14 @@ pub(crate) enum Leader {
 }
 
 impl Leader {
+    /// Its pid in the daemon's pid namespace, which is also its process group id.
+    pub(crate) fn pid(&self) -> libc::pid_t {
+        match self {
+            Leader::Direct(child) => child.pid(),
+            Leader::Spawned(shell) => shell.pid,
+        }
+    }
+
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         match self {
             Leader::Direct(child) => child.wait().await,
@@ -52,6 +60,7 @@ impl Leader {
 
 /// Kills the group if the future driving a process is dropped before it finished (the
 /// dispatcher gave up on the call).
+#[derive(Debug)]
 pub(crate) struct GroupGuard {
     pub pgid: libc::pid_t,
     pub armed: bool,

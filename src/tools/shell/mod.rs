@@ -11,6 +11,8 @@
 //! per-session shell slots; [`spill`] moves a foreground
 //! output that outgrows memory to a file, which the offload phase streams into the store.
 //!
+//! [`spare`] keeps each session's next foreground shell started ahead of its call.
+//!
 //! [`sandbox`] confines every shell (bubblewrap, else Landlock) so that a command inside the
 //! workspace needs only `workspace_write`.
 //!
@@ -26,6 +28,7 @@ mod limits;
 mod output;
 mod process;
 mod sandbox;
+mod spare;
 mod spill;
 mod tasks;
 

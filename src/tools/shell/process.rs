@@ -3,7 +3,9 @@
 //!
 //! Unsandboxed, the daemon starts the shell itself ([`DirectChild`]); sandboxed, the session's spawner (see
 //! [`super::sandbox::spawner`]) starts it inside the session's sandbox from the same argument
-//! list and descriptors. Either way the child gets a new session (`setsid`, so also a new
+//! list and descriptors. A foreground shell may instead be the session's spare
+//! ([`super::spare`]): started ahead the same way, handed its command, and put together here
+//! ([`ShellProcess::assemble`]). Either way the child gets a new session (`setsid`, so also a new
 //! process group whose id is its pid), stdin from `/dev/null` (or, for a background task, a
 //! pipe [`super::tasks`]' `write_stdin` writes to), and stdout and stderr on one pipe, so the
 //! output is interleaved exactly as the command wrote it, as a terminal would show it. A reader
@@ -171,8 +173,8 @@ impl ShellProcess {
         };
         let argv = bash_arguments(command, report_cwd);
         let (report_read, report_write) = match report {
-            Some((read, write)) => (Some(read), Some(OwnedFd::from(write))),
-            None => (None, None),
+            Some((read, write)) => (Some(read), vec![OwnedFd::from(write)]),
+            None => (None, Vec::new()),
         };
         let stdio = [stdin_read, out_write.into(), err_write.into()];
         // Timed for `toold_sandbox_spawn_seconds`, failed spawns too: for a spawner, the request
@@ -209,21 +211,32 @@ impl ShellProcess {
             span.record("otel.status_description", err.to_string().as_str());
         }
         let leader = leader?;
-        let pid = match &leader {
-            Leader::Direct(child) => child.pid(),
-            Leader::Spawned(shell) => shell.pid,
-        };
-        span.record("process.pid", pid);
-        let pid = u32::try_from(pid).map_err(io::Error::other)?;
-        let pgid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
+        span.record("process.pid", leader.pid());
+        ShellProcess::assemble(leader, out_read, report_read, stdin_write, output, spill)
+    }
+
+    /// A `ShellProcess` around `leader`, which already runs (started here or a spare handed
+    /// its command): `out` is the reading end of its stdout and stderr, `report` of its
+    /// descriptor 3, `stdin` the writing end of its stdin pipe. Its group is killed if this
+    /// fails.
+    pub(crate) fn assemble(
+        leader: Leader,
+        out: io::PipeReader,
+        report: Option<io::PipeReader>,
+        stdin: Option<io::PipeWriter>,
+        output: SharedOutput,
+        spill: Option<SpillWriter>,
+    ) -> io::Result<ShellProcess> {
+        let pgid = leader.pid();
         let guard = GroupGuard { pgid, armed: true };
-        let cwd_report = report_read
+        let pid = u32::try_from(pgid).map_err(io::Error::other)?;
+        let cwd_report = report
             .map(|read| pipe::Receiver::from_owned_fd(OwnedFd::from(read)))
             .transpose()?;
-        let stdin = stdin_write
+        let stdin = stdin
             .map(|write| pipe::Sender::from_owned_fd(OwnedFd::from(write)))
             .transpose()?;
-        let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(out_read))?;
+        let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(out))?;
         let stop_reading = CancellationToken::new();
         let reader = tokio::spawn(pump(receiver, output, spill, stop_reading.clone()));
         Ok(ShellProcess {

@@ -86,7 +86,7 @@ async fn a_fork_bomb_and_a_4_gib_allocation_meet_the_session_limits_under_landlo
 }
 
 /// Every process below `root` in the process tree, from `/proc`.
-fn descendants(root: i32) -> Vec<i32> {
+pub fn descendants(root: i32) -> Vec<i32> {
     let mut parents: Vec<(i32, i32)> = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {

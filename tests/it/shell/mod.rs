@@ -10,3 +10,4 @@ mod limits;
 mod processes;
 mod sandbox;
 mod session_sandbox;
+mod spare;

@@ -181,8 +181,30 @@ async fn state_and_processes_do_not_leak_into_the_next_call_under_landlock() {
     nothing_leaks_but_the_directory_and_background_shells(SandboxMode::Landlock).await;
 }
 
-/// The host pid of the session's spawner (`toold sandbox-spawner … --session ID`).
+/// The host pid of the session's spawner (`toold sandbox-spawner … --session ID`), not
+/// counting a child it forked that has not exec'd yet (it may be starting the session's
+/// spare shell while this looks).
 pub fn spawner_pids(session_id: &str) -> Vec<i32> {
+    let found = spawner_like(session_id);
+    found
+        .iter()
+        .copied()
+        .filter(|pid| !parent_of(*pid).is_some_and(|parent| found.contains(&parent)))
+        .collect()
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Processes whose command line is the session's spawner's.
+fn spawner_like(session_id: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {

@@ -396,7 +396,7 @@ fn find_toold() -> Result<PathBuf, String> {
 }
 
 /// How one shell is confined.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Confinement {
     None,
     /// Started by the session's spawner, inside its sandbox.

@@ -5,7 +5,7 @@
 //! A request is one message on the control socket: a flags byte, a count of environment
 //! variables, then NUL-terminated fields (the working directory, each variable as
 //! `NAME=value`, then each argument), with the descriptors `[reply, stdin, stdout,
-//! stderr, report?]`. Answers come on `reply` (a socket made for that one command): first
+//! stderr, report?, command?]` (the last for a spare shell, see [`super::super::spare`]). Answers come on `reply` (a socket made for that one command): first
 //! [`REPLY_STARTED`], sent by the command's own process just before it execs, so that the
 //! kernel attaches its credentials (`SO_PASSCRED`) with its pid translated into the daemon's
 //! pid namespace, even if it has already exited and been reaped when the daemon reads it;
@@ -25,8 +25,11 @@ pub(crate) const REPLY_STARTED: u8 = b'S';
 pub(crate) const REPLY_EXITED: u8 = b'X';
 /// Request flag: a fifth descriptor is the working-directory report (descriptor 3).
 pub(crate) const FLAG_REPORT: u8 = 1;
+/// Request flag: a sixth descriptor is a spare shell's command pipe (descriptor 4); only
+/// with [`FLAG_REPORT`].
+pub(crate) const FLAG_COMMAND: u8 = 2;
 /// The most descriptors one message carries.
-pub(crate) const MAX_FDS: usize = 5;
+pub(crate) const MAX_FDS: usize = 6;
 /// Room for the largest request: a command (100 000 bytes), the wrapper and the directory.
 pub(crate) const MAX_REQUEST_BYTES: usize = 256 * 1024;
 
@@ -200,6 +203,8 @@ pub(crate) struct Request {
     pub cwd: PathBuf,
     pub argv: Vec<OsString>,
     pub report: bool,
+    /// Whether a spare shell's command pipe follows the report.
+    pub command: bool,
     /// Set in the command's environment on top of the spawner's (the call's trace context).
     pub env: Vec<(OsString, OsString)>,
 }
@@ -208,7 +213,8 @@ impl Request {
     pub(crate) fn encode(&self) -> Vec<u8> {
         // At most a few variables (the trace context); more would be a caller's bug.
         let count = u8::try_from(self.env.len()).unwrap_or(u8::MAX);
-        let mut bytes = vec![if self.report { FLAG_REPORT } else { 0 }, count];
+        let flags = (u8::from(self.report) * FLAG_REPORT) | (u8::from(self.command) * FLAG_COMMAND);
+        let mut bytes = vec![flags, count];
         let mut push = |field: &[u8]| {
             bytes.extend_from_slice(field);
             bytes.push(0);
@@ -246,6 +252,9 @@ impl Request {
             })
             .collect::<Result<Vec<_>, &str>>()?;
         let argv: Vec<OsString> = fields.map(|f| OsString::from_vec(f.to_vec())).collect();
+        if flags & FLAG_COMMAND != 0 && flags & FLAG_REPORT == 0 {
+            return Err("a command pipe without a report descriptor".into());
+        }
         if argv.is_empty() {
             return Err("a request without a program".into());
         }
@@ -253,6 +262,7 @@ impl Request {
             cwd: PathBuf::from(OsString::from_vec(cwd.to_vec())),
             argv,
             report: flags & FLAG_REPORT != 0,
+            command: flags & FLAG_COMMAND != 0,
             env,
         })
     }
@@ -269,9 +279,15 @@ mod tests {
             cwd: PathBuf::from("/w/sub dir"),
             argv: vec!["bash".into(), "-c".into(), "echo 'a b'".into()],
             report: true,
+            command: true,
             env: vec![("TRACEPARENT".into(), "00-a=b".into())],
         };
         assert_eq!(Request::decode(&request.encode()), Ok(request));
+        assert!(
+            Request::decode(b"\x02\0/w\0bash\0")
+                .unwrap_err()
+                .contains("report")
+        );
         assert!(Request::decode(b"").is_err());
         assert!(
             Request::decode(b"\0\0/w\0")

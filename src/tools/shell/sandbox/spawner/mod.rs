@@ -132,19 +132,24 @@ impl SessionSpawner {
         locked(&self.control).is_some() && matches!(locked(&self.process).try_wait(), Ok(None))
     }
 
-    /// Has the spawner start `argv` in `cwd` with these descriptors; returns once it runs.
+    /// Has the spawner start `argv` in `cwd` with `stdio` on 0–2 and `more` on 3 (the cwd
+    /// report) and 4 (a spare's command pipe); returns once it runs.
     pub(crate) async fn run(
         &self,
         cwd: &Path,
         argv: Vec<OsString>,
         stdio: [OwnedFd; 3],
-        report: Option<OwnedFd>,
+        more: Vec<OwnedFd>,
         env: &[(&str, String)],
     ) -> io::Result<SpawnedShell> {
+        if more.len() > 2 {
+            return Err(io::Error::other("at most two descriptors past stderr"));
+        }
         let request = Request {
             cwd: cwd.to_owned(),
             argv,
-            report: report.is_some(),
+            report: !more.is_empty(),
+            command: more.len() == 2,
             env: env
                 .iter()
                 .map(|(name, value)| (OsString::from(name), OsString::from(value)))
@@ -154,7 +159,7 @@ impl SessionSpawner {
         wire::pass_credentials(reply.as_raw_fd())?;
         let mut fds = vec![reply_theirs.as_raw_fd()];
         fds.extend(stdio.iter().map(AsRawFd::as_raw_fd));
-        fds.extend(report.as_ref().map(AsRawFd::as_raw_fd));
+        fds.extend(more.iter().map(AsRawFd::as_raw_fd));
         {
             let control = locked(&self.control);
             let control = control.as_ref().ok_or_else(|| gone("was shut down"))?;
@@ -162,7 +167,7 @@ impl SessionSpawner {
                 .map_err(|err| gone(&format!("does not take requests ({err})")))?;
         }
         // The spawner holds its own copies now; ours must close so the pipes can end.
-        drop((reply_theirs, stdio, report));
+        drop((reply_theirs, stdio, more));
         wire::set_nonblocking(reply.as_raw_fd(), true)?;
         // SAFETY: `reply` is an open socket owned by the AsyncFd from here on.
         let reply = unsafe { AsyncFd::register_with_interest(reply, Interest::READABLE) }?;

@@ -242,13 +242,13 @@ fn start(
     }
 }
 
-/// Forks the command with `fds` = `[reply, stdin, stdout, stderr, report?]`.
+/// Forks the command with `fds` = `[reply, stdin, stdout, stderr, report?, command?]`.
 fn fork_command(
     request: &Request,
     fds: &[OwnedFd],
     limits: ChildLimits,
 ) -> io::Result<libc::pid_t> {
-    let wanted = if request.report { 5 } else { 4 };
+    let wanted = 4 + usize::from(request.report) + usize::from(request.command);
     if fds.len() != wanted {
         return Err(io::Error::other(format!(
             "a request came with {} descriptors, not {wanted}",
@@ -296,7 +296,7 @@ fn fork_command(
 struct Command {
     spawner: libc::pid_t,
     reply: RawFd,
-    /// Descriptors and the numbers they take (0, 1, 2, 3).
+    /// Descriptors and the numbers they take (0, 1, 2, 3, 4).
     targets: Vec<(RawFd, RawFd)>,
     cwd: CString,
     argv: Vec<*const libc::c_char>,
