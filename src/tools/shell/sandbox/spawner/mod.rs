@@ -101,10 +101,11 @@ impl SessionSpawner {
             .as_ref()
             .map(SessionCgroup::procs_fds)
             .unwrap_or_default();
+        let daemon = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe system calls on integers prepared above (setsid,
-        // prctl, write, landlock_restrict_self, dup2, fcntl); no allocation, no locks.
+        // prctl, getppid, write, landlock_restrict_self, dup2, fcntl); no allocation, no locks.
         unsafe {
-            command.pre_exec(move || spawner_setup(theirs_fd, landlock, &procs));
+            command.pre_exec(move || spawner_setup(daemon, theirs_fd, landlock, &procs));
         }
         let process = command.spawn()?;
         drop(command);
@@ -282,7 +283,17 @@ impl SpawnedShell {
 /// daemon's death, the session's cgroup, the Landlock ruleset, then the control socket on
 /// [`CONTROL_FD`]. The cgroup and the ruleset come before the `dup2`, which may reuse one of
 /// their descriptor numbers.
-fn spawner_setup(control: RawFd, landlock: Option<RawFd>, procs: &[RawFd]) -> io::Result<()> {
+///
+/// The parent-death signal only covers a death after `prctl`: a daemon killed between the
+/// fork and it left a child that would never be told (seen once: a bwrap outliving a
+/// `kill -9`, blocked reading). So the child then checks that its parent is still `daemon`,
+/// and gives up (the spawn fails) when it was re-parented already.
+fn spawner_setup(
+    daemon: libc::pid_t,
+    control: RawFd,
+    landlock: Option<RawFd>,
+    procs: &[RawFd],
+) -> io::Result<()> {
     // SAFETY: plain system calls on integers.
     unsafe {
         if libc::setsid() == -1 {
@@ -291,6 +302,9 @@ fn spawner_setup(control: RawFd, landlock: Option<RawFd>, procs: &[RawFd]) -> io
         // SIGTERM, not SIGKILL: the spawner catches it and stops everything it started first.
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
             return Err(io::Error::last_os_error());
+        }
+        if libc::getppid() != daemon {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
     }
     super::limits::join(procs)?;
