@@ -148,6 +148,20 @@ pub(crate) fn clean_environment(command: &mut Command) {
     command.env_remove(trace::TRACESTATE_ENV);
 }
 
+/// The `process` span of a shell's start (DESIGN §9) on `backend`; `spare`: the shell was the
+/// session's spare, started ahead and handed its command. The pid is recorded once known.
+pub(crate) fn process_span(backend: &str, spare: bool) -> tracing::Span {
+    tracing::info_span!(
+        target: trace::TARGET,
+        "process",
+        otel.name = %format_args!("process spawn {backend}"),
+        toold.sandbox.backend = backend,
+        toold.shell.spare = spare,
+        process.pid = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+    )
+}
+
 impl ShellProcess {
     /// Starts `bash -c` on `command` in `cwd`. With `report_cwd` the command runs in the
     /// wrapper that reports its final directory. The output goes to `output` and, when
@@ -181,14 +195,7 @@ impl ShellProcess {
         // until the command is about to exec.
         let started = std::time::Instant::now();
         let backend = confinement.kind().as_str();
-        let span = tracing::info_span!(
-            target: trace::TARGET,
-            "process",
-            otel.name = %format_args!("process spawn {backend}"),
-            toold.sandbox.backend = backend,
-            process.pid = tracing::field::Empty,
-            otel.status_description = tracing::field::Empty,
-        );
+        let span = process_span(backend, false);
         let leader = async {
             // Read inside the span: the shell's context names it.
             let env = trace::current()

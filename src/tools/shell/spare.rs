@@ -410,14 +410,8 @@ pub(crate) async fn start_foreground(
         .and_then(|spare| {
             let started = std::time::Instant::now();
             let backend = confinement.kind().as_str();
-            let span = tracing::info_span!(
-                target: trace::TARGET,
-                "process",
-                otel.name = %format_args!("process spawn {backend}"),
-                toold.sandbox.backend = backend,
-                toold.shell.spare = true,
-                process.pid = spare.pid(),
-            );
+            let span = super::process::process_span(backend, true);
+            span.record("process.pid", spare.pid());
             // Read inside the span: the shell's context names it.
             let env = span.in_scope(|| {
                 trace::current()
