@@ -170,18 +170,13 @@ fn spares_of(daemon: i32) -> Vec<i32> {
 async fn no_spare_outlives_the_daemon(config: &str) {
     let mut toold = Toold::start_with_config(config);
     let projects = toold.projects();
-    let created = toold
-        .post(
-            "/v1/sessions",
-            &json!({"working_directory": projects, "permission_mode": "workspace_write"}),
-        )
+    let session = toold
+        .session_with(&json!({"working_directory": projects, "permission_mode": "workspace_write"}))
         .await;
-    let session = created.body["id"].as_str().unwrap().to_owned();
-    let calls = json!({"calls": [{"id": "a", "name": "bash", "input": {"command": "echo hi"}}]});
     let ran = toold
-        .post(&format!("/v1/sessions/{session}/batches"), &calls)
+        .call_one(&session, "bash", json!({"command": "echo hi"}))
         .await;
-    assert_eq!(ran.body["results"][0]["is_error"], false, "{}", ran.body);
+    assert_eq!(ran["is_error"], false, "{ran}");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let spares = loop {
         let found = spares_of(toold.pid() as i32);
