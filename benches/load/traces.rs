@@ -5,6 +5,8 @@
 //! client. Budget: at most
 //! 15% more with an endpoint set. "Off costs nothing" is the off daemon against an older
 //! build (`TOOLD_BENCH_BINARY`) or the plain latency figures of `docs/performance.md`.
+//! `TOOLD_BENCH_SAMPLER=always_off` (the traced daemon's `OTEL_TRACES_SAMPLER`) keeps every
+//! span's making and drops it unexported: the request path's share without the export's.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -120,10 +122,13 @@ impl Target {
 pub async fn measure() {
     let (endpoint, received) = collector();
     let mut off = Target::start(&[]).await;
+    // `TOOLD_BENCH_SAMPLER=always_off` keeps the span layer and drops every span at its
+    // start: what the spans cost on the request path without their export.
+    let sampler = std::env::var("TOOLD_BENCH_SAMPLER").unwrap_or_else(|_| "always_on".into());
     let mut on = Target::start(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-        ("OTEL_TRACES_SAMPLER", "always_on"),
+        ("OTEL_TRACES_SAMPLER", sampler.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "200"),
     ])
     .await;

@@ -15,10 +15,8 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
-use tracing::Instrument;
-use tracing::field::Empty;
 
-use crate::tool::trace::{self, TraceContext};
+use crate::tool::trace::{self, CoreSpan, SpanValue, TraceContext};
 
 /// The incoming context in `headers`, if a valid one is there.
 pub fn from_headers(headers: &HeaderMap) -> Option<TraceContext> {
@@ -30,26 +28,26 @@ pub fn from_headers(headers: &HeaderMap) -> Option<TraceContext> {
 /// The HTTP door's request span (inside routing, so the route template is known).
 pub async fn http_request(request: Request, next: Next) -> Response {
     let incoming = from_headers(request.headers());
-    let method = request.method().as_str().to_owned();
+    let method = request.method();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", MatchedPath::as_str);
-    let span = tracing::info_span!(
-        target: trace::TARGET,
-        "request",
-        otel.name = %format_args!("{method} {route}"),
-        otel.kind = "server",
-        http.request.method = %method,
-        http.route = %route,
-        http.response.status_code = Empty,
-        otel.status_code = Empty,
+    let span = request_span(
+        || format!("{method} {route}").into(),
+        incoming.as_ref(),
+        || {
+            vec![
+                ("http.request.method", method.as_str().to_owned().into()),
+                ("http.route", route.to_owned().into()),
+            ]
+        },
     );
     run(span, incoming, request, next, |span, response| {
         let status = response.status().as_u16();
-        span.record("http.response.status_code", status);
+        span.set("http.response.status_code", i64::from(status));
         if status >= 500 {
-            span.record("otel.status_code", "error");
+            span.fail(String::new());
         }
     })
     .await
@@ -58,30 +56,44 @@ pub async fn http_request(request: Request, next: Next) -> Response {
 /// The gRPC door's request span (`rpc.method` is the path, `/package.Service/Method`).
 pub async fn grpc_request(request: Request, next: Next) -> Response {
     let incoming = from_headers(request.headers());
-    let path = request.uri().path().to_owned();
-    let span = tracing::info_span!(
-        target: trace::TARGET,
-        "request",
-        otel.name = %path,
-        otel.kind = "server",
-        rpc.system = "grpc",
-        rpc.method = %path,
+    let path = request.uri().path();
+    let span = request_span(
+        || path.to_owned().into(),
+        incoming.as_ref(),
+        || {
+            vec![
+                ("rpc.system", "grpc".into()),
+                ("rpc.method", path.to_owned().into()),
+            ]
+        },
     );
     run(span, incoming, request, next, |_, _| {}).await
 }
 
+/// A door's request span (a server span) under the context the request brought in, else
+/// the span it runs in.
+pub fn request_span(
+    name: impl FnOnce() -> std::borrow::Cow<'static, str>,
+    incoming: Option<&TraceContext>,
+    attributes: impl FnOnce() -> Vec<(&'static str, SpanValue)>,
+) -> CoreSpan {
+    if !trace::exporting() {
+        return CoreSpan::inert();
+    }
+    CoreSpan::start(name, true, trace::request_parent(incoming), attributes)
+}
+
 async fn run(
-    span: tracing::Span,
+    mut span: CoreSpan,
     incoming: Option<TraceContext>,
     request: Request,
     next: Next,
-    finish: impl FnOnce(&tracing::Span, &Response),
+    finish: impl FnOnce(&mut CoreSpan, &Response),
 ) -> Response {
-    crate::telemetry::traces::set_parent(&span, incoming.as_ref());
-    let response = trace::scope(incoming, next.run(request))
-        .instrument(span.clone())
-        .await;
-    finish(&span, &response);
+    let response = trace::scope(incoming, span.within(next.run(request))).await;
+    if span.is_recording() {
+        finish(&mut span, &response);
+    }
     response
 }
 

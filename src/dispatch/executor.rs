@@ -19,7 +19,6 @@ use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tracing::Instrument;
 
 use super::Dispatcher;
 use super::call_events;
@@ -229,13 +228,14 @@ impl Dispatcher {
     ) where
         C: Stream<Item = ToolCall> + Unpin,
     {
-        let span = call_span::batch_span(session.id(), &batch_id);
-        self.run_batch_in(session, pool, batch_id, calls, updates, held_audit, &span)
-            .instrument(span.clone())
+        let mut span = call_span::batch_span(session.id(), &batch_id);
+        let (calls, errors) = span
+            .within(self.run_batch_in(session, pool, batch_id, calls, updates, held_audit))
             .await;
+        call_span::record_batch(&mut span, calls, errors);
     }
 
-    #[allow(clippy::too_many_arguments)] // run_batch_holding's, and the span it runs in
+    /// Runs the batch; its number of calls and of failed ones.
     async fn run_batch_in<C>(
         &self,
         session: Arc<SessionState>,
@@ -244,8 +244,8 @@ impl Dispatcher {
         mut calls: C,
         updates: mpsc::UnboundedSender<BatchUpdate>,
         held_audit: Option<HeldAudit>,
-        span: &tracing::Span,
-    ) where
+    ) -> (usize, usize)
+    where
         C: Stream<Item = ToolCall> + Unpin,
     {
         let batch_id: Arc<str> = Arc::from(batch_id);
@@ -302,7 +302,7 @@ impl Dispatcher {
             EventDraft::new(EventType::BatchEnd, run.session.shared_id())
                 .rendered(call_events::batch_end(run.entries.len(), run.error_count)),
         );
-        call_span::record_batch(span, run.entries.len(), run.error_count);
+        (run.entries.len(), run.error_count)
     }
 }
 
@@ -521,25 +521,20 @@ impl BatchRun<'_> {
         // no cross-thread wake-up. Tools must not block the thread (blocking work belongs in
         // `spawn_blocking`), which keeps their I/O parallel all the same.
         let pipeline = self.dispatcher.pipeline.clone();
-        let call_span = span.clone();
-        running.push(Box::pin(
-            async move {
-                let outcome = match AssertUnwindSafe(pipeline.oneshot(request))
-                    .catch_unwind()
-                    .await
-                {
-                    Ok(Ok(outcome)) => Some(outcome),
-                    Ok(Err(never)) => match never {},
-                    // Tool panics are caught in the pipeline; this is a panic in toold itself.
-                    Err(_) => None,
-                };
-                if let Some(outcome) = &outcome {
-                    call_span::record_outcome(&call_span, outcome, content_limit);
-                }
-                (index, outcome)
+        let mut span = span;
+        running.push(Box::pin(async move {
+            let called = span.within(AssertUnwindSafe(pipeline.oneshot(request)).catch_unwind());
+            let outcome = match called.await {
+                Ok(Ok(outcome)) => Some(outcome),
+                Ok(Err(never)) => match never {},
+                // Tool panics are caught in the pipeline; this is a panic in toold itself.
+                Err(_) => None,
+            };
+            if let Some(outcome) = &outcome {
+                call_span::record_outcome(&mut span, outcome, content_limit);
             }
-            .instrument(span),
-        ));
+            (index, outcome)
+        }));
     }
 
     fn complete(&mut self, index: usize, outcome: Option<Box<CallOutcome>>) {

@@ -137,7 +137,7 @@ impl ConfiguredHook {
             Ok(input) => input,
             Err(err) => return HookReply::Failed(format!("encoding its input: {err}")),
         };
-        let span = tracing::info_span!(
+        let span = trace::child(tracing::info_span!(
             target: trace::TARGET,
             "hook",
             otel.name = %format_args!("hook {:?}", event.hook_event_name),
@@ -145,7 +145,7 @@ impl ConfiguredHook {
             toold.hook.name = %self.name,
             toold.hook.outcome = Empty,
             otel.status_description = Empty,
-        );
+        ));
         let reply = async {
             match &self.transport {
                 Transport::Command(command) => command.run(&input, &event.cwd, self.timeout).await,

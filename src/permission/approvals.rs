@@ -196,13 +196,13 @@ impl<L: ApprovalLedger> Approvals<L> {
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
     ) -> (String, WaitOutcome) {
-        let span = tracing::info_span!(
+        let span = crate::tool::trace::child(tracing::info_span!(
             target: crate::tool::trace::TARGET,
             "approval",
             otel.name = "approval wait",
             toold.approval.id = tracing::field::Empty,
             toold.approval.outcome = tracing::field::Empty,
-        );
+        ));
         let (id, outcome) = self
             .wait_in_span(ask, timeout, cancelled)
             .instrument(span.clone())

@@ -21,6 +21,15 @@
 //!   `parentbased_traceidratio`) with `OTEL_TRACES_SAMPLER_ARG` as the ratio.
 //! - The exporter's own knobs (`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `OTEL_BSP_*`) are
 //!   read by the OpenTelemetry SDK itself, as in every SDK; everything else comes from here.
+//! - **Two paths into the SDK.** The hot path's spans (a door's request, a batch, each
+//!   `execute_tool`) are the core's `CoreSpan`s, opened and ended here as SDK spans directly
+//!   ([`SdkSpans`], installed as the core's `Spans` port); the rarer children (a hook, the
+//!   approval wait, the sandboxed process) are `tracing` spans of [`trace::TARGET`] through
+//!   `tracing-opentelemetry`, adopted by the core span they run in (`trace::child`). The
+//!   layer is built without context activation, thread, location and target attributes and
+//!   inactivity tracking: nothing reads OpenTelemetry's thread-local context, and each of
+//!   those cost work on every enter and exit. Why the hot path left `tracing`: the header of
+//!   `tool::trace`.
 //! - **Batched export** on the SDK's own thread; [`TracesGuard::shutdown`] flushes it, called
 //!   when the daemon has drained (and when `toold mcp` ends).
 //! - **rmcp's `info` lines are off** unless the log filter names `rmcp` (then it decides):
@@ -33,12 +42,14 @@
 
 use std::str::FromStr;
 
+use opentelemetry::KeyValue;
 use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
+    Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
+    TraceState, Tracer as _, TracerProvider as _,
 };
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 use serde::{Deserialize, Serialize};
 use tracing::Dispatch;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -202,10 +213,118 @@ pub fn init(log_filter: &str, settings: &TelemetrySettings) -> Result<TracesGuar
     subscriber(logs, provider.as_ref())
         .try_init()
         .map_err(|err| TracesError::Subscriber(err.to_string()))?;
-    if provider.is_some() {
+    if let Some(provider) = &provider {
         trace::install_source(current_context);
+        trace::install_spans(Box::new(SdkSpans {
+            tracer: provider.tracer("toold"),
+        }));
     }
     Ok(TracesGuard { provider })
+}
+
+/// The core spans ([`trace::CoreSpan`]) as OpenTelemetry SDK spans, opened and ended directly
+/// (no `tracing` span, see the header of `tool::trace`).
+struct SdkSpans {
+    tracer: SdkTracer,
+}
+
+impl trace::Spans for SdkSpans {
+    fn start(&self, start: trace::SpanStart) -> Box<dyn trace::OpenSpan> {
+        let parent = match &start.parent {
+            Some(parent) => otel_context(&parent.context, parent.remote),
+            None => opentelemetry::Context::new(),
+        };
+        let attributes: Vec<KeyValue> = start
+            .attributes
+            .into_iter()
+            .map(|(key, value)| KeyValue::new(key, otel_value(value)))
+            .collect();
+        let builder = self
+            .tracer
+            .span_builder(start.name)
+            .with_kind(if start.server {
+                SpanKind::Server
+            } else {
+                SpanKind::Internal
+            })
+            .with_attributes(attributes);
+        Box::new(SdkOpenSpan {
+            span: self.tracer.build_with_context(builder, &parent),
+        })
+    }
+
+    fn adopt(&self, span: &tracing::Span, parent: &trace::SpanParent) {
+        // Made in an exported `tracing` span: that one is its parent already.
+        if tracing::Span::current()
+            .context()
+            .span()
+            .span_context()
+            .is_valid()
+        {
+            return;
+        }
+        set_parent(span, &parent.context, parent.remote);
+    }
+}
+
+struct SdkOpenSpan {
+    span: opentelemetry_sdk::trace::Span,
+}
+
+impl trace::OpenSpan for SdkOpenSpan {
+    fn context(&self) -> Option<TraceContext> {
+        let span_context = self.span.span_context();
+        span_context.is_valid().then(|| trace_context(span_context))
+    }
+
+    fn set(&mut self, key: &'static str, value: trace::SpanValue) {
+        self.span
+            .set_attribute(KeyValue::new(key, otel_value(value)));
+    }
+
+    fn fail(&mut self, description: String) {
+        self.span.set_status(Status::error(description));
+    }
+
+    fn end(&mut self) {
+        self.span.end();
+    }
+}
+
+fn otel_value(value: trace::SpanValue) -> opentelemetry::Value {
+    match value {
+        trace::SpanValue::Text(text) => opentelemetry::Value::from(text),
+        trace::SpanValue::Int(value) => opentelemetry::Value::I64(value),
+        trace::SpanValue::Bool(value) => opentelemetry::Value::Bool(value),
+    }
+}
+
+/// `context` as an OpenTelemetry parent.
+fn otel_context(context: &TraceContext, remote: bool) -> opentelemetry::Context {
+    let state = context
+        .tracestate
+        .as_deref()
+        .and_then(|s| TraceState::from_str(s).ok())
+        .unwrap_or_default();
+    let span_context = SpanContext::new(
+        TraceId::from_bytes(context.trace_id),
+        SpanId::from_bytes(context.parent_id),
+        TraceFlags::new(context.flags),
+        remote,
+        state,
+    );
+    opentelemetry::Context::new().with_remote_span_context(span_context)
+}
+
+/// An OpenTelemetry span context as the core's.
+fn trace_context(span_context: &SpanContext) -> TraceContext {
+    let state = span_context.trace_state().header();
+    TraceContext {
+        trace_id: span_context.trace_id().to_bytes(),
+        parent_id: span_context.span_id().to_bytes(),
+        flags: span_context.trace_flags().to_u8(),
+        tracestate: (!state.is_empty()).then_some(state),
+    }
 }
 
 /// Logs on stderr, filtered by `log_filter`; spans meant for export never show in them.
@@ -260,6 +379,7 @@ where
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
+        .with_context_activation(false)
         .with_filter(Targets::new().with_target(trace::TARGET, LevelFilter::TRACE));
     Dispatch::new(registry.with(spans))
 }
@@ -304,44 +424,24 @@ fn provider(
 /// The current span's context as the core's [`TraceContext`] (the installed
 /// [`trace::Source`]).
 fn current_context() -> Option<TraceContext> {
-    let context = tracing::Span::current().context();
-    let span = context.span();
-    let span_context = span.span_context();
-    if !span_context.is_valid() {
+    let current = tracing::Span::current();
+    if current.is_none() {
         return None;
     }
-    let state = span_context.trace_state().header();
-    Some(TraceContext {
-        trace_id: span_context.trace_id().to_bytes(),
-        parent_id: span_context.span_id().to_bytes(),
-        flags: span_context.trace_flags().to_u8(),
-        tracestate: (!state.is_empty()).then_some(state),
-    })
+    let context = current.context();
+    let span = context.span();
+    let span_context = span.span_context();
+    span_context.is_valid().then(|| trace_context(span_context))
 }
 
-/// Makes `incoming` (a request's `traceparent`) the parent of `span`, the request's root
-/// span; nothing when there is none or spans are not exported. Call it before anything
-/// enters the span.
-pub fn set_parent(span: &tracing::Span, incoming: Option<&TraceContext>) {
-    let Some(incoming) = incoming else { return };
+/// Makes `parent` the parent of `span` (a child span just made, see [`trace::child`]);
+/// nothing when spans are not exported. Call it before anything enters the span.
+fn set_parent(span: &tracing::Span, parent: &TraceContext, remote: bool) {
     if span.is_disabled() {
         return;
     }
-    let state = incoming
-        .tracestate
-        .as_deref()
-        .and_then(|s| TraceState::from_str(s).ok())
-        .unwrap_or_default();
-    let remote = SpanContext::new(
-        TraceId::from_bytes(incoming.trace_id),
-        SpanId::from_bytes(incoming.parent_id),
-        TraceFlags::new(incoming.flags),
-        true,
-        state,
-    );
-    let parent = opentelemetry::Context::new().with_remote_span_context(remote);
-    if let Err(err) = span.set_parent(parent) {
-        tracing::debug!(error = %err, "incoming trace context not attached");
+    if let Err(err) = span.set_parent(otel_context(parent, remote)) {
+        tracing::debug!(error = %err, "trace context not attached");
     }
 }
 

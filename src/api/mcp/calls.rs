@@ -18,7 +18,6 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::elicitation::{ApprovalAsk, ApprovalAsks, ApprovalChannel, elicit_approval};
 use super::handler::{McpCaller, rpc_error};
@@ -56,21 +55,21 @@ pub async fn call_tool(
             .and_then(|parts| crate::api::trace_parent::from_headers(&parts.headers));
         from_headers.filter(|_| from_task.is_none())
     });
-    let span = tracing::info_span!(
-        target: trace::TARGET,
-        "mcp request",
-        otel.name = %format_args!("tools/call {}", request.name),
-        otel.kind = "server",
-        mcp.method.name = "tools/call",
-        gen_ai.tool.name = %request.name,
+    let span = crate::api::trace_parent::request_span(
+        || format!("tools/call {}", request.name).into(),
+        incoming.as_ref(),
+        || {
+            vec![
+                ("mcp.method.name", "tools/call".into()),
+                ("gen_ai.tool.name", request.name.to_string().into()),
+            ]
+        },
     );
-    crate::telemetry::traces::set_parent(&span, incoming.as_ref());
     let incoming = incoming.or_else(trace::incoming);
     trace::scope(
         incoming,
-        answer_call(service, session, call_id, request, context),
+        span.within(answer_call(service, session, call_id, request, context)),
     )
-    .instrument(span)
     .await
 }
 

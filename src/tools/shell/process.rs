@@ -151,7 +151,7 @@ pub(crate) fn clean_environment(command: &mut Command) {
 /// The `process` span of a shell's start (DESIGN §9) on `backend`; `spare`: the shell was the
 /// session's spare, started ahead and handed its command. The pid is recorded once known.
 pub(crate) fn process_span(backend: &str, spare: bool) -> tracing::Span {
-    tracing::info_span!(
+    trace::child(tracing::info_span!(
         target: trace::TARGET,
         "process",
         otel.name = %format_args!("process spawn {backend}"),
@@ -159,7 +159,7 @@ pub(crate) fn process_span(backend: &str, spare: bool) -> tracing::Span {
         toold.shell.spare = spare,
         process.pid = tracing::field::Empty,
         otel.status_description = tracing::field::Empty,
-    )
+    ))
 }
 
 impl ShellProcess {
