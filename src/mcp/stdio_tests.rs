@@ -88,7 +88,8 @@ async fn a_calls_answer_is_its_result_json_and_any_other_answer_is_rmcps() {
         json!({"result": result, "jsonrpc": "2.0", "id": 1}),
         json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "y"}]}})
     );
-    server_out.write_all(lines.as_bytes()).await.unwrap();
+    // Written while the transport reads: the pipe holds less than the lines.
+    let writer = tokio::spawn(async move { server_out.write_all(lines.as_bytes()).await });
     let (id, first) = answer(&mut transport).await;
     assert_eq!(id, RequestId::Number(1));
     assert!(
@@ -101,6 +102,7 @@ async fn a_calls_answer_is_its_result_json_and_any_other_answer_is_rmcps() {
         matches!(second, ServerResult::CallToolResult(_)),
         "{second:?}"
     );
+    writer.await.unwrap().unwrap();
 }
 
 #[tokio::test]
