@@ -221,12 +221,12 @@ where
         let Value::Object(mut message) = value else {
             return Line::Invalid;
         };
-        if let Some(id) = self.call_answered(&message) {
-            if let Some(result) = message.remove("result") {
-                let answer =
-                    JsonRpcMessage::response(ServerResult::CustomResult(CustomResult(result)), id);
-                return Line::Message(Box::new(answer));
-            }
+        if let Some(id) = self.call_answered(&message)
+            && let Some(result) = message.remove("result")
+        {
+            let answer =
+                JsonRpcMessage::response(ServerResult::CustomResult(CustomResult(result)), id);
+            return Line::Message(Box::new(answer));
         }
         if is_progress(&message) {
             let params = message.get("params").cloned().unwrap_or(Value::Null);
@@ -321,9 +321,15 @@ where
                         ErrorData::invalid_request("Invalid request", None),
                         None,
                     );
-                    if self.send(refusal).await.is_err() {
-                        return None;
-                    }
+                    // On a task of its own: rmcp drops this future whenever another event
+                    // comes first, and a refusal cut off half-written (a full pipe) would run
+                    // into the next line. The writer's lock keeps the lines whole and in order.
+                    let refusing = self.send(refusal);
+                    tokio::spawn(async move {
+                        if let Err(err) = refusing.await {
+                            tracing::debug!(error = %err, "an MCP server's stdin took no refusal");
+                        }
+                    });
                 }
             }
         }
