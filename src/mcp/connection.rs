@@ -12,8 +12,10 @@
 //!   never reach a third-party program. Its stderr is logged a line at a time (each cut to
 //!   1 KiB, at most 50 a second) and its last 4 KiB kept for the error a crash reports.
 //! - **Size.** A message up to 64 MiB is read and a larger result offloaded like any tool's.
-//!   A larger stdio line is dropped by rmcp, and its call failed by `line_meter`; a larger
-//!   HTTP body fails the call with rmcp's error.
+//!   A larger stdio line is dropped, and its call failed, by [`super::stdio`]; a larger HTTP
+//!   body fails the call with rmcp's error.
+//! - **Stdio** goes through toold's own transport ([`super::stdio::StdioTransport`], issue 18's
+//!   overhead), HTTP through rmcp's; both under rmcp's client.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -28,7 +30,6 @@ use rmcp::model::{
     ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
@@ -60,16 +61,16 @@ pub struct Routes {
     unrouted: Mutex<VecDeque<(ProgressToken, Value, Instant)>>,
     /// Fired on `notifications/tools/list_changed`.
     pub list_changed: Notify,
-    /// How many stdio messages were over [`MAX_MESSAGE_BYTES`] (rmcp discards them): a call
+    /// How many stdio messages were over [`MAX_MESSAGE_BYTES`] (discarded as they arrive): a call
     /// that then goes unanswered says why.
     pub oversized: AtomicU64,
     /// The ids (as JSON text) of discarded answers whose id came early in the message, and
     /// the signal that one was added: their calls fail at once rather than at their timeout.
     oversized_answers: Mutex<Vec<String>>,
     pub oversized_answer: Notify,
-    /// Progress is read off the stdio stream by [`LineMeter`], in order and before the answer
-    /// that follows it (rmcp hands each notification to a task of its own, so they can pass
-    /// each other and the answer); the handler then leaves it alone.
+    /// Progress is read off the stdio stream by [`super::stdio::StdioTransport`], in order and
+    /// before the answer that follows it (rmcp hands each notification to a task of its own,
+    /// so they can pass each other and the answer); the handler then leaves it alone.
     pub(super) progress_read_in_order: AtomicBool,
 }
 
@@ -191,7 +192,7 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        // Over stdio the line meter delivered it already, in order (see `LineMeter`).
+        // Over stdio the transport delivered it already, in order (see `super::stdio`).
         if !self.routes.progress_read_in_order.load(Ordering::Acquire) {
             self.routes.deliver_progress(params);
         }
@@ -340,9 +341,7 @@ pub async fn connect_stdio(
         stderr_tail,
         stopped: false,
     };
-    let stdout = super::line_meter::LineMeter::new(stdout, routes.clone());
-    let transport =
-        AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
+    let transport = super::stdio::StdioTransport::new(stdout, stdin, routes.clone());
     let handler = Handler { routes };
     match handler.serve(transport).await {
         Ok(client) => Ok((client, process)),

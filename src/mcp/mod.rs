@@ -8,8 +8,8 @@
 //!   the daemon; a session-scoped one has one per session that names it in `mcp_servers`,
 //!   started in the session's workspace when the session goes live and stopped when it closes.
 //! - [`instance`]: one instance's life (connect, list, restart with backoff, stop);
-//!   [`connection`]: rmcp's client over a child's stdio or Streamable HTTP (a stdio
-//!   server's stdout read through `line_meter`);
+//!   [`connection`]: rmcp's client over a child's stdio (toold's transport, [`stdio`]) or
+//!   Streamable HTTP (rmcp's);
 //!   [`tool`]: a listed tool as a [`crate::tool::Tool`]; [`content`]: results as output.
 //!
 //! Decisions where DESIGN is silent:
@@ -24,9 +24,9 @@
 pub mod connection;
 pub mod content;
 pub mod instance;
-mod line_meter;
 pub mod naming;
 pub mod settings;
+mod stdio;
 pub mod tool;
 
 pub use instance::ServerStatus;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
-    ClientNotification, ClientRequest, RequestMetaObject, ServerResult,
+    ClientNotification, ClientRequest, CustomResult, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
@@ -188,18 +188,41 @@ impl Tool for BridgedTool {
                 return Ok(self.failure(why));
             }
         };
+        let not_a_result = "its answer to tools/call could not be read as a tool result \
+             (toold's bridge answers no input requests and runs no tasks)";
         match response {
+            // Over stdio: the result's JSON as the server sent it (see `super::stdio`).
+            Ok(ServerResult::CustomResult(CustomResult(result))) if tool_result(&result) => {
+                Ok(content::to_output(&result))
+            }
+            // Over HTTP: rmcp's reading.
             Ok(ServerResult::CallToolResult(result)) => match serde_json::to_value(&result) {
                 Ok(result) => Ok(content::to_output(&result)),
                 Err(err) => Ok(self.failure(format!("its result could not be read: {err}"))),
             },
-            Ok(_) => Ok(self.failure(
-                "its answer to tools/call could not be read as a tool result (toold's bridge \
-                 answers no input requests and runs no tasks)",
-            )),
+            Ok(_) => Ok(self.failure(not_a_result)),
             Err(err) => Ok(self.failure(describe(&err))),
         }
     }
+}
+
+/// Whether `result` (a `tools/call` result's JSON) is a tool's result as rmcp reads one into
+/// its `CallToolResult` (at rmcp 3.11): an object with `content` (an array), `structuredContent`
+/// (any value, even null) or `isError` (a boolean), and no `resultType` other than `complete`
+/// (an input request or a task is something else). Its content blocks are rendered whatever
+/// their type ([`content::render`]), where rmcp would refuse a type it does not know.
+pub(super) fn tool_result(result: &Value) -> bool {
+    let Some(result) = result.as_object() else {
+        return false;
+    };
+    let present = |key: &str| result.get(key).filter(|value| !value.is_null());
+    let complete = present("resultType").is_none_or(|kind| kind == "complete");
+    let content = present("content");
+    let is_error = present("isError");
+    complete
+        && content.is_none_or(Value::is_array)
+        && is_error.is_none_or(Value::is_boolean)
+        && (content.is_some() || is_error.is_some() || result.contains_key("structuredContent"))
 }
 
 /// An rmcp error as the reason a call failed.
@@ -210,5 +233,37 @@ fn describe(err: &ServiceError) -> String {
         }
         ServiceError::McpError(data) => format!("the server refused the call: {}", data.message),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::tool_result;
+
+    #[test]
+    fn a_tool_result_is_read_as_rmcp_reads_one() {
+        let results = [
+            (json!({"content": []}), true),
+            (json!({"structuredContent": null}), true),
+            (json!({"isError": true}), true),
+            (json!({"content": [], "resultType": "complete"}), true),
+            (json!({"content": [{"type": "mystery"}]}), true),
+            (json!({}), false),
+            (json!({"_meta": {}}), false),
+            (json!({"content": null, "isError": null}), false),
+            (json!({"content": "text"}), false),
+            (json!({"isError": "yes"}), false),
+            (
+                json!({"content": [], "resultType": "input_required"}),
+                false,
+            ),
+            (json!({"tools": []}), false),
+            (json!([]), false),
+        ];
+        for (result, expected) in results {
+            assert_eq!(tool_result(&result), expected, "{result}");
+        }
     }
 }

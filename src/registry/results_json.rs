@@ -5,14 +5,16 @@
 //! the two side by side). What differs is how strings are escaped: outputs are most of a
 //! response (numbered file lines, with a tab and a newline on each), and serde_json looks at
 //! one byte at a time; [`write_json_string`] looks at sixteen at once (SSE2), copying each
-//! block whole and cutting it back to its first escape. Fields that are small or nested
-//! (`error_kind`, `offloaded`, `structured`, `metadata`, the duration) are still written by
-//! serde_json.
+//! block whole and cutting it back to its first escape. `structured` and `metadata` are
+//! walked as JSON values with their strings written the same way (an MCP tool's
+//! `structured_content` often repeats its whole output: issue 18); the numbers in them and the
+//! small fields (`error_kind`, `offloaded`, the duration) are still written by serde_json.
 //!
 //! Deliberately absent: the `Value` forms (`format_results`, `format_result`), which stay
 //! with serde in `calls.rs`; they are not on a hot path.
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::calls::BatchFormat;
 use crate::tool::ToolResult;
@@ -81,11 +83,11 @@ fn write_toold(json: &mut Vec<u8>, result: &ToolResult) -> serde_json::Result<()
     write_serialized(json, &result.offloaded)?;
     if let Some(structured) = &result.structured {
         json.extend_from_slice(b",\"structured\":");
-        write_serialized(json, structured)?;
+        write_value(json, structured)?;
     }
     if !result.metadata.is_empty() {
         json.extend_from_slice(b",\"metadata\":");
-        write_serialized(json, &result.metadata)?;
+        write_object(json, &result.metadata)?;
     }
     json.push(b'}');
     Ok(())
@@ -129,6 +131,41 @@ fn write_serialized<T: Serialize + ?Sized>(
     value: &T,
 ) -> serde_json::Result<()> {
     serde_json::to_writer(&mut *json, value)
+}
+
+/// `value` as serde_json writes it (compact, members in the map's order), its strings and
+/// keys through [`write_json_string`].
+fn write_value(json: &mut Vec<u8>, value: &Value) -> serde_json::Result<()> {
+    match value {
+        Value::String(text) => write_json_string(json, text),
+        Value::Array(items) => {
+            json.push(b'[');
+            for (position, item) in items.iter().enumerate() {
+                if position > 0 {
+                    json.push(b',');
+                }
+                write_value(json, item)?;
+            }
+            json.push(b']');
+        }
+        Value::Object(members) => write_object(json, members)?,
+        Value::Null | Value::Bool(_) | Value::Number(_) => write_serialized(json, value)?,
+    }
+    Ok(())
+}
+
+fn write_object(json: &mut Vec<u8>, members: &Map<String, Value>) -> serde_json::Result<()> {
+    json.push(b'{');
+    for (position, (key, value)) in members.iter().enumerate() {
+        if position > 0 {
+            json.push(b',');
+        }
+        write_json_string(json, key);
+        json.push(b':');
+        write_value(json, value)?;
+    }
+    json.push(b'}');
+    Ok(())
 }
 
 /// `text` as a JSON string, byte for byte as serde_json writes it: `"` and `\` escaped with

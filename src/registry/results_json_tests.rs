@@ -121,8 +121,12 @@ fn results_of_every_kind() -> Vec<ToolResult> {
     offloaded.duration_ms = 1e-7;
     let mut rich = result("c4", "é 🦀 \u{2028}");
     rich.structured = Some(json!({"z": 1, "a": [true, null, 2.5], "s": "\t"}));
-    rich.metadata = serde_json::from_value(json!({"path": "/w/f.txt", "bytes": 4096, "first": 1}))
-        .expect("an object is a map");
+    rich.metadata = serde_json::from_value(json!({
+        "path": "/w/f.txt", "bytes": 4096, "first": 1, "ratio": -0.5,
+        "structured_content": {"content": "00 a\tb \"c\"\n01 \\d\u{1}é\n".repeat(20),
+                               "lines": [1, 2.5, null, false, {"k\n": []}, {}]}
+    }))
+    .expect("an object is a map");
     rich.duration_ms = 12_345_678.901;
     vec![plain, failed, offloaded, rich, result("", "")]
 }
