@@ -6,33 +6,16 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use super::connection::HopError;
+use super::{Forwarder, Hop, not_here, unreachable};
+use crate::api::http::ApiError;
+use crate::permission::Principal;
+use crate::service::{ServiceError, SessionPlace, ToolService};
 use axum::extract::{Request, State};
 use axum::http::header::{CONNECTION, EXPECT, HeaderName, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
 use axum::http::{HeaderMap, Method, Uri, Version};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-
-use super::{Forwarder, Hop, not_here, unreachable};
-use crate::api::http::ApiError;
-use crate::permission::Principal;
-use crate::service::{ServiceError, SessionPlace, ToolService};
-
-/// The pooled client hops go through.
-pub type HopClient = Client<HttpConnector, Body>;
-
-pub(super) fn hop_client() -> HopClient {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(super::CONNECT_TIMEOUT));
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(super::POOL_IDLE)
-        .pool_max_idle_per_host(super::POOL_IDLE_PER_HOST)
-        .build(connector)
-}
 
 /// What the middleware needs.
 #[derive(Clone)]
@@ -135,28 +118,25 @@ async fn proxy(
     address: &str,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let uri = match format!("{}{path}", address.trim_end_matches('/')).parse::<Uri>() {
-        Ok(uri) => uri,
-        Err(err) => {
-            let refusal = unreachable(session_id, address, format!("bad address: {err}"));
-            return ApiError(refusal).into_response();
-        }
-    };
-    parts.uri = uri;
+    // Origin-form: the connection is to the owner already.
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| Uri::from_static("/"), |path| Uri::from(path.clone()));
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
     state.forwarder.mark(&mut parts.headers);
-    match state
-        .forwarder
-        .http
-        .request(Request::from_parts(parts, body))
-        .await
-    {
+    let request = Request::from_parts(parts, body);
+    match state.forwarder.http.send(address, request).await {
         Ok(answer) => {
             let (mut parts, body) = answer.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, Body::new(body))
+            Response::from_parts(parts, body)
+        }
+        Err(HopError::RequestBody(err)) => {
+            let refusal =
+                ServiceError::invalid(format!("reading the request's body failed: {err}"));
+            ApiError(refusal).into_response()
         }
         Err(err) => {
             // The next request reads the owner from the store again (it may have been adopted).

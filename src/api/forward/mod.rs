@@ -34,6 +34,7 @@
 //!   chunk; gRPC: an `UNAVAILABLE`/`UNKNOWN` status). The client resumes as it would after any
 //!   lost connection: a keyed batch by its idempotency key, events by `Last-Event-ID`.
 
+pub mod connection;
 pub mod grpc;
 pub mod http;
 
@@ -80,7 +81,7 @@ pub struct Forwarder {
     hop: FleetHop,
     secret_header: Option<HeaderValue>,
     node_header: HeaderValue,
-    http: http::HopClient,
+    http: connection::HopConnections,
     /// gRPC channels to other daemons, by address (each multiplexes its RPCs over HTTP/2).
     channels: Mutex<HashMap<String, tonic::transport::Channel>>,
 }
@@ -97,7 +98,7 @@ impl Forwarder {
             hop,
             secret_header,
             node_header,
-            http: http::hop_client(),
+            http: connection::HopConnections::default(),
             channels: Mutex::default(),
         })
     }
