@@ -160,17 +160,23 @@ async fn small_answers_come_back_whole_and_one_connection_serves_them_all() {
     assert_eq!(seen.len(), 3);
     // Origin-form, a `Host`, the body as sent.
     assert!(
-        seen[0].head.starts_with("POST /v1/sessions/s1/batches HTTP/1.1\r\n"),
+        seen[0]
+            .head
+            .starts_with("POST /v1/sessions/s1/batches HTTP/1.1\r\n"),
         "{}",
         seen[0].head
     );
-    assert!(seen[0].head.to_ascii_lowercase().contains("\r\nhost: 127.0.0.1:"));
+    assert!(
+        seen[0]
+            .head
+            .to_ascii_lowercase()
+            .contains("\r\nhost: 127.0.0.1:")
+    );
     assert_eq!(seen[2].body, b"{}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_buffered_request_on_a_pooled_connection_the_owner_closed_is_sent_again_on_a_fresh_one()
-{
+async fn a_buffered_request_on_a_pooled_connection_the_owner_closed_is_sent_again_on_a_fresh_one() {
     // The first connection answers one request, then reads the next and closes unanswered.
     let owner = Owner::start(|connection, n| match (connection, n) {
         (0, 0) => Act::Answer,
@@ -239,7 +245,10 @@ async fn a_streamed_answer_reaches_the_caller_before_it_ends_then_its_connection
             stream.write_all(head.as_bytes()).await.unwrap();
             stream.write_all(b"9\r\ndata: 1\n\n\r\n").await.unwrap();
             told.recv().await.unwrap();
-            stream.write_all(b"9\r\ndata: 2\n\n\r\n0\r\n\r\n").await.unwrap();
+            stream
+                .write_all(b"9\r\ndata: 2\n\n\r\n0\r\n\r\n")
+                .await
+                .unwrap();
             // Then a small answer on the same connection.
             read_request(&mut stream, &mut buffer).await.unwrap();
             let small = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
