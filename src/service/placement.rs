@@ -108,7 +108,9 @@ impl ToolService {
         caller: &Principal,
         id: &str,
     ) -> Result<SessionPlace, ServiceError> {
-        if self.session(id).is_err() {
+        // A presence test, not `session`: a hop asks on every request, and a miss there
+        // formats a `not_found` only to drop it.
+        if !self.live().contains_key(id) {
             // A live session's access is checked by the method that answers here.
             self.authorize(caller, id, Access::Read).await?;
         }
@@ -117,7 +119,7 @@ impl ToolService {
 
     /// Who runs session `id`, whoever asks (the caller was authorised already).
     pub(super) async fn place_of(&self, id: &str) -> Result<SessionPlace, ServiceError> {
-        if self.session(id).is_ok() {
+        if self.live().contains_key(id) {
             return Ok(SessionPlace::Here);
         }
         if let Some((place, read_at)) = self.placement.cached().get(id)

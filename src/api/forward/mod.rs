@@ -3,7 +3,8 @@
 //! round-robin load balancer never sees which daemon runs what. The service says where a
 //! session is (`ToolService::locate_session`, `place_new_session`); this module carries the
 //! request there: `http` (a middleware proxying the raw HTTP request, the MCP door's
-//! session-bound routes included) and `grpc` (a tonic client relaying the RPC).
+//! session-bound routes included, over the HTTP/1.1 connections of `connection`) and `grpc`
+//! (a tonic client relaying the RPC).
 //!
 //! The hop. The forwarding daemon adds `x-toold-fleet-secret` (the `[server] fleet_secret`)
 //! and `x-toold-forwarded-by` (its node id) and keeps the client's own headers, its
@@ -25,15 +26,19 @@
 //!   adopter); the response head is bounded by the request timeout of the gate the request
 //!   already passed; a streamed body (SSE, gRPC `Execute`) runs as long as it would on the
 //!   owner.
-//! - Back-pressure: bodies are relayed frame by frame, never buffered whole; a slow client
-//!   slows the owner's writes as it would slow a local stream. Hops hold the forwarding
-//!   daemon's request permits like any request until their head arrives; idle connections to
-//!   each owner are pooled ([`POOL_IDLE`] kept at most [`POOL_IDLE_PER_HOST`]).
+//! - Back-pressure: streams (SSE, chunked or large bodies) are relayed frame by frame, never
+//!   buffered whole; a slow client slows the owner's writes as it would slow a local stream.
+//!   Small bodies with a `Content-Length` (at most 64 KiB: a batch, its JSON answer) are read
+//!   whole, so a request goes out in one write and can be sent again on a fresh connection
+//!   (`connection`). Hops hold the forwarding daemon's request permits like any request until
+//!   their head arrives (a small answer: until it is read); idle connections to each owner are
+//!   pooled ([`POOL_IDLE`] kept at most [`POOL_IDLE_PER_HOST`]).
 //! - Either daemon stopping mid-stream ends the client's stream with an error, never a clean
 //!   end: the forwarder aborts the response (HTTP/1.1: the connection closes before the last
 //!   chunk; gRPC: an `UNAVAILABLE`/`UNKNOWN` status). The client resumes as it would after any
 //!   lost connection: a keyed batch by its idempotency key, events by `Last-Event-ID`.
 
+pub mod connection;
 pub mod grpc;
 pub mod http;
 
@@ -80,7 +85,7 @@ pub struct Forwarder {
     hop: FleetHop,
     secret_header: Option<HeaderValue>,
     node_header: HeaderValue,
-    http: http::HopClient,
+    http: connection::HopConnections,
     /// gRPC channels to other daemons, by address (each multiplexes its RPCs over HTTP/2).
     channels: Mutex<HashMap<String, tonic::transport::Channel>>,
 }
@@ -97,7 +102,7 @@ impl Forwarder {
             hop,
             secret_header,
             node_header,
-            http: http::hop_client(),
+            http: connection::HopConnections::default(),
             channels: Mutex::default(),
         })
     }

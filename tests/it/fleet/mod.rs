@@ -7,11 +7,13 @@
 //! A module of the one test binary, not a process of its own: the daemons are child processes
 //! on ports and directories of their own, and the schema is the test's own, so nothing here
 //! is shared with the tests running beside it. Forwarding within a fleet that has a secret:
-//! `forwarding` (daemon to daemon, HTTP and gRPC, the hop's secret, placement) and `balancer`
-//! (three daemons behind haproxy).
+//! `forwarding` (daemon to daemon, HTTP and gRPC, the hop's secret, placement), `balancer`
+//! (three daemons behind haproxy) and `hop_connections` (the hop's pooled connections against
+//! a scripted owner, no Postgres).
 
 mod balancer;
 mod forwarding;
+mod hop_connections;
 
 use std::sync::Arc;
 use std::time::Duration;
