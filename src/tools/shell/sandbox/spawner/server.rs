@@ -121,7 +121,7 @@ fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
         unsafe { libc::kill(-pid, libc::SIGKILL) };
     }
     running.clear();
-    sweep_orphans(&running);
+    sweep_until_none_left();
     Ok(())
 }
 
@@ -180,6 +180,31 @@ fn reap(running: &mut HashMap<libc::pid_t, Running>) {
 
 /// Kills every child of the spawner (and its process group) that is not a running command
 /// nor in the session of one: processes orphaned by commands that ended.
+/// At the end: kills every child and reaps it, sweeping again after each reap, until none is
+/// left or [`FINAL_SWEEP`] has passed. One sweep is not enough: a process orphaned by one
+/// just killed (`setsid -f cmd`) becomes this subreaper's child only when its parent exits,
+/// which can be after a sweep (a `sleep 30` outlived a daemon's `kill -9` so); once a killed
+/// child is reaped, its own children are this process's already.
+fn sweep_until_none_left() {
+    let deadline = std::time::Instant::now() + FINAL_SWEEP;
+    loop {
+        sweep_orphans(&HashMap::new());
+        let mut status = 0;
+        // SAFETY: waitpid on any child, without blocking.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if reaped < 0 || std::time::Instant::now() >= deadline {
+            // ECHILD: nothing is left.
+            return;
+        }
+        if reaped == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// How long the final sweep may take (every child has been sent SIGKILL).
+const FINAL_SWEEP: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn sweep_orphans(running: &HashMap<libc::pid_t, Running>) {
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
