@@ -4,6 +4,7 @@
 //! condition in the page until it holds (30 s guard), never sleeps for a fixed time.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -45,8 +46,10 @@ impl Browser {
     /// Starts chromedriver on a free port and a headless chromium window of 1400×1000;
     /// screenshots go to `screenshots`.
     pub async fn start(screenshots: PathBuf) -> Browser {
+        // A process group of its own: chromium and its helpers are in it, and go with it.
         let mut driver = Command::new(CHROMEDRIVER)
             .arg("--port=0")
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -167,7 +170,12 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The session's browser closes with its driver.
+        // Killing chromedriver alone leaves its chromium running (twenty processes after each
+        // run): the whole group goes.
+        if let Ok(group) = i32::try_from(self.driver.id()) {
+            // SAFETY: kill(2) on the driver's process group.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
