@@ -77,10 +77,7 @@ pub fn request_span(
     incoming: Option<&TraceContext>,
     attributes: impl FnOnce() -> Vec<(&'static str, SpanValue)>,
 ) -> CoreSpan {
-    if !trace::exporting() {
-        return CoreSpan::inert();
-    }
-    CoreSpan::start(name, true, trace::request_parent(incoming), attributes)
+    CoreSpan::start(name, true, || trace::request_parent(incoming), attributes)
 }
 
 async fn run(

@@ -315,12 +315,12 @@ pub struct CoreSpan {
 }
 
 impl CoreSpan {
-    /// Opens a span under `parent`; `name` and `attributes` are only built when traces are
-    /// exported.
+    /// Opens a span under `parent`; its name, parent and attributes are only built when
+    /// traces are exported.
     pub fn start(
         name: impl FnOnce() -> Cow<'static, str>,
         server: bool,
-        parent: Option<SpanParent>,
+        parent: impl FnOnce() -> Option<SpanParent>,
         attributes: impl FnOnce() -> Vec<(&'static str, SpanValue)>,
     ) -> CoreSpan {
         let Some(spans) = SPANS.get() else {
@@ -329,7 +329,7 @@ impl CoreSpan {
         let open = spans.start(SpanStart {
             name: name(),
             server,
-            parent,
+            parent: parent(),
             attributes: attributes(),
         });
         CoreSpan {
@@ -344,10 +344,7 @@ impl CoreSpan {
         name: impl FnOnce() -> Cow<'static, str>,
         attributes: impl FnOnce() -> Vec<(&'static str, SpanValue)>,
     ) -> CoreSpan {
-        if SPANS.get().is_none() {
-            return CoreSpan::inert();
-        }
-        CoreSpan::start(name, false, parent_here(), attributes)
+        CoreSpan::start(name, false, parent_here, attributes)
     }
 
     /// A span that records nothing.
