@@ -11,8 +11,8 @@ use std::time::Duration;
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
 use super::{
-    FILE_NAME, ROUND, ROUNDS, WARM_UP, batch, create_session, fixture_dir, percentiles,
-    time_requests, us, verdict, verify_audit,
+    FILE_NAME, PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, batch, create_session, fixture_dir,
+    percentiles, time_requests, us, verdict, verify_audit,
 };
 
 /// What the hop may add to a single call's p50.
@@ -97,9 +97,9 @@ async fn measure(owner: SocketAddr, other: SocketAddr, session: &str) -> usize {
     time_requests(&mut direct, &to_owner, WARM_UP).await;
     time_requests(&mut hop, &through_other, WARM_UP).await;
     let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        direct_samples.extend(time_requests(&mut direct, &to_owner, ROUND).await);
-        hop_samples.extend(time_requests(&mut hop, &through_other, ROUND).await);
+    for _ in 0..PAIRED_ROUNDS {
+        direct_samples.extend(time_requests(&mut direct, &to_owner, PAIRED_ROUND).await);
+        hop_samples.extend(time_requests(&mut hop, &through_other, PAIRED_ROUND).await);
     }
     let (direct_p50, direct_p99) = percentiles(&mut direct_samples);
     let (hop_p50, hop_p99) = percentiles(&mut hop_samples);
@@ -121,5 +121,5 @@ async fn measure(owner: SocketAddr, other: SocketAddr, session: &str) -> usize {
         us(added),
         verdict(added <= HOP_BUDGET)
     );
-    1 + 2 * (WARM_UP + ROUNDS * ROUND)
+    1 + 2 * (WARM_UP + PAIRED_ROUNDS * PAIRED_ROUND)
 }

@@ -1,60 +1,120 @@
 //! The cost of traces (issue 20): the single-call p50 of `read_file` on a daemon with tracing
-//! off beside one exporting every span (`OTEL_TRACES_SAMPLER=always_on`, OTLP over gRPC to
-//! a receiver that decodes and counts them, run on a thread and runtime of its own so that
-//! receiving spans does not share the client's thread), in alternating rounds over the same
-//! client. Budget: at most
-//! 15% more with an endpoint set. "Off costs nothing" is the off daemon against an older
-//! build (`TOOLD_BENCH_BINARY`) or the plain latency figures of `docs/performance.md`.
-//! `TOOLD_BENCH_SAMPLER=always_off` (the traced daemon's `OTEL_TRACES_SAMPLER`) keeps every
-//! span's making and drops it unexported: the request path's share without the export's.
+//! off beside one exporting every span (`OTEL_TRACES_SAMPLER=always_on`, OTLP over gRPC to a
+//! receiver on a thread and runtime of its own that keeps each export's bytes and decodes them
+//! only after the timed rounds, to count the spans), in many short alternating rounds over the
+//! same client (`PAIRED_ROUNDS`). Budget: at most 15% more with an endpoint set. "Off costs
+//! nothing" is the off daemon against an older build (`TOOLD_BENCH_BINARY`) or the plain
+//! latency figures of `docs/performance.md`. `TOOLD_BENCH_SAMPLER=always_off` (the traced
+//! daemon's `OTEL_TRACES_SAMPLER`) keeps every span's making and drops it unexported: the
+//! request path's share without the export's; `TOOLD_BENCH_SAMPLER=none` traces neither
+//! daemon (an A/A run: the bench's own noise on this machine).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+use opentelemetry_proto::tonic::trace::v1::ResourceSpans;
+use prost::Message;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
-use super::{ROUND, ROUNDS, WARM_UP, batch, create_session, fixture_dir, percentiles, us};
+use super::{
+    PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, batch, create_session, fixture_dir, percentiles, us,
+};
 
 const TRACING_BUDGET: f64 = 1.15;
 
-/// The receiving end of OTLP/gRPC: decodes each export and counts its spans, as a
-/// collector's receiver does before its pipeline, and keeps nothing. (The fake collector of
-/// the tests converts and queues every span for inspection: on this 2-core machine that work
-/// competed with the daemon under test and was charged to tracing.)
-struct CountingReceiver(Arc<AtomicUsize>);
+/// An export as the receiver keeps it while the bench runs: each `ResourceSpans` as the
+/// bytes it came in (field 1 of `ExportTraceServiceRequest`, read as `bytes`, which has the
+/// same wire form as a message), so receiving costs a copy and no decoding.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawExport {
+    #[prost(bytes = "bytes", repeated, tag = "1")]
+    resource_spans: Vec<prost::bytes::Bytes>,
+}
 
-#[tonic::async_trait]
-impl TraceService for CountingReceiver {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let spans: usize = request
-            .get_ref()
-            .resource_spans
-            .iter()
-            .flat_map(|resource| &resource.scope_spans)
-            .map(|scope| scope.spans.len())
-            .sum();
-        self.0.fetch_add(spans, Ordering::Relaxed);
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+/// The receiving end of OTLP/gRPC (`TraceService/Export`): keeps what arrives and decodes it
+/// only once the timed rounds are over ([`Received::spans`]). A collector decodes on
+/// another machine; here it shares the 2 cores with the daemons and the client, and decoding
+/// 512 spans in the middle of a round (the fake collector, then a receiver counting as it
+/// decoded) was charged to tracing.
+#[derive(Clone, Default)]
+struct Received(Arc<Mutex<Vec<prost::bytes::Bytes>>>);
+
+impl Received {
+    /// Every span received so far, decoded now.
+    fn spans(&self) -> usize {
+        let kept = self.0.lock().expect("received exports");
+        kept.iter()
+            .map(|bytes| {
+                ResourceSpans::decode(bytes.clone())
+                    .expect("a ResourceSpans")
+                    .scope_spans
+                    .iter()
+                    .map(|scope| scope.spans.len())
+                    .sum::<usize>()
+            })
+            .sum()
     }
 }
 
-/// Starts the receiver on a thread and runtime of its own; its endpoint and the count of
-/// spans received.
-fn collector() -> (String, Arc<AtomicUsize>) {
-    let received = Arc::new(AtomicUsize::new(0));
-    let counted = received.clone();
+impl tonic::server::NamedService for Received {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+}
+
+/// The `Export` call's handler: keeps the export.
+struct Keep(Received);
+
+impl tonic::server::UnaryService<RawExport> for Keep {
+    type Response = ExportTraceServiceResponse;
+    type Future = std::future::Ready<Result<tonic::Response<Self::Response>, tonic::Status>>;
+
+    fn call(&mut self, request: tonic::Request<RawExport>) -> Self::Future {
+        (self.0)
+            .0
+            .lock()
+            .expect("received exports")
+            .extend(request.into_inner().resource_spans);
+        std::future::ready(Ok(tonic::Response::new(
+            ExportTraceServiceResponse::default(),
+        )))
+    }
+}
+
+impl tower::Service<axum::http::Request<tonic::body::Body>> for Received {
+    type Response = axum::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<tonic::body::Body>) -> Self::Future {
+        let export = Keep(self.clone());
+        Box::pin(async move {
+            if request.uri().path() != "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+            {
+                return Ok(
+                    tonic::Status::unimplemented(request.uri().path().to_owned()).into_http(),
+                );
+            }
+            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
+            Ok(grpc.unary(export, request).await)
+        })
+    }
+}
+
+/// Starts the receiver on a thread and runtime of its own; its endpoint and what it keeps.
+fn collector() -> (String, Received) {
+    let received = Received::default();
+    let kept = received.clone();
     let (sender, endpoint) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -70,7 +130,7 @@ fn collector() -> (String, Arc<AtomicUsize>) {
                 .send(format!("http://{address}"))
                 .expect("endpoint sent");
             tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(CountingReceiver(counted)))
+                .add_service(kept)
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
                 .await
                 .expect("receiver serves");
@@ -124,21 +184,23 @@ pub async fn measure() {
     let mut off = Target::start(&[]).await;
     // `TOOLD_BENCH_SAMPLER=always_off` keeps the span layer and drops every span at its
     // start: what the spans cost on the request path without their export.
+    // `TOOLD_BENCH_SAMPLER=none`: the second daemon exports nothing either, an A/A run
+    // showing the bench's own noise on this machine.
     let sampler = std::env::var("TOOLD_BENCH_SAMPLER").unwrap_or_else(|_| "always_on".into());
-    let mut on = Target::start(&[
+    let traced = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ("OTEL_TRACES_SAMPLER", sampler.as_str()),
         ("OTEL_BSP_SCHEDULE_DELAY", "200"),
-    ])
-    .await;
+    ];
+    let mut on = Target::start(if sampler == "none" { &[] } else { &traced }).await;
     assert_ne!(off.address(), on.address());
     off.time(WARM_UP).await;
     on.time(WARM_UP).await;
     let (mut off_samples, mut on_samples) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        off_samples.extend(off.time(ROUND).await);
-        on_samples.extend(on.time(ROUND).await);
+    for _ in 0..PAIRED_ROUNDS {
+        off_samples.extend(off.time(PAIRED_ROUND).await);
+        on_samples.extend(on.time(PAIRED_ROUND).await);
     }
     let (off_p50, off_p99) = percentiles(&mut off_samples);
     let (on_p50, on_p99) = percentiles(&mut on_samples);
@@ -156,7 +218,7 @@ pub async fn measure() {
         us(on_p50),
         us(on_p99),
         on_samples.len(),
-        received.load(Ordering::Relaxed)
+        received.spans()
     );
     println!(
         "on / off p50:        {ratio:.2}×  (budget ≤ {TRACING_BUDGET}×: {})",
