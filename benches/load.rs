@@ -83,7 +83,10 @@ const ROUND: usize = 1_000;
 /// traces, the forwarding hop, the bridge) alternate in many short rounds instead: this
 /// 2-core machine's speed drifts over seconds (another process's burst, the page cache), and
 /// 100 alternations of 100 calls each spread that drift evenly over both subjects, where 5
-/// rounds of 1 000 let one slow stretch land on one side.
+/// rounds of 1 000 let one slow stretch land on one side. Each of them is then measured again
+/// with placement fixed (`load/placement.rs`): the client on one CPU and the servers on the
+/// other, then all on one CPU, since where the scheduler puts each server against the client
+/// can move a p50 by more than the budget (an A/A run of the tracing bench has read 1.22×).
 const PAIRED_ROUNDS: usize = 100;
 const PAIRED_ROUND: usize = 100;
 const CLIENTS: usize = 4;
@@ -266,7 +269,7 @@ async fn bridge_speed() {
     let daemon = Daemon::start_with(dir.path(), &["--config", config]).await;
     let session = create_session(daemon.address, &projects).await;
     let calls = mcp::measure_bridge(
-        daemon.address,
+        (daemon.address, daemon.pid()),
         &session,
         &reference,
         &projects,

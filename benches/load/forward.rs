@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
+use super::placement;
 use super::{
     FILE_NAME, PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, batch, create_session, fixture_dir,
     percentiles, time_requests, us, verdict, verify_audit,
@@ -71,7 +72,7 @@ pub async fn report() {
         .canonicalize()
         .expect("projects");
     let session = create_session(a.address, &projects).await;
-    let calls = measure(a.address, b.address, &session).await;
+    let calls = measure((a.address, a.pid()), (b.address, b.pid()), &session).await;
     verify_audit(a.address, &session, calls).await;
     println!("audit (forwarding):  {calls} rows = every call made, direct and forwarded");
     a.terminate();
@@ -80,7 +81,11 @@ pub async fn report() {
 }
 
 /// Alternating rounds to the owner and through the other daemon; the calls made.
-async fn measure(owner: SocketAddr, other: SocketAddr, session: &str) -> usize {
+async fn measure(
+    (owner, owner_pid): (SocketAddr, u32),
+    (other, other_pid): (SocketAddr, u32),
+    session: &str,
+) -> usize {
     let path = format!("/v1/sessions/{session}/batches");
     let mut direct = Connection::open(owner).await.expect("connects to A");
     let mut hop = Connection::open(other).await.expect("connects to B");
@@ -96,30 +101,59 @@ async fn measure(owner: SocketAddr, other: SocketAddr, session: &str) -> usize {
     );
     time_requests(&mut direct, &to_owner, WARM_UP).await;
     time_requests(&mut hop, &through_other, WARM_UP).await;
-    let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
-    for _ in 0..PAIRED_ROUNDS {
-        direct_samples.extend(time_requests(&mut direct, &to_owner, PAIRED_ROUND).await);
-        hop_samples.extend(time_requests(&mut hop, &through_other, PAIRED_ROUND).await);
+    // The first forwarded batch, the warm-ups, then each comparison's rounds.
+    let mut made = 1 + 2 * WARM_UP;
+    let mut alternate = async || {
+        let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
+        for _ in 0..PAIRED_ROUNDS {
+            direct_samples.extend(time_requests(&mut direct, &to_owner, PAIRED_ROUND).await);
+            hop_samples.extend(time_requests(&mut hop, &through_other, PAIRED_ROUND).await);
+        }
+        made += 2 * PAIRED_ROUNDS * PAIRED_ROUND;
+        [direct_samples, hop_samples]
+    };
+    println!("unpinned:");
+    print_hop(alternate().await);
+    // Placement fixed (see `traces.rs` for why on this 2-vCPU machine): the client on one
+    // CPU and both daemons on the other, then all three on the one; Postgres is left free.
+    let allowed = placement::allowed();
+    if let [first, second, ..] = placement::cpus(&allowed)[..] {
+        placement::pin_process(0, &placement::only(first));
+        for daemon in [owner_pid, other_pid] {
+            placement::pin_process(daemon, &placement::only(second));
+        }
+        println!("the client on CPU {first}, both daemons on CPU {second}:");
+        print_hop(alternate().await);
+        for daemon in [owner_pid, other_pid] {
+            placement::pin_process(daemon, &placement::only(first));
+        }
+        println!("the client and both daemons on CPU {first}:");
+        print_hop(alternate().await);
+        placement::pin_process(0, &allowed);
     }
+    made
+}
+
+/// Prints the owner's and the hop's p50 and the difference.
+fn print_hop([mut direct_samples, mut hop_samples]: [Vec<Duration>; 2]) {
     let (direct_p50, direct_p99) = percentiles(&mut direct_samples);
     let (hop_p50, hop_p99) = percentiles(&mut hop_samples);
     let added = hop_p50.saturating_sub(direct_p50);
     println!(
-        "owner directly:      p50 {:.1} µs, p99 {:.1} µs ({} calls, Postgres)",
+        "  owner directly:      p50 {:.1} µs, p99 {:.1} µs ({} calls, Postgres)",
         us(direct_p50),
         us(direct_p99),
         direct_samples.len()
     );
     println!(
-        "through a non-owner: p50 {:.1} µs, p99 {:.1} µs ({} calls, forwarded to the owner)",
+        "  through a non-owner: p50 {:.1} µs, p99 {:.1} µs ({} calls, forwarded to the owner)",
         us(hop_p50),
         us(hop_p99),
         hop_samples.len()
     );
     println!(
-        "forwarding hop:      +{:.1} µs at p50  (budget ≤ +100 µs: {})",
+        "  forwarding hop:      +{:.1} µs at p50  (budget ≤ +100 µs: {})",
         us(added),
         verdict(added <= HOP_BUDGET)
     );
-    1 + 2 * (WARM_UP + PAIRED_ROUNDS * PAIRED_ROUND)
 }

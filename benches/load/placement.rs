@@ -69,6 +69,26 @@ pub fn pin_process(pid: u32, set: &libc::cpu_set_t) {
     }
 }
 
+/// The processes below `pid` (its children, theirs, …), from `/proc/<pid>/task/*/children`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut pending = vec![pid];
+    while let Some(parent) = pending.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                found.push(child);
+                pending.push(child);
+            }
+        }
+    }
+    found
+}
+
 /// The p50 round trip of one byte between two threads, the answering one on `server_cpu` and
 /// the asking one on `client_cpu`: two wake-ups, no other work.
 pub fn wake_round_trip(client_cpu: usize, server_cpu: usize) -> Duration {
