@@ -130,7 +130,35 @@ async fn measure(
         println!("the client and both daemons on CPU {first}:");
         print_hop(alternate().await);
         placement::pin_process(0, &allowed);
+        for daemon in [owner_pid, other_pid] {
+            placement::pin_process(daemon, &allowed);
+        }
     }
+    // The hop alone, on a request the owner answers from memory (the session's tool list,
+    // forwarded like a batch): no store write, so neither daemon sits idle waiting for
+    // Postgres's commit between the hop's two halves. Not the budget's figure; it shows what
+    // of the batch's difference is the hop's own work and what is waking idle vCPUs.
+    let tools = format!("/v1/sessions/{session}/tools");
+    let (tools_owner, tools_other) = (
+        PreparedRequest::get(owner, &tools),
+        PreparedRequest::get(other, &tools),
+    );
+    time_requests(&mut direct, &tools_owner, WARM_UP).await;
+    time_requests(&mut hop, &tools_other, WARM_UP).await;
+    let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRED_ROUNDS {
+        direct_samples.extend(time_requests(&mut direct, &tools_owner, PAIRED_ROUND).await);
+        hop_samples.extend(time_requests(&mut hop, &tools_other, PAIRED_ROUND).await);
+    }
+    let (direct_p50, _) = percentiles(&mut direct_samples);
+    let (hop_p50, _) = percentiles(&mut hop_samples);
+    println!(
+        "the hop on GET …/tools (answered from memory, unpinned): owner p50 {:.1} µs, \
+         through a non-owner {:.1} µs: +{:.1} µs",
+        us(direct_p50),
+        us(hop_p50),
+        us(hop_p50.saturating_sub(direct_p50))
+    );
     made
 }
 
