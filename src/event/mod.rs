@@ -297,8 +297,32 @@ impl EventBus {
         event
     }
 
+    /// Subscribes; every event sent after this reaches the receiver.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        // Under the seq lock, like `subscribe_after`: a relay's `skip_unwatched` then either
+        // sees this receiver or happened entirely before it.
+        let _next_seq = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
         self.sender.subscribe()
+    }
+
+    /// Whether anyone is subscribed now (a hint: [`EventBus::skip_unwatched`] decides).
+    pub fn is_watched(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
+    /// On a bus the store numbers: when nobody is subscribed, takes every event up to `seq`
+    /// (which the store has committed) as relayed without reading it, and returns `true`;
+    /// with a subscriber, changes nothing and returns `false` (the relay reads and relays as
+    /// usual). Checked and done under the seq lock that every subscription takes, so an event
+    /// is skipped only if no subscriber can ever be owed it: a later subscriber's position
+    /// starts after `seq`.
+    pub fn skip_unwatched(&self, seq: u64) -> bool {
+        let mut next_seq = self.next_seq.lock().unwrap_or_else(|p| p.into_inner());
+        if self.sender.receiver_count() > 0 {
+            return false;
+        }
+        *next_seq = (*next_seq).max(seq.saturating_add(1));
+        true
     }
 }
 
@@ -390,6 +414,32 @@ mod tests {
         let seqs: Vec<u64> = std::iter::from_fn(|| live.try_recv().ok().map(|e| e.seq)).collect();
         assert_eq!(seqs, [11, 13, 14]);
         assert_eq!(bus.subscribe_after().1, 14);
+    }
+
+    #[test]
+    fn with_nobody_subscribed_stored_events_are_skipped_and_a_subscriber_is_owed_what_follows() {
+        let bus = EventBus::numbered_by_store(8, 10);
+        assert!(!bus.is_watched());
+        assert!(bus.skip_unwatched(20), "nobody is owed 11..=20");
+        let (mut live, position) = bus.subscribe_after();
+        assert_eq!(position, 20, "a subscriber starts after what was skipped");
+        assert!(bus.is_watched());
+        assert!(!bus.skip_unwatched(25), "a subscriber is owed 21..=25");
+        assert_eq!(bus.subscribe_after().1, 20, "nothing skipped while watched");
+        let stored = |seq| Arc::new(stamp(seq, EventDraft::new(EventType::BatchStart, "s")));
+        for seq in [18, 21, 22] {
+            bus.relay(stored(seq));
+        }
+        let seqs: Vec<u64> = std::iter::from_fn(|| live.try_recv().ok().map(|e| e.seq)).collect();
+        assert_eq!(
+            seqs,
+            [21, 22],
+            "skipped seqs are never sent, later ones are"
+        );
+        drop(live);
+        assert!(bus.skip_unwatched(30));
+        assert!(bus.skip_unwatched(26), "an older seq moves nothing back");
+        assert_eq!(bus.subscribe_after().1, 30);
     }
 
     #[test]
