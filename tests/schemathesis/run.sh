@@ -8,6 +8,8 @@
 # The number of generated requests is in the summary it prints ("Test cases: N generated").
 set -euo pipefail
 TOOLD="$(realpath "$1")"
+# Per-operation settings (why each one is there: in the file).
+CONFIG="$(realpath "$(dirname "$0")/schemathesis.toml")"
 VENV="$(realpath -m "$2")"
 VERSION=4.32.5
 if [[ "$("$VENV/bin/st" --version 2>/dev/null)" != *"$VERSION"* ]]; then
@@ -27,7 +29,7 @@ status=0
 # A request that hangs (an event stream the stateful phase opened) ends after 10 s. Run from
 # the scratch directory: schemathesis keeps a cache (.schemathesis/) where it runs.
 cd "$WORK"
-"$VENV/bin/st" run "$BASE/openapi.json" --checks all --continue-on-failure \
+"$VENV/bin/st" --config-file "$CONFIG" run "$BASE/openapi.json" --checks all --continue-on-failure \
   --header "Authorization: Bearer $TOKEN" --request-timeout 10 \
   --max-examples "${TOOLD_SCHEMATHESIS_EXAMPLES:-50}" --no-color || status=$?
 if ! curl -fsS "$BASE/healthz" >/dev/null; then
