@@ -497,6 +497,20 @@ async fn time_requests(
     samples
 }
 
+/// [`PAIRED_ROUNDS`] alternating rounds of [`PAIRED_ROUND`] requests over two connections:
+/// each one's samples.
+async fn alternate_pair(
+    first: (&mut Connection, &PreparedRequest),
+    second: (&mut Connection, &PreparedRequest),
+) -> [Vec<Duration>; 2] {
+    let (mut first_samples, mut second_samples) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRED_ROUNDS {
+        first_samples.extend(time_requests(first.0, first.1, PAIRED_ROUND).await);
+        second_samples.extend(time_requests(second.0, second.1, PAIRED_ROUND).await);
+    }
+    [first_samples, second_samples]
+}
+
 fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
     samples.sort();
     (

@@ -12,8 +12,8 @@ use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
 use super::placement;
 use super::{
-    FILE_NAME, PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, batch, create_session, fixture_dir,
-    percentiles, time_requests, us, verdict, verify_audit,
+    FILE_NAME, PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, alternate_pair, batch, create_session,
+    fixture_dir, percentiles, time_requests, us, verdict, verify_audit,
 };
 
 /// What the hop may add to a single call's p50.
@@ -104,35 +104,16 @@ async fn measure(
     // The first forwarded batch, the warm-ups, then each comparison's rounds.
     let mut made = 1 + 2 * WARM_UP;
     let mut alternate = async || {
-        let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
-        for _ in 0..PAIRED_ROUNDS {
-            direct_samples.extend(time_requests(&mut direct, &to_owner, PAIRED_ROUND).await);
-            hop_samples.extend(time_requests(&mut hop, &through_other, PAIRED_ROUND).await);
-        }
         made += 2 * PAIRED_ROUNDS * PAIRED_ROUND;
-        [direct_samples, hop_samples]
+        alternate_pair((&mut direct, &to_owner), (&mut hop, &through_other)).await
     };
     println!("unpinned:");
     print_hop(alternate().await);
-    // Placement fixed (see `traces.rs` for why on this 2-vCPU machine): the client on one
-    // CPU and both daemons on the other, then all three on the one; Postgres is left free.
-    let allowed = placement::allowed();
-    if let [first, second, ..] = placement::cpus(&allowed)[..] {
-        placement::pin_process(0, &placement::only(first));
-        for daemon in [owner_pid, other_pid] {
-            placement::pin_process(daemon, &placement::only(second));
-        }
-        println!("the client on CPU {first}, both daemons on CPU {second}:");
-        print_hop(alternate().await);
-        for daemon in [owner_pid, other_pid] {
-            placement::pin_process(daemon, &placement::only(first));
-        }
-        println!("the client and both daemons on CPU {first}:");
-        print_hop(alternate().await);
-        placement::pin_process(0, &allowed);
-        for daemon in [owner_pid, other_pid] {
-            placement::pin_process(daemon, &allowed);
-        }
+    // Placement fixed (see `traces.rs` for why on this 2-vCPU machine); Postgres is left free.
+    for (label, samples) in placement::in_fixed_placements(&[owner_pid, other_pid], alternate).await
+    {
+        println!("{label}:");
+        print_hop(samples);
     }
     // The hop alone, on a request the owner answers from memory (the session's tool list,
     // forwarded like a batch): no store write, so neither daemon sits idle waiting for
@@ -145,11 +126,8 @@ async fn measure(
     );
     time_requests(&mut direct, &tools_owner, WARM_UP).await;
     time_requests(&mut hop, &tools_other, WARM_UP).await;
-    let (mut direct_samples, mut hop_samples) = (Vec::new(), Vec::new());
-    for _ in 0..PAIRED_ROUNDS {
-        direct_samples.extend(time_requests(&mut direct, &tools_owner, PAIRED_ROUND).await);
-        hop_samples.extend(time_requests(&mut hop, &tools_other, PAIRED_ROUND).await);
-    }
+    let [mut direct_samples, mut hop_samples] =
+        alternate_pair((&mut direct, &tools_owner), (&mut hop, &tools_other)).await;
     let (direct_p50, _) = percentiles(&mut direct_samples);
     let (hop_p50, _) = percentiles(&mut hop_samples);
     println!(

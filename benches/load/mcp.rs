@@ -122,30 +122,21 @@ pub async fn measure_bridge(
     );
     println!("  unpinned:");
     print_bridge(alternate(&mut subjects, plan).await);
-    // Placement fixed (see `traces.rs` for why on this 2-vCPU machine): this process (the
-    // client of all three) on one CPU, the daemon, its server-filesystem child and the
-    // directly called server-filesystem on the other; then all of them on the one.
-    let allowed = super::placement::allowed();
-    let mut runs = 1;
-    if let [first, second, ..] = super::placement::cpus(&allowed)[..] {
-        let mut servers = super::placement::descendants(daemon_pid);
-        servers.push(daemon_pid);
-        if let Subject::Reference(direct) = &subjects[2] {
-            servers.push(direct.child.id());
-        }
-        super::placement::pin_process(0, &super::placement::only(first));
-        for (cpu, label) in [
-            (second, "the daemon and both servers on CPU"),
-            (first, "all on CPU"),
-        ] {
-            for &pid in &servers {
-                super::placement::pin_process(pid, &super::placement::only(cpu));
-            }
-            println!("  the client on CPU {first}, {label} {cpu}:");
-            print_bridge(alternate(&mut subjects, (0, rounds, round)).await);
-            runs += 1;
-        }
-        super::placement::pin_process(0, &allowed);
+    // Placement fixed (see `traces.rs` for why on this 2-vCPU machine): the servers are the
+    // daemon, its server-filesystem child and the directly called server-filesystem.
+    let mut servers = super::placement::descendants(daemon_pid);
+    servers.push(daemon_pid);
+    if let Subject::Reference(direct) = &subjects[2] {
+        servers.push(direct.child.id());
+    }
+    let pinned = super::placement::in_fixed_placements(&servers, async || {
+        alternate(&mut subjects, (0, rounds, round)).await
+    })
+    .await;
+    let runs = 1 + pinned.len();
+    for (label, samples) in pinned {
+        println!("  {label}:");
+        print_bridge(samples);
     }
     // The bridged and the built-in batches, each audited in the session (each run checks
     // both answers once).

@@ -69,6 +69,38 @@ pub fn pin_process(pid: u32, set: &libc::cpu_set_t) {
     }
 }
 
+/// Runs `measure` in the two fixed placements the paired benches compare in: this process (the
+/// client) on the first CPU and every thread of `servers` on the second, then all of them on
+/// the first; each result with its placement's label. Empty with a single CPU. Every
+/// affinity is given back afterwards.
+pub async fn in_fixed_placements<T>(
+    servers: &[u32],
+    mut measure: impl AsyncFnMut() -> T,
+) -> Vec<(String, T)> {
+    let allowed = allowed();
+    let [first, second, ..] = cpus(&allowed)[..] else {
+        return Vec::new();
+    };
+    pin_process(0, &only(first));
+    let mut results = Vec::new();
+    for (cpu, label) in [
+        (
+            second,
+            format!("the client on CPU {first}, the servers on CPU {second}"),
+        ),
+        (first, format!("the client and the servers on CPU {first}")),
+    ] {
+        for &pid in servers {
+            pin_process(pid, &only(cpu));
+        }
+        results.push((label, measure().await));
+    }
+    for &pid in servers.iter().chain([&0]) {
+        pin_process(pid, &allowed);
+    }
+    results
+}
+
 /// The processes below `pid` (its children, theirs, …), from `/proc/<pid>/task/*/children`.
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();

@@ -20,9 +20,7 @@ use prost::Message;
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
 use super::placement;
-use super::{
-    PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, batch, create_session, fixture_dir, percentiles, us,
-};
+use super::{WARM_UP, batch, create_session, fixture_dir, percentiles, us};
 
 const TRACING_BUDGET: f64 = 1.15;
 
@@ -207,21 +205,9 @@ pub async fn measure() {
     // tracing does on this 2-vCPU machine, and it may choose differently for the two daemons
     // for a whole run (A/A runs here read 0.78-1.22x); pinned, both pay the same wake-ups
     // and the exporter's work lands on the CPU of the daemon it serves.
-    let allowed = placement::allowed();
-    let pinned = match placement::cpus(&allowed)[..] {
-        [first, second, ..] => {
-            placement::pin_process(0, &placement::only(first));
-            placement::pin_process(off.daemon.pid(), &placement::only(second));
-            placement::pin_process(on.daemon.pid(), &placement::only(second));
-            let apart = alternate(&mut off, &mut on).await;
-            placement::pin_process(off.daemon.pid(), &placement::only(first));
-            placement::pin_process(on.daemon.pid(), &placement::only(first));
-            let together = alternate(&mut off, &mut on).await;
-            placement::pin_process(0, &allowed);
-            Some((first, second, apart, together))
-        }
-        _ => None,
-    };
+    let daemons = [off.daemon.pid(), on.daemon.pid()];
+    let pinned =
+        placement::in_fixed_placements(&daemons, async || alternate(&mut off, &mut on).await).await;
     // The exporter sends every 200 ms; what arrived shows the spans were made and sent.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let [off_samples, on_samples] = unpinned;
@@ -231,11 +217,9 @@ pub async fn measure() {
         received.spans()
     );
     report(off_samples, on_samples);
-    if let Some((first, second, [off_apart, on_apart], [off_together, on_together])) = pinned {
-        println!("tracing, the client on CPU {first}, each daemon on CPU {second}:");
-        report(off_apart, on_apart);
-        println!("tracing, the client and both daemons on CPU {first}:");
-        report(off_together, on_together);
+    for (label, [off_samples, on_samples]) in pinned {
+        println!("tracing, {label}:");
+        report(off_samples, on_samples);
     }
     off.daemon.terminate();
     on.daemon.terminate();
@@ -243,12 +227,11 @@ pub async fn measure() {
 
 /// Alternating rounds of the two daemons: their samples.
 async fn alternate(off: &mut Target, on: &mut Target) -> [Vec<Duration>; 2] {
-    let (mut off_samples, mut on_samples) = (Vec::new(), Vec::new());
-    for _ in 0..PAIRED_ROUNDS {
-        off_samples.extend(off.time(PAIRED_ROUND).await);
-        on_samples.extend(on.time(PAIRED_ROUND).await);
-    }
-    [off_samples, on_samples]
+    super::alternate_pair(
+        (&mut off.connection, &off.request),
+        (&mut on.connection, &on.request),
+    )
+    .await
 }
 
 fn report(mut off_samples: Vec<Duration>, mut on_samples: Vec<Duration>) {
