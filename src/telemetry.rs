@@ -44,6 +44,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::tool::ToolResult;
 
 pub mod metered;
+pub mod otlp;
 mod process;
 pub mod traces;
 

@@ -19,8 +19,9 @@
 //! - **The sampler** is `OTEL_TRACES_SAMPLER` (`always_on`, `always_off`, `traceidratio`,
 //!   `parentbased_always_on` the default, `parentbased_always_off`,
 //!   `parentbased_traceidratio`) with `OTEL_TRACES_SAMPLER_ARG` as the ratio.
-//! - The exporter's own knobs (`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `OTEL_BSP_*`) are
-//!   read by the OpenTelemetry SDK itself, as in every SDK; everything else comes from here.
+//! - **toold's own exporter** ([`super::otlp`]) encodes and sends the batches the SDK's batch
+//!   processor hands it; it reads `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS` and `…_TIMEOUT`, the
+//!   SDK reads `OTEL_BSP_*`; everything else comes from here.
 //! - **Two paths into the SDK.** The hot path's spans (a door's request, a batch, each
 //!   `execute_tool`) are the core's `CoreSpan`s, opened and ended here as SDK spans directly
 //!   ([`SdkSpans`], installed as the core's `Spans` port); the rarer children (a hook, the
@@ -47,7 +48,6 @@ use opentelemetry::trace::{
     Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId,
     TraceState, Tracer as _, TracerProvider as _,
 };
-use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
 use serde::{Deserialize, Serialize};
@@ -59,6 +59,7 @@ use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
+use super::otlp;
 use crate::tool::trace::{self, TraceContext};
 
 /// The OTLP wire format (`OTEL_EXPORTER_OTLP_PROTOCOL`).
@@ -388,25 +389,16 @@ fn provider(
     settings: &TelemetrySettings,
     endpoint: String,
 ) -> Result<SdkTracerProvider, TracesError> {
-    // The HTTP exporter's client is reqwest 0.13 with rustls but no crypto provider (the
-    // features rmcp's client asks for); as the MCP bridge does, install ring's, unless one
-    // is there already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let built = match settings.otlp_protocol {
-        OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(endpoint.clone())
-            .build(),
-        OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(endpoint.clone())
-            .build(),
+    let failed = |problem: String| TracesError::Exporter {
+        endpoint: endpoint.clone(),
+        problem,
     };
-    let exporter = built.map_err(|err| TracesError::Exporter {
-        endpoint,
-        problem: err.to_string(),
-    })?;
+    let export = otlp::ExportSettings::from_env(|name| std::env::var(name).ok()).map_err(failed)?;
+    let exporter = match settings.otlp_protocol {
+        OtlpProtocol::Grpc => otlp::OtlpExporter::grpc(&endpoint, &export),
+        OtlpProtocol::HttpProtobuf => otlp::OtlpExporter::http(&endpoint, &export),
+    }
+    .map_err(failed)?;
     let resource = Resource::builder_empty()
         .with_service_name(settings.service_name.clone())
         .with_attribute(opentelemetry::KeyValue::new(

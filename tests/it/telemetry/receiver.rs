@@ -32,6 +32,9 @@ pub struct Receiver {
     spans: Arc<Mutex<Vec<ExportedSpan>>>,
     /// `service.name` of each export request (HTTP only: the fake collector drops resources).
     pub services: Arc<Mutex<Vec<String>>>,
+    /// The `api-key` header of each export request (HTTP only: the fake collector does not
+    /// show its metadata), set by [`Receiver::env`] through `OTEL_EXPORTER_OTLP_HEADERS`.
+    pub api_keys: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,6 +70,7 @@ impl Receiver {
             endpoint,
             spans,
             services: Arc::default(),
+            api_keys: Arc::default(),
             task,
         }
     }
@@ -74,10 +78,17 @@ impl Receiver {
     async fn http() -> Receiver {
         let spans = Arc::new(Mutex::new(Vec::new()));
         let services = Arc::new(Mutex::new(Vec::new()));
-        let (into, names) = (spans.clone(), services.clone());
-        let route = axum::routing::post(move |body: Bytes| {
-            let (into, names) = (into.clone(), names.clone());
-            async move { export(&body, &into, &names) }
+        let api_keys = Arc::new(Mutex::new(Vec::new()));
+        let (into, names, keys) = (spans.clone(), services.clone(), api_keys.clone());
+        let route = axum::routing::post(move |headers: axum::http::HeaderMap, body: Bytes| {
+            let (into, names, keys) = (into.clone(), names.clone(), keys.clone());
+            async move {
+                let key = headers.get("api-key").and_then(|v| v.to_str().ok());
+                keys.lock()
+                    .unwrap()
+                    .push(key.unwrap_or_default().to_owned());
+                export(&body, &into, &names)
+            }
         });
         let app = axum::Router::new().route("/v1/traces", route);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -90,6 +101,7 @@ impl Receiver {
             endpoint,
             spans,
             services,
+            api_keys,
             task,
         }
     }
@@ -105,6 +117,8 @@ impl Receiver {
             ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.to_owned()),
             ("OTEL_TRACES_SAMPLER", "always_on".to_owned()),
             ("OTEL_SERVICE_NAME", "toold-under-test".to_owned()),
+            // Percent-encoded, as the specification writes header values.
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=the%20key".to_owned()),
         ]
     }
 

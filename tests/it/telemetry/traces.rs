@@ -206,7 +206,36 @@ async fn a_batch_is_one_tree_under_the_callers_traceparent(protocol: Protocol) {
             services.iter().all(|s| s == "toold-under-test"),
             "{services:?}"
         );
+        let keys = receiver.api_keys.lock().unwrap().clone();
+        assert!(
+            !keys.is_empty() && keys.iter().all(|k| k == "the key"),
+            "{keys:?}"
+        );
     }
+}
+
+/// Exporter settings that cannot work stop the start, naming the variable or the endpoint.
+#[test]
+fn bad_exporter_settings_stop_the_start() {
+    let refused = |env: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("projects")).unwrap();
+        let output = crate::support::daemon::command(dir.path(), &[])
+            .envs(env.iter().copied())
+            .output()
+            .expect("toold runs");
+        assert!(!output.status.success(), "started with {env:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9");
+    let stderr = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", "no-value")]);
+    assert!(stderr.contains("OTEL_EXPORTER_OTLP_HEADERS"), "{stderr}");
+    let stderr = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", "a=b%0d%0ac: d")]);
+    assert!(stderr.contains("not a valid header"), "{stderr}");
+    let stderr = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")]);
+    assert!(stderr.contains("OTEL_EXPORTER_OTLP_TIMEOUT"), "{stderr}");
+    let stderr = refused(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:9")]);
+    assert!(stderr.contains("TLS"), "{stderr}");
 }
 
 #[tokio::test]
