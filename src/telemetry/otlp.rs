@@ -1,37 +1,43 @@
 //! toold's OTLP span exporter: the SDK's batch processor hands it each batch of finished spans
 //! ([`SpanData`]), which it writes straight into an `ExportTraceServiceRequest`'s protobuf bytes
 //! and sends over gRPC (`TraceService/Export`, through tonic with a codec that passes the bytes
-//! on) or HTTP/protobuf (a POST on a kept-alive HTTP/1.1 connection of its own).
+//! on) or HTTP/protobuf (a POST through reqwest). Both clients live on the daemon's runtime; the
+//! batch processor's thread waits for them.
 //!
 //! Decisions:
-//! - **Why not `opentelemetry-otlp`'s exporter** (issue 20: at most 15 % on the single-call
-//!   p50 while every call is traced). Its export cloned the whole batch, looked each span's
-//!   instrumentation scope up in a hash map, built `opentelemetry-proto`'s message structs (a
-//!   `String` for every name and attribute key) and then had prost encode them, computing the
-//!   nested lengths again at each level: ~10 000 instructions a span, ~30 000 a traced call
-//!   (callgrind, `docs/performance.md`), on a 2-core machine where that CPU is taken from the
-//!   calls. Here a span is encoded in one pass, its nested lengths written once its body is
-//!   known.
-//! - **The same bytes' meaning.** The request decodes to exactly what `opentelemetry-proto`'s
-//!   transform makes of the same batch (the test `encodes_what_the_transform_makes` compares
-//!   them field by field), span flags included (`CONTEXT_HAS_IS_REMOTE`, `CONTEXT_IS_REMOTE`).
+//! - **Why not `opentelemetry-otlp`'s exporter** (issue 20 names the crate; its budget, at most
+//!   15 % on the single-call p50 while every call is traced, is why toold deviates). Its export
+//!   cloned the whole batch, looked each span's instrumentation scope up in a hash map, built
+//!   `opentelemetry-proto`'s message structs (a `String` for every name and attribute key) and
+//!   then had prost encode them, computing the nested lengths again at each level: ~10 000
+//!   instructions a span, ~30 000 of the ~51 000 a traced call cost (callgrind,
+//!   `docs/performance.md`), on a 2-core machine where that CPU is taken from the calls. Here a
+//!   span is encoded in one pass (a nested message gets a one-byte length, widened in place only
+//!   for a body of 128 bytes or more); tracing's cost a call went to ~30 000. The SDK (spans,
+//!   sampler, batch processor) is unchanged.
+//! - **The same bytes.** The request is byte for byte what prost writes for
+//!   `opentelemetry-proto`'s transform of the same batch (the test `encodes_what_the_transform_makes`),
+//!   span flags included (`CONTEXT_HAS_IS_REMOTE`, `CONTEXT_IS_REMOTE`).
 //! - **The exporter's knobs** are the specification's: `OTEL_EXPORTER_OTLP_TRACES_HEADERS`
 //!   else `OTEL_EXPORTER_OTLP_HEADERS` (`key=value` pairs, comma-separated, values
 //!   percent-decoded), `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` else `OTEL_EXPORTER_OTLP_TIMEOUT`
 //!   (milliseconds, 10 s by default), read by [`ExportSettings::from_env`]. The batch
-//!   processor's (`OTEL_BSP_*`) are still read by the SDK. Plain `http://` only, as before:
-//!   an `https://` endpoint is refused at start-up rather than sent in clear.
-//! - **Retries**: a batch whose send fails for a reason that may pass (no connection, gRPC
-//!   `UNAVAILABLE`/`RESOURCE_EXHAUSTED`, HTTP 429/502/503/504) is sent again after 100, 200 and
-//!   400 ms, within the timeout; then it is dropped with a warning (the batch processor's
-//!   rule: an export that fails loses its batch, the daemon goes on). A kept-alive HTTP
-//!   connection the collector closed is reconnected once at no cost.
+//!   processor's (`OTEL_BSP_*`) are still read by the SDK. Where the specification says a bad
+//!   value SHOULD be warned about and ignored, toold refuses to start instead, naming the
+//!   variable, as it does for every other setting: a pair without `=`, a header the client
+//!   writes itself (`host`, `content-length`, `content-type`, …), a CR or LF in a value, a
+//!   timeout that is not a positive number.
+//! - **TLS**: HTTP/protobuf takes `https://` (reqwest with rustls and the web PKI's roots, as
+//!   the exporter before did); gRPC is built without TLS, so an `https://` gRPC endpoint is
+//!   refused at start-up rather than failing every export.
+//! - **Retries**: a batch whose send fails for a reason that may pass (no answer at all, gRPC
+//!   `UNAVAILABLE`/`CANCELLED`/`ABORTED`/`OUT_OF_RANGE`/`DATA_LOSS`/`DEADLINE_EXCEEDED`, HTTP
+//!   429/502/503/504) is sent again after 100, 200 and 400 ms, within the timeout; then it is
+//!   dropped with a warning (the batch processor's rule: an export that fails loses its batch,
+//!   the daemon goes on). `Retry-After` and gRPC's RetryInfo are not read.
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, SpanKind, Status};
@@ -53,6 +59,16 @@ const RETRY_WAITS: [Duration; 3] = [
 ];
 /// The most of a collector's refusal kept for the warning.
 const ERROR_BODY_BYTES: usize = 512;
+/// Headers the HTTP client writes itself, which a configured header may not replace.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+];
 
 /// The headers and timeout of the exports, from the standard variables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,8 +105,12 @@ impl ExportSettings {
                 value
                     .trim()
                     .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms > 0)
                     .map(Duration::from_millis)
-                    .map_err(|_| format!("{name}: {value:?} is not a number of milliseconds"))?,
+                    .ok_or_else(|| {
+                        format!("{name}: {value:?} is not a positive number of milliseconds")
+                    })?,
             ),
             None => None,
         };
@@ -106,7 +126,7 @@ fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| format!("{pair:?} is not key=value"))?;
-        let key = percent_decode(key.trim()).to_ascii_lowercase();
+        let key = key.trim().to_ascii_lowercase();
         let value = percent_decode(value.trim());
         let valid_key = !key.is_empty()
             && key
@@ -114,6 +134,9 @@ fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
                 .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
         if !valid_key || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
             return Err(format!("{pair:?} is not a valid header"));
+        }
+        if RESERVED_HEADERS.contains(&key.as_str()) {
+            return Err(format!("{key:?} is set by the exporter itself"));
         }
         headers.push((key, value));
     }
@@ -153,17 +176,23 @@ pub struct OtlpExporter {
 
 enum Transport {
     Grpc {
-        client: tonic::client::Grpc<tonic::transport::Channel>,
+        client: Box<tonic::client::Grpc<tonic::transport::Channel>>,
         metadata: tonic::metadata::MetadataMap,
     },
-    Http(Mutex<HttpPoster>),
+    Http {
+        client: reqwest::Client,
+        url: String,
+        /// The daemon's runtime, which carries the request (the export runs on the SDK's
+        /// own thread).
+        runtime: tokio::runtime::Handle,
+    },
 }
 
 impl fmt::Debug for OtlpExporter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.transport {
             Transport::Grpc { .. } => "grpc",
-            Transport::Http(_) => "http/protobuf",
+            Transport::Http { .. } => "http/protobuf",
         };
         f.debug_struct("OtlpExporter")
             .field("protocol", &kind)
@@ -175,7 +204,15 @@ impl OtlpExporter {
     /// An exporter over gRPC to `endpoint` (`http://host:port`). Connects lazily: must run
     /// inside the Tokio runtime, which then carries the connection.
     pub fn grpc(endpoint: &str, settings: &ExportSettings) -> Result<OtlpExporter, String> {
-        refuse_tls(endpoint)?;
+        if endpoint
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        {
+            return Err(
+                "TLS to the collector over gRPC is not built in; use an http:// endpoint, or http/protobuf"
+                    .to_owned(),
+            );
+        }
         let timeout = settings.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
             .map_err(|err| err.to_string())?
@@ -195,22 +232,56 @@ impl OtlpExporter {
             resource: Vec::new(),
             resource_schema_url: String::new(),
             transport: Transport::Grpc {
-                client: tonic::client::Grpc::new(channel),
+                client: Box::new(tonic::client::Grpc::new(channel)),
                 metadata,
             },
             timeout,
         })
     }
 
-    /// An exporter over HTTP/protobuf, POSTing to `url` (`http://host:port/path`).
+    /// An exporter over HTTP/protobuf, POSTing to `url` (`http://` or `https://`). Must run
+    /// inside the Tokio runtime, which then carries the requests.
     pub fn http(url: &str, settings: &ExportSettings) -> Result<OtlpExporter, String> {
-        refuse_tls(url)?;
+        let parsed = reqwest::Url::parse(url).map_err(|err| format!("{url:?}: {err}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!("{url:?} is not an http:// or https:// URL"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(format!(
+                "{url:?} has credentials in it; use OTEL_EXPORTER_OTLP_HEADERS"
+            ));
+        }
         let timeout = settings.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let poster = HttpPoster::new(url, &settings.headers, timeout)?;
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (key, value) in &settings.headers {
+            let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
+                .map_err(|_| format!("{key:?} is not a header name"))?;
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of {key:?} is not a header value"))?;
+            headers.append(name, value);
+        }
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static("application/x-protobuf"),
+        );
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(concat!("toold/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .build()
+            .map_err(|err| format!("the HTTP client: {err}"))?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| "the HTTP exporter needs the daemon's runtime".to_owned())?;
         Ok(OtlpExporter {
             resource: Vec::new(),
             resource_schema_url: String::new(),
-            transport: Transport::Http(Mutex::new(poster)),
+            transport: Transport::Http {
+                client,
+                url: parsed.into(),
+                runtime,
+            },
             timeout,
         })
     }
@@ -218,7 +289,7 @@ impl OtlpExporter {
     async fn send(&self, body: &Bytes) -> Result<(), SendError> {
         match &self.transport {
             Transport::Grpc { client, metadata } => {
-                let mut client = client.clone();
+                let mut client = (**client).clone();
                 client
                     .ready()
                     .await
@@ -230,32 +301,76 @@ impl OtlpExporter {
                     Ok(_) => Ok(()),
                     Err(status) => {
                         let message = format!("gRPC {:?}: {}", status.code(), status.message());
+                        // The specification's retryable codes (RESOURCE_EXHAUSTED only with
+                        // RetryInfo, which toold does not read: not retried).
                         Err(match status.code() {
                             tonic::Code::Unavailable
-                            | tonic::Code::ResourceExhausted
+                            | tonic::Code::Cancelled
                             | tonic::Code::Aborted
+                            | tonic::Code::OutOfRange
+                            | tonic::Code::DataLoss
                             | tonic::Code::DeadlineExceeded => SendError::transient(message),
                             _ => SendError::permanent(message),
                         })
                     }
                 }
             }
-            Transport::Http(poster) => poster
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .post(body),
+            Transport::Http {
+                client,
+                url,
+                runtime,
+            } => {
+                let request = client.post(url.as_str()).body(body.clone());
+                let answer = runtime
+                    .spawn(async move {
+                        let response = request.send().await?;
+                        let status = response.status();
+                        let body = response.bytes().await?;
+                        Ok::<_, reqwest::Error>((status, body))
+                    })
+                    .await;
+                let (status, answer) = match answer {
+                    Err(err) => return Err(SendError::permanent(format!("the export: {err}"))),
+                    Ok(Err(err)) => {
+                        // No answer: no connection, a timeout, a connection lost.
+                        return Err(SendError::transient(format!(
+                            "{url}: {}",
+                            error_chain(&err)
+                        )));
+                    }
+                    Ok(Ok(answer)) => answer,
+                };
+                if status.is_success() {
+                    use prost::Message;
+                    if let Ok(answer) = ExportAnswer::decode(answer) {
+                        warn_partial(answer);
+                    }
+                    return Ok(());
+                }
+                let text = String::from_utf8_lossy(&answer[..answer.len().min(ERROR_BODY_BYTES)])
+                    .trim()
+                    .to_owned();
+                let message = format!("HTTP {}: {text}", status.as_u16());
+                Err(if matches!(status.as_u16(), 429 | 502 | 503 | 504) {
+                    SendError::transient(message)
+                } else {
+                    SendError::permanent(message)
+                })
+            }
         }
     }
 }
 
-fn refuse_tls(endpoint: &str) -> Result<(), String> {
-    if endpoint
-        .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-    {
-        return Err("TLS to the collector is not built in; use an http:// endpoint".to_owned());
+/// An error and its causes, on one line (reqwest's own message names only the step).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
     }
-    Ok(())
+    text
 }
 
 /// Why a send failed, and whether trying again may help.
@@ -680,247 +795,6 @@ fn warn_partial(answer: ExportAnswer) {
             "the collector rejected spans"
         );
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP/protobuf: a blocking POST on the batch processor's own thread, on a connection kept
-// between exports.
-
-struct HttpPoster {
-    /// `host:port` to connect to.
-    address: String,
-    /// The request's head, up to the `Content-Length` value.
-    head: String,
-    timeout: Duration,
-    connection: Option<BufReader<TcpStream>>,
-}
-
-impl HttpPoster {
-    fn new(url: &str, headers: &[(String, String)], timeout: Duration) -> Result<Self, String> {
-        let rest = url
-            .get(..7)
-            .filter(|s| s.eq_ignore_ascii_case("http://"))
-            .map(|_| &url[7..])
-            .ok_or_else(|| format!("{url:?} is not an http:// URL"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(at) => (&rest[..at], &rest[at..]),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() || authority.contains('@') {
-            return Err(format!("{url:?} has no host (or has credentials)"));
-        }
-        let address = if authority
-            .rsplit_once(':')
-            .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
-            && !authority.ends_with(']')
-        {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
-        let mut head = format!(
-            "POST {path} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/x-protobuf\r\nuser-agent: toold/{}\r\n",
-            env!("CARGO_PKG_VERSION")
-        );
-        for (key, value) in headers {
-            head.push_str(&format!("{key}: {value}\r\n"));
-        }
-        head.push_str("content-length: ");
-        Ok(HttpPoster {
-            address,
-            head,
-            timeout,
-            connection: None,
-        })
-    }
-
-    fn post(&mut self, body: &[u8]) -> Result<(), SendError> {
-        // A kept connection the collector has closed fails before any answer: once more on a
-        // new one.
-        let reused = self.connection.is_some();
-        match self.exchange(body) {
-            Err(Failure::Connection(_)) if reused => {
-                self.connection = None;
-                self.exchange(body)
-            }
-            other => other,
-        }
-        .map_err(|failure| match failure {
-            Failure::Connection(message) => {
-                self.connection = None;
-                SendError::transient(message)
-            }
-            Failure::Status(code, message) => {
-                if matches!(code, 429 | 502 | 503 | 504) {
-                    SendError::transient(message)
-                } else {
-                    SendError::permanent(message)
-                }
-            }
-        })
-    }
-
-    fn exchange(&mut self, body: &[u8]) -> Result<(), Failure> {
-        let connection = match &mut self.connection {
-            Some(connection) => connection,
-            None => {
-                let stream = connect(&self.address, self.timeout)
-                    .map_err(|err| Failure::Connection(format!("{}: {err}", self.address)))?;
-                self.connection.insert(BufReader::new(stream))
-            }
-        };
-        let mut request = Vec::with_capacity(self.head.len() + 16 + body.len());
-        request.extend_from_slice(self.head.as_bytes());
-        request.extend_from_slice(format!("{}\r\n\r\n", body.len()).as_bytes());
-        request.extend_from_slice(body);
-        let lost = |err: std::io::Error| Failure::Connection(format!("the collector: {err}"));
-        connection.get_mut().write_all(&request).map_err(lost)?;
-        let answer = read_answer(connection).map_err(lost)?;
-        if !answer.keep_alive {
-            self.connection = None;
-        }
-        if (200..300).contains(&answer.status) {
-            use prost::Message;
-            if let Ok(answer) = ExportAnswer::decode(answer.body.as_slice()) {
-                warn_partial(answer);
-            }
-            Ok(())
-        } else {
-            let text =
-                String::from_utf8_lossy(&answer.body[..answer.body.len().min(ERROR_BODY_BYTES)])
-                    .into_owned();
-            Err(Failure::Status(
-                answer.status,
-                format!("HTTP {}: {}", answer.status, text.trim()),
-            ))
-        }
-    }
-}
-
-enum Failure {
-    Connection(String),
-    Status(u16, String),
-}
-
-fn connect(address: &str, timeout: Duration) -> std::io::Result<TcpStream> {
-    use std::net::ToSocketAddrs;
-    let mut last = None;
-    for addr in address.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, timeout) {
-            Ok(stream) => {
-                stream.set_nodelay(true)?;
-                stream.set_read_timeout(Some(timeout))?;
-                stream.set_write_timeout(Some(timeout))?;
-                return Ok(stream);
-            }
-            Err(err) => last = Some(err),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no address")))
-}
-
-struct Answer {
-    status: u16,
-    keep_alive: bool,
-    body: Vec<u8>,
-}
-
-/// The most of an answer's body read (a collector's answer is a few bytes).
-const MAX_ANSWER_BYTES: usize = 1024 * 1024;
-
-fn read_answer(reader: &mut BufReader<TcpStream>) -> std::io::Result<Answer> {
-    let invalid =
-        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
-    let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "closed before answering",
-        ));
-    }
-    let mut parts = line.split_whitespace();
-    let version = parts.next().unwrap_or_default();
-    let status: u16 = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| invalid("not an HTTP status line"))?;
-    let mut keep_alive = version.eq_ignore_ascii_case("HTTP/1.1");
-    let mut length = None;
-    let mut chunked = false;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(invalid("closed in the headers"));
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            length = Some(
-                value
-                    .parse::<usize>()
-                    .map_err(|_| invalid("a bad content-length"))?,
-            );
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.to_ascii_lowercase().contains("chunked");
-        } else if name.eq_ignore_ascii_case("connection") {
-            let value = value.to_ascii_lowercase();
-            keep_alive = if keep_alive {
-                !value.contains("close")
-            } else {
-                value.contains("keep-alive")
-            };
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            line.clear();
-            reader.read_line(&mut line)?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                .map_err(|_| invalid("a bad chunk size"))?;
-            if size == 0 {
-                // Trailers, up to the blank line.
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line)? == 0 || line.trim_end().is_empty() {
-                        break;
-                    }
-                }
-                break;
-            }
-            if body.len() + size > MAX_ANSWER_BYTES {
-                return Err(invalid("an answer too large"));
-            }
-            let start = body.len();
-            body.resize(start + size, 0);
-            reader.read_exact(&mut body[start..])?;
-            line.clear();
-            reader.read_line(&mut line)?;
-        }
-    } else if let Some(length) = length {
-        if length > MAX_ANSWER_BYTES {
-            return Err(invalid("an answer too large"));
-        }
-        body.resize(length, 0);
-        reader.read_exact(&mut body)?;
-    } else if status != 204 && status != 304 && !(100..200).contains(&status) {
-        // Delimited by the close.
-        reader
-            .take(MAX_ANSWER_BYTES as u64)
-            .read_to_end(&mut body)?;
-        keep_alive = false;
-    }
-    Ok(Answer {
-        status,
-        keep_alive,
-        body,
-    })
 }
 
 #[cfg(test)]

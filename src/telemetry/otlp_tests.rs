@@ -240,18 +240,50 @@ fn headers_and_timeout_come_from_the_standard_variables() {
         bad(&[("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10s")])
             .contains("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
     );
+    assert!(bad(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "0")]).contains("positive"));
+    assert!(bad(&[("OTEL_EXPORTER_OTLP_HEADERS", "Host=x")]).contains("set by the exporter"));
+    assert!(
+        bad(&[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "a=1,transfer-encoding=chunked"
+        )])
+        .contains("set by the exporter")
+    );
+    // Keys are taken as written (only values are percent-decoded).
+    let encoded_key =
+        ExportSettings::from_env(env(&[("OTEL_EXPORTER_OTLP_HEADERS", "a%41b=%41")])).unwrap();
+    assert_eq!(
+        encoded_key.headers,
+        vec![("a%41b".to_owned(), "A".to_owned())]
+    );
+}
+
+/// A runtime for the clients, as the daemon's.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 #[test]
-fn tls_endpoints_and_bad_urls_are_refused() {
+fn tls_over_grpc_and_bad_urls_are_refused() {
     let settings = ExportSettings::default();
-    let err = OtlpExporter::http("https://collector:4318/v1/traces", &settings).unwrap_err();
+    let runtime = runtime();
+    let _inside = runtime.enter();
+    let err = OtlpExporter::grpc("https://collector:4317", &settings).unwrap_err();
     assert!(err.contains("TLS"), "{err}");
-    assert!(OtlpExporter::http("HTTPS://collector:4318/v1/traces", &settings).is_err());
+    assert!(OtlpExporter::grpc("HTTPS://collector:4317", &settings).is_err());
+    assert!(OtlpExporter::grpc("http://collector:4317", &settings).is_ok());
+    assert!(OtlpExporter::http("https://collector:4318/v1/traces", &settings).is_ok());
     assert!(OtlpExporter::http("ftp://collector/v1/traces", &settings).is_err());
-    assert!(OtlpExporter::http("http:///v1/traces", &settings).is_err());
-    assert!(OtlpExporter::http("http://user:pw@collector/v1/traces", &settings).is_err());
+    assert!(OtlpExporter::http("http://:4318/v1/traces", &settings).is_err());
+    assert!(OtlpExporter::http("not a url", &settings).is_err());
+    let err = OtlpExporter::http("http://user:pw@collector/v1/traces", &settings).unwrap_err();
+    assert!(err.contains("credentials"), "{err}");
     assert!(OtlpExporter::http("http://collector/v1/traces", &settings).is_ok());
+    assert!(OtlpExporter::http("http://[::1]:4318/v1/traces", &settings).is_ok());
 }
 
 /// One request as a collector reads it: the head's lines and the body.
@@ -317,82 +349,91 @@ fn collector(
 
 const OK_EMPTY: &str =
     "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
-const OK_CHUNKED: &str =
-    "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\n\x0a\x00\r\n0\r\n\r\n";
 const OK_CLOSE: &str = "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
 const REFUSED: &str = "HTTP/1.1 400 Bad Request\r\ncontent-length: 17\r\n\r\nnot an export req";
 const BUSY: &str = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n";
 
+/// An exporter to `url` on its own runtime, and one span to send.
+fn http_exporter(url: &str, timeout: Duration) -> (tokio::runtime::Runtime, OtlpExporter) {
+    let runtime = runtime();
+    let settings = ExportSettings {
+        headers: vec![("api-key".into(), "the key".into())],
+        timeout: Some(timeout),
+    };
+    let mut exporter = {
+        let _inside = runtime.enter();
+        OtlpExporter::http(url, &settings).unwrap()
+    };
+    exporter.set_resource(&Resource::builder_empty().build());
+    (runtime, exporter)
+}
+
+fn one_span() -> Vec<SpanData> {
+    vec![span(
+        "request",
+        &InstrumentationScope::builder("toold").build(),
+        1,
+    )]
+}
+
+/// As the SDK's batch processor drives it: from a plain thread.
+fn export(exporter: &OtlpExporter) -> OTelSdkResult {
+    futures::executor::block_on(exporter.export(one_span()))
+}
+
 #[test]
-fn http_posts_on_a_kept_connection_and_reconnects_when_it_is_closed() {
+fn http_exports_carry_the_request_and_the_headers_and_retry_what_may_pass() {
     let (url, received, collector) = collector(vec![
         (OK_EMPTY, false),
-        (OK_CHUNKED, false),
         (OK_CLOSE, true),
         (REFUSED, false),
         (BUSY, false),
+        (BUSY, false),
+        (OK_EMPTY, false),
     ]);
-    let settings = ExportSettings {
-        headers: vec![("api-key".into(), "secret".into())],
-        timeout: Some(Duration::from_secs(5)),
-    };
-    let mut poster = match OtlpExporter::http(&url, &settings).unwrap().transport {
-        Transport::Http(poster) => poster.into_inner().unwrap(),
-        Transport::Grpc { .. } => unreachable!(),
-    };
-    poster.post(b"first").unwrap();
-    poster.post(b"second").unwrap();
-    poster.post(b"third, then closed").unwrap();
-    let refused = poster.post(b"fourth").unwrap_err();
-    assert!(!refused.transient);
+    let (_runtime, exporter) = http_exporter(&url, Duration::from_secs(5));
+    export(&exporter).expect("exported");
+    export(&exporter).expect("exported, then the collector closes");
+    let refused = export(&exporter).unwrap_err().to_string();
     assert!(
-        refused.message.contains("HTTP 400") && refused.message.contains("not an export req"),
-        "{}",
-        refused.message
+        refused.contains("HTTP 400") && refused.contains("not an export req"),
+        "{refused}"
     );
-    let busy = poster.post(b"fifth").unwrap_err();
-    assert!(busy.transient, "{}", busy.message);
-    drop(poster);
-    assert_eq!(
-        collector.join().unwrap(),
-        2,
-        "one connection, then one more after the close"
-    );
+    export(&exporter).expect("exported on the third try, after two 503s");
+    drop(exporter);
+    collector.join().unwrap();
 
     let requests: Vec<_> = received.try_iter().collect();
-    let bodies: Vec<&[u8]> = requests.iter().map(|(_, body)| body.as_slice()).collect();
     assert_eq!(
-        bodies,
-        [
-            &b"first"[..],
-            b"second",
-            b"third, then closed",
-            b"fourth",
-            b"fifth"
-        ]
+        requests.len(),
+        6,
+        "two, one refused (not retried), three for the 503s"
     );
-    let (head, _) = &requests[0];
+    let expected = encode_request(&[], "", &one_span());
+    let (head, body) = &requests[0];
     assert_eq!(head[0], "POST /v1/traces HTTP/1.1");
     assert!(
         head.contains(&"content-type: application/x-protobuf".to_owned()),
         "{head:?}"
     );
-    assert!(head.contains(&"api-key: secret".to_owned()), "{head:?}");
+    assert!(head.contains(&"api-key: the key".to_owned()), "{head:?}");
+    assert_eq!(
+        ExportTraceServiceRequest::decode(body.as_slice()).unwrap(),
+        ExportTraceServiceRequest::decode(expected.as_slice()).unwrap()
+    );
 }
 
 #[test]
-fn http_to_nobody_fails_as_a_transient_error() {
+fn http_to_nobody_fails_after_its_retries() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
     drop(listener);
-    let settings = ExportSettings {
-        headers: Vec::new(),
-        timeout: Some(Duration::from_millis(500)),
-    };
-    let mut poster = match OtlpExporter::http(&url, &settings).unwrap().transport {
-        Transport::Http(poster) => poster.into_inner().unwrap(),
-        Transport::Grpc { .. } => unreachable!(),
-    };
-    let err = poster.post(b"x").unwrap_err();
-    assert!(err.transient, "{}", err.message);
+    let (_runtime, exporter) = http_exporter(&url, Duration::from_secs(5));
+    let started = std::time::Instant::now();
+    let err = export(&exporter).unwrap_err().to_string();
+    assert!(err.contains("1 spans not exported"), "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(700),
+        "retried after 100, 200 and 400 ms"
+    );
 }

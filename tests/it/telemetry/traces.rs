@@ -234,7 +234,12 @@ fn bad_exporter_settings_stop_the_start() {
     assert!(stderr.contains("not a valid header"), "{stderr}");
     let stderr = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")]);
     assert!(stderr.contains("OTEL_EXPORTER_OTLP_TIMEOUT"), "{stderr}");
-    let stderr = refused(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:9")]);
+    let stderr = refused(&[endpoint, ("OTEL_EXPORTER_OTLP_HEADERS", "content-length=1")]);
+    assert!(stderr.contains("set by the exporter"), "{stderr}");
+    let stderr = refused(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:9"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ]);
     assert!(stderr.contains("TLS"), "{stderr}");
 }
 
