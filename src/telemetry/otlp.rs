@@ -361,16 +361,13 @@ impl OtlpExporter {
     }
 }
 
-/// An error and its causes, on one line (reqwest's own message names only the step).
+/// An error and its causes, on one line (reqwest's own message names only the step). The
+/// terminal client has one too (`client::wire`), out of this layer's reach.
 fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    std::iter::successors(Some(err), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// Why a send failed, and whether trying again may help.

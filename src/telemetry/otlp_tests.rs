@@ -1,3 +1,6 @@
+//! Tests of the OTLP exporter: its bytes against `opentelemetry-proto`'s transform, the
+//! standard variables, and exports to a collector on loopback.
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, SystemTime};
