@@ -33,7 +33,8 @@
 //! traces, `forward` only the forwarding hop between two daemons of a fleet
 //! (`load/forward.rs`), `providers` only a provided tool's cost beside `read_file`
 //! (`load/providers.rs`), `roles` only what tokens and roles add to a single call
-//! (`load/roles.rs`), and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
+//! (`load/roles.rs`), `idle` only what an idle gap before a call costs it (`load/idle.rs`),
+//! and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
 //! 600, at 80% of the measured batch throughput with malformed requests mixed in), without
 //! the starts. The daemon inherits the environment, so the `[limits]` can be measured on by
 //! setting `TOOLD_LIMITS_*` (e.g. high enough never to refuse: every request then takes the
@@ -49,6 +50,8 @@ mod floor;
 mod forward;
 #[path = "load/grpc.rs"]
 mod grpc;
+#[path = "load/idle.rs"]
+mod idle;
 #[path = "load/mcp.rs"]
 mod mcp;
 #[path = "load/placement.rs"]
@@ -119,6 +122,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "forward") {
         forward::report().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "idle") {
+        idle::report().await;
         return;
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "providers") {
