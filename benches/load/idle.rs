@@ -1,15 +1,15 @@
 //! What idling costs the next call on this machine (issues 18 and 23): the single `read_file`
 //! call of the latency bench, sent after the client has waited a gap each time (0, 0.3, 1 and
 //! 3 ms), with the call's p50 and the daemon's CPU time per call (the sum of its threads'
-//! `schedstat` run time; its Tokio workers' share apart) beside each gap, and the floor's p50 after the same gaps (a bare
-//! axum handler, `floor.rs`: the least work the exchange can be). The gap is slept (the
-//! client's CPU idles too) and then spun (the client's CPU stays busy), so what grows with it
-//! is the server's own idling. Selected alone with `TOOLD_BENCH_ONLY=idle`.
+//! `schedstat` run time, its Tokio workers' share apart) beside each gap, and the floor's p50
+//! after the same gaps (a bare axum handler, `floor.rs`: the least work the exchange can be).
+//! The gap is slept (the client's CPU idles too) and then spun (the client's CPU stays busy).
+//! Selected alone with `TOOLD_BENCH_ONLY=idle`.
 //!
-//! Why it exists: the bridge's and the hop's budgets are each the difference between a path
-//! that waits mid-call (for an MCP child, for the owner's Postgres commit) and one that does
-//! not. Where the daemon's work after a wait runs slower than the same work done back to
-//! back, that difference holds the machine's wake-up cost, not toold's; this prints how much.
+//! Why it exists: the bridge's and the hop's budgets each compare a path that waits mid-call
+//! (for an MCP child, for the owner's Postgres commit) with one that does not. Where the same
+//! work costs the daemon more after a gap than back to back, part of each difference is that
+//! dearer work after the wait, not the bridge's or the hop's own; this prints how much dearer.
 
 use std::time::{Duration, Instant};
 
