@@ -68,7 +68,7 @@ mod soak;
 mod traces;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -153,11 +153,7 @@ async fn run() {
     }
     let daemon = daemon.expect("at least one start");
     let dir = dirs.last().expect("at least one directory");
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir.path());
     report_ready(&ready);
 
     let rss_started = rss_kib(daemon.pid());
@@ -256,11 +252,7 @@ async fn mcp_speed(address: SocketAddr, projects: &Path) {
 async fn bridge_speed() {
     let reference = mcp::Reference::install();
     let dir = fixture_dir();
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir.path());
     // JSON strings are valid TOML basic strings.
     let text = |path: &Path| Value::from(path.display().to_string());
     let settings = format!(
@@ -286,6 +278,11 @@ async fn bridge_speed() {
     .await;
     verify_audit(daemon.address, &session, calls).await;
     daemon.terminate();
+}
+
+/// The canonical path of `dir`'s `projects` directory (made by [`fixture_dir`]).
+fn projects_in(dir: &Path) -> PathBuf {
+    dir.join("projects").canonicalize().expect("projects")
 }
 
 /// A directory with `projects/four_kib.txt` (64 lines of 64 bytes).
@@ -535,11 +532,7 @@ async fn postgres_throughput() {
     };
     let dir = fixture_dir();
     let daemon = Daemon::start_with(dir.path(), &["--database-url", &schema.url]).await;
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir.path());
     let (made, per_session, _) =
         throughput("postgres", daemon.address, &projects, daemon.pid()).await;
     for (id, calls) in &per_session {

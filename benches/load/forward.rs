@@ -13,7 +13,7 @@ use super::daemon::Daemon;
 use super::placement;
 use super::{
     FILE_NAME, PAIRED_ROUND, PAIRED_ROUNDS, WARM_UP, alternate_pair, batch, create_session,
-    fixture_dir, percentiles, time_requests, us, verdict, verify_audit,
+    fixture_dir, percentiles, projects_in, time_requests, us, verdict, verify_audit,
 };
 
 /// What the hop may add to a single call's p50.
@@ -66,11 +66,7 @@ pub async fn report() {
     let flags = ["--database-url", schema.url.as_str(), "--config", config];
     let a = Daemon::start_with(dir_a.path(), &flags).await;
     let b = Daemon::start_with(dir_b.path(), &flags).await;
-    let projects = dir_a
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir_a.path());
     let session = create_session(a.address, &projects).await;
     let calls = measure((a.address, a.pid()), (b.address, b.pid()), &session).await;
     verify_audit(a.address, &session, calls).await;

@@ -17,7 +17,10 @@ use serde_json::json;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
-use super::{FILE_NAME, batch, create_session, fixture_dir, floor, percentiles, us, verify_audit};
+use super::{
+    FILE_NAME, batch, create_session, fixture_dir, floor, percentiles, projects_in, us,
+    verify_audit,
+};
 
 /// The client's wait before each call.
 const GAPS: [Duration; 4] = [
@@ -32,11 +35,7 @@ const WARM_UP: usize = 500;
 pub async fn report() {
     let dir = fixture_dir();
     let daemon = Daemon::start_with(dir.path(), &[]).await;
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir.path());
     let session = create_session(daemon.address, &projects).await;
     let request = PreparedRequest::post_json(
         daemon.address,

@@ -20,7 +20,9 @@ use toold::api::grpc::proto::{
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
-use super::{FILE_NAME, ROUND, ROUNDS, WARM_UP, batch, fixture_dir, percentiles, us, verdict};
+use super::{
+    FILE_NAME, ROUND, ROUNDS, WARM_UP, batch, fixture_dir, percentiles, projects_in, us, verdict,
+};
 
 const EXTRA_BUDGET: Duration = Duration::from_micros(200);
 
@@ -100,11 +102,7 @@ pub async fn measure() {
     };
     let dir = fixture_dir();
     let daemon = Daemon::start(dir.path()).await;
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir.path());
     provide(daemon.address);
     let mut connection = Connection::open(daemon.address).await.expect("connects");
     let created = connection

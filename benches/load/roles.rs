@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
-use super::{ROUND, ROUNDS, WARM_UP, batch, create_session_as, fixture_dir, percentiles, us};
+use super::{
+    ROUND, ROUNDS, WARM_UP, batch, create_session_as, fixture_dir, percentiles, projects_in, us,
+};
 
 const ROLES_BUDGET: f64 = 1.05;
 const ADMIN_TOKEN: &str = "bench-admin-token";
@@ -26,7 +28,7 @@ struct Caller {
 
 impl Caller {
     async fn open(daemon: &Daemon, dir: &std::path::Path, token: Option<&str>) -> Caller {
-        let projects = dir.join("projects").canonicalize().expect("projects");
+        let projects = projects_in(dir);
         let session = create_session_as(daemon.address, &projects, token).await;
         let body = serde_json::to_vec(&batch(1)).expect("a batch");
         Caller {

@@ -210,11 +210,7 @@ async fn toold(name: &str, settings: &str) -> (Daemon, System, tempfile::TempDir
     std::fs::write(&config, format!("[sandbox]\n{settings}")).expect("settings file");
     let config = config.to_str().expect("UTF-8 path").to_owned();
     let daemon = Daemon::start_with(dir.path(), &["--config", &config]).await;
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = super::projects_in(dir.path());
     let session = super::create_session(daemon.address, &projects).await;
     let request = PreparedRequest::post_json(
         daemon.address,

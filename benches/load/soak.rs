@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::client::{Connection, PreparedRequest};
 use super::daemon::{Daemon, rss_kib};
-use super::{batch, create_session, fixture_dir, mb, send_until, verify_audit};
+use super::{batch, create_session, fixture_dir, mb, projects_in, send_until, verify_audit};
 
 /// Calls per good batch.
 const CALLS: usize = 4;
@@ -64,11 +64,7 @@ pub async fn report() {
     .expect("settings file");
     let config = config.to_str().expect("a UTF-8 path");
     let daemon = Daemon::start_with(dir.path(), &["--config", config]).await;
-    let projects = dir
-        .path()
-        .join("projects")
-        .canonicalize()
-        .expect("projects");
+    let projects = projects_in(dir.path());
     let mut sessions = Vec::new();
     for _ in 0..RAMP_CLIENTS[3] {
         sessions.push(create_session(daemon.address, &projects).await);

@@ -20,7 +20,7 @@ use prost::Message;
 use super::client::{Connection, PreparedRequest};
 use super::daemon::Daemon;
 use super::placement;
-use super::{WARM_UP, batch, create_session, fixture_dir, percentiles, us};
+use super::{WARM_UP, batch, create_session, fixture_dir, percentiles, projects_in, us};
 
 const TRACING_BUDGET: f64 = 1.15;
 
@@ -150,11 +150,7 @@ impl Target {
     async fn start(env: &[(&str, &str)]) -> Target {
         let dir = fixture_dir();
         let daemon = Daemon::start_with_env(dir.path(), &[], env).await;
-        let projects = dir
-            .path()
-            .join("projects")
-            .canonicalize()
-            .expect("projects");
+        let projects = projects_in(dir.path());
         let session = create_session(daemon.address, &projects).await;
         Target {
             connection: Connection::open(daemon.address).await.expect("connects"),
