@@ -1,7 +1,8 @@
 //! Settings: the file, then `TOOLD_*` environment variables, then flags, into one typed
 //! [`Settings`] that components receive as arguments. Nothing else reads the environment.
 //! The standard `OTEL_*` variables of DESIGN §9 land in `[telemetry]` the same way (an empty
-//! one counts as unset, as OpenTelemetry's SDKs read them).
+//! one counts as unset, as OpenTelemetry's SDKs read them); the exporter's headers and timeout
+//! (`telemetry::otlp::EXPORT_VARIABLES`) are handed over as read, for the exporter to parse.
 
 mod auth;
 mod limits;
@@ -253,6 +254,10 @@ impl Settings {
             },
             None => ConfigError::Invalid(Box::new(err)),
         })?;
+        settings.telemetry.export_variables = crate::telemetry::otlp::EXPORT_VARIABLES
+            .iter()
+            .filter_map(|name| env(name).map(|value| ((*name).to_owned(), value)))
+            .collect();
         settings.check()?;
         crate::mcp::settings::check_servers(&mut settings.mcp_servers, &env)?;
         Ok(settings)
@@ -414,12 +419,21 @@ mod tests {
             "OTEL_SERVICE_NAME" => Some("agents".to_owned()),
             "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_owned()),
             "OTEL_TRACES_SAMPLER_ARG" => Some("0.5".to_owned()),
+            "OTEL_EXPORTER_OTLP_HEADERS" => Some("api-key=k".to_owned()),
             // Empty means unset, as OpenTelemetry's SDKs read it.
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" => Some(String::new()),
             _ => None,
         };
         let telemetry = Settings::load(None, env).unwrap().telemetry;
         assert_eq!(telemetry.otlp_protocol, OtlpProtocol::Grpc);
+        // The exporter's own variables are handed over as read, for it to parse.
+        assert_eq!(
+            telemetry.export_variables,
+            [(
+                "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
+                "api-key=k".to_owned()
+            )]
+        );
         assert_eq!(
             telemetry.traces_endpoint().as_deref(),
             Some("http://collector:4317")

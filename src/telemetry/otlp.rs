@@ -70,6 +70,15 @@ const RESERVED_HEADERS: &[&str] = &[
     "upgrade",
 ];
 
+/// The standard variables [`ExportSettings::from_env`] reads. Config reads them from the
+/// environment, as it reads every variable, and hands them over in `[telemetry]`.
+pub const EXPORT_VARIABLES: [&str; 4] = [
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+];
+
 /// The headers and timeout of the exports, from the standard variables.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExportSettings {
@@ -78,7 +87,8 @@ pub struct ExportSettings {
 }
 
 impl ExportSettings {
-    /// Reads `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS` and `…_TIMEOUT` through `env`.
+    /// Reads `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS` and `…_TIMEOUT` ([`EXPORT_VARIABLES`])
+    /// through `env`.
     pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Result<ExportSettings, String> {
         let either = |specific: &str, general: &str| {
             env(specific)
@@ -127,7 +137,9 @@ fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
             .split_once('=')
             .ok_or_else(|| format!("{pair:?} is not key=value"))?;
         let key = key.trim().to_ascii_lowercase();
-        let value = percent_decode(value.trim());
+        let value = percent_encoding::percent_decode_str(value.trim())
+            .decode_utf8_lossy()
+            .into_owned();
         let valid_key = !key.is_empty()
             && key
                 .bytes()
@@ -141,28 +153,6 @@ fn parse_headers(text: &str) -> Result<Vec<(String, String)>, String> {
         headers.push((key, value));
     }
     Ok(headers)
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| char::from(b).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(hi), Some(lo)) = (
-                bytes.get(i + 1).copied().and_then(hex),
-                bytes.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push((hi * 16 + lo) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The exporter the SDK's batch processor drives.

@@ -92,6 +92,10 @@ pub struct TelemetrySettings {
     pub capture_content: bool,
     /// How much of each (bytes) when they do.
     pub content_limit_bytes: usize,
+    /// The exporter's standard variables that are set ([`otlp::EXPORT_VARIABLES`]: headers,
+    /// timeout), as config read them from the environment; not a key of the file.
+    #[serde(skip)]
+    pub export_variables: Vec<(String, String)>,
 }
 
 impl Default for TelemetrySettings {
@@ -105,6 +109,7 @@ impl Default for TelemetrySettings {
             traces_sampler_arg: None,
             capture_content: false,
             content_limit_bytes: 1024,
+            export_variables: Vec::new(),
         }
     }
 }
@@ -393,7 +398,14 @@ fn provider(
         endpoint: endpoint.clone(),
         problem,
     };
-    let export = otlp::ExportSettings::from_env(|name| std::env::var(name).ok()).map_err(failed)?;
+    let export = otlp::ExportSettings::from_env(|name| {
+        let set = settings
+            .export_variables
+            .iter()
+            .find(|(set, _)| set == name);
+        set.map(|(_, value)| value.clone())
+    })
+    .map_err(failed)?;
     let exporter = match settings.otlp_protocol {
         OtlpProtocol::Grpc => otlp::OtlpExporter::grpc(&endpoint, &export),
         OtlpProtocol::HttpProtobuf => otlp::OtlpExporter::http(&endpoint, &export),

@@ -3,7 +3,6 @@
 //! left out, as proto3 encoders do; `resource`, `scope` and `status` are always written, as
 //! `opentelemetry-proto`'s transform sets them.
 
-use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, SpanKind, Status};
@@ -26,12 +25,22 @@ const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 const FIXED32: u8 = 5;
 
-fn varint(buf: &mut Vec<u8>, mut value: u64) {
+fn varint(buf: &mut Vec<u8>, value: u64) {
+    let (bytes, len) = varint_bytes(value);
+    buf.extend_from_slice(&bytes[..len]);
+}
+
+/// `value` as a varint: its bytes, and how many there are.
+fn varint_bytes(mut value: u64) -> ([u8; 10], usize) {
+    let mut bytes = [0u8; 10];
+    let mut len = 0;
     while value >= 0x80 {
-        buf.push((value as u8) | 0x80);
+        bytes[len] = (value as u8) | 0x80;
         value >>= 7;
+        len += 1;
     }
-    buf.push(value as u8);
+    bytes[len] = value as u8;
+    (bytes, len + 1)
 }
 
 fn tag(buf: &mut Vec<u8>, field: u32, wire: u8) {
@@ -80,17 +89,9 @@ fn message(buf: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
         buf[at] = len as u8;
         return;
     }
-    let mut prefix = [0u8; 10];
-    let mut n = 0;
-    let mut value = len as u64;
-    while value >= 0x80 {
-        prefix[n] = (value as u8) | 0x80;
-        value >>= 7;
-        n += 1;
-    }
-    prefix[n] = value as u8;
+    let (prefix, n) = varint_bytes(len as u64);
     buf[at] = prefix[0];
-    buf.splice(at + 1..at + 1, prefix[1..=n].iter().copied());
+    buf.splice(at + 1..at + 1, prefix[1..n].iter().copied());
 }
 
 /// `ExportTraceServiceRequest` of one `ResourceSpans`, the spans grouped by scope in the
@@ -255,7 +256,7 @@ fn any_value(buf: &mut Vec<u8>, value: &Value) {
                 }
             }
             other => {
-                let text: Cow<'_, str> = Cow::Owned(other.to_string());
+                let text = other.to_string();
                 message(buf, 1, |buf| string_value(buf, &text));
             }
         }),
