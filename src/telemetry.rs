@@ -330,11 +330,22 @@ mod tests {
     #[test]
     fn the_recorder_runs_its_upkeep_on_a_thread_of_its_own() {
         assert!(prometheus().is_some());
-        let threads = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
-        let names: Vec<String> = threads
-            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-            .map(|name| name.trim().to_owned())
-            .collect();
-        assert!(names.iter().any(|name| name == UPKEEP_THREAD), "{names:?}");
+        let names = || -> Vec<String> {
+            let threads = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+            threads
+                .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+                .map(|name| name.trim().to_owned())
+                .collect()
+        };
+        // A new thread names itself once it runs (until then it shows its parent's name), so
+        // its name may take a moment to appear.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut seen = names();
+        while !seen.iter().any(|name| name == UPKEEP_THREAD) && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            seen = names();
+        }
+        assert!(seen.iter().any(|name| name == UPKEEP_THREAD), "{seen:?}");
     }
 }
