@@ -17,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::client::{ApprovalDecision, ClientCommand, Connection, TailRequest};
 use crate::config::{McpFlags, PermissionLevel, ServerFlags, Settings};
+use crate::tools::SandboxMode;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -190,6 +191,13 @@ pub struct McpArgs {
     /// A root session working directories may lie under; repeatable [env: TOOLD_ALLOWED_ROOTS].
     #[arg(long = "allowed-root")]
     allowed_roots: Vec<PathBuf>,
+    /// The sandbox bash runs in: auto, bwrap, landlock or off [env: TOOLD_SANDBOX].
+    #[arg(long, value_parser = parse_sandbox_mode)]
+    sandbox: Option<SandboxMode>,
+}
+
+fn parse_sandbox_mode(text: &str) -> Result<SandboxMode, String> {
+    text.parse()
 }
 
 fn parse_permission_mode(text: &str) -> Result<PermissionLevel, String> {
@@ -205,6 +213,9 @@ impl McpArgs {
             ..ServerFlags::default()
         }
         .apply(&mut settings.server);
+        if let Some(mode) = self.sandbox {
+            settings.sandbox.mode = mode;
+        }
         let working_directory = self
             .working_directory
             .map(|dir| std::path::absolute(&dir))
@@ -243,9 +254,21 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert [env: TOOLD_TLS_KEY].
     #[arg(long)]
     tls_key: Option<PathBuf>,
+    /// The sandbox bash runs in: auto (bubblewrap, else landlock), bwrap, landlock or off
+    /// [env: TOOLD_SANDBOX].
+    #[arg(long, value_parser = parse_sandbox_mode)]
+    sandbox: Option<SandboxMode>,
 }
 
 impl ServeArgs {
+    /// Applies the flags over `settings`.
+    fn apply(self, settings: &mut Settings) {
+        if let Some(mode) = self.sandbox {
+            settings.sandbox.mode = mode;
+        }
+        self.flags().apply(&mut settings.server);
+    }
+
     fn flags(self) -> ServerFlags {
         ServerFlags {
             listen: self.listen,
@@ -332,7 +355,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve(args) => {
             let mut settings = load()?;
-            args.flags().apply(&mut settings.server);
+            args.apply(&mut settings);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
@@ -358,7 +381,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Settings(args) => {
             let mut settings = load()?;
-            args.flags().apply(&mut settings.server);
+            args.apply(&mut settings);
             println!("{}", serde_json::to_string_pretty(&settings)?);
         }
         // Handled in `main`, before any settings are read.

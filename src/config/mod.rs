@@ -58,6 +58,8 @@ enum EnvKind {
     /// `true`/`false` (also `1`/`0`, `on`/`off`).
     Switch,
     Text,
+    /// One of these words.
+    Choice(&'static [&'static str]),
     /// A list split on this separator (empty parts dropped).
     List(char),
 }
@@ -90,6 +92,11 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("TOOLD_TLS_CERT", "server.tls_cert", EnvKind::Text),
     ("TOOLD_TLS_KEY", "server.tls_key", EnvKind::Text),
     ("TOOLD_FLEET_SECRET", "server.fleet_secret", EnvKind::Text),
+    (
+        "TOOLD_SANDBOX",
+        "sandbox.mode",
+        EnvKind::Choice(&["auto", "bwrap", "landlock", "off"]),
+    ),
     (
         "TOOLD_REPOLL_SELF_WAKE",
         "server.repoll_self_wake",
@@ -237,6 +244,17 @@ impl Settings {
                     figment.merge(Serialized::default(key, parsed))
                 }
                 EnvKind::Text => figment.merge(Serialized::default(key, value)),
+                EnvKind::Choice(words) => {
+                    let word = value.trim();
+                    if !words.contains(&word) {
+                        return Err(ConfigError::Env {
+                            name: (*name).to_owned(),
+                            value: value.clone(),
+                            key: format!("{key} (one of {})", words.join(", ")),
+                        });
+                    }
+                    figment.merge(Serialized::default(key, word))
+                }
                 EnvKind::List(separator) => {
                     let items: Vec<&str> = value
                         .split(*separator)
@@ -543,7 +561,20 @@ url = "http://127.0.0.1:9000/hook"
             err.contains("TOOLD_MAX_TOOL_CONCURRENCY") && err.contains("lots"),
             "{err}"
         );
-        let zero = |name: &str| name.starts_with("TOOLD_").then(|| "0".to_owned());
+        let zero = |name: &str| {
+            (name.starts_with("TOOLD_") && name != "TOOLD_SANDBOX").then(|| "0".to_owned())
+        };
+        let sandbox = |name: &str| (name == "TOOLD_SANDBOX").then(|| "chroot".to_owned());
+        let err = Settings::load(None, sandbox).unwrap_err().to_string();
+        assert!(
+            err.contains("TOOLD_SANDBOX") && err.contains("chroot") && err.contains("landlock"),
+            "{err}"
+        );
+        let sandbox = |name: &str| (name == "TOOLD_SANDBOX").then(|| "landlock".to_owned());
+        assert_eq!(
+            Settings::load(None, sandbox).unwrap().sandbox.mode,
+            crate::tools::SandboxMode::Landlock
+        );
         assert!(
             Settings::load(None, zero)
                 .unwrap_err()

@@ -52,8 +52,8 @@ use crate::service::{
 use crate::store::{Store, StoreApprovals, StoreError};
 use crate::telemetry::metered::{MeteredApprovals, MeteredAudit, MeteredHook};
 use crate::tools::{
-    BackgroundShells, SandboxCapability, ShellLimits, ShellSandbox, SpillSettings, ToolDeps,
-    builtin_registry,
+    BackgroundShells, SandboxCapability, SandboxKind, ShellLimits, ShellSandbox, SpillSettings,
+    ToolDeps, builtin_registry,
 };
 
 /// Why the daemon could not start (or stop cleanly).
@@ -142,7 +142,7 @@ impl Core {
             let persister = EventPersister::spawn(store.clone(), sink, Some(stored));
             (events, persister, None)
         };
-        let service = build_service(settings, &data_dir, &node_id, store.clone(), events)?;
+        let service = build_service(settings, &data_dir, &node_id, store.clone(), events).await?;
         service.set_persisted_events(persisted);
         Ok(Core {
             service,
@@ -458,7 +458,7 @@ async fn wait_for_signal(mut signals: Vec<tokio::signal::unix::Signal>, stop: Ca
     stop.cancel();
 }
 
-fn build_service(
+async fn build_service(
     settings: &Settings,
     data_dir: &Path,
     node_id: &str,
@@ -471,7 +471,7 @@ fn build_service(
         path: spill_dir.clone(),
         source,
     })?;
-    let sandbox = sandbox(settings, data_dir);
+    let sandbox = sandbox(settings, data_dir).await;
     let shells = Arc::new(
         BackgroundShells::with_settings(
             SpillSettings {
@@ -576,8 +576,10 @@ fn build_service(
     Ok(service)
 }
 
-/// Probes what this machine can confine a shell with, logs it, and chooses per `[sandbox]`.
-fn sandbox(settings: &Settings, data_dir: &Path) -> ShellSandbox {
+/// Probes what this machine can confine a shell with, tries each candidate `[sandbox] mode`
+/// allows (a real spawner running one command), logs what was passed over and why, and
+/// returns the sandbox taken.
+async fn sandbox(settings: &Settings, data_dir: &Path) -> ShellSandbox {
     let capability = SandboxCapability::probe();
     let bwrap = match &capability.bubblewrap {
         Ok(()) => "available".to_owned(),
@@ -587,7 +589,18 @@ fn sandbox(settings: &Settings, data_dir: &Path) -> ShellSandbox {
         Ok(abi) => format!("ABI {abi}"),
         Err(why) => why.clone(),
     };
-    let sandbox = ShellSandbox::resolve(&settings.sandbox, &capability, data_dir);
+    let (sandbox, passed_over) =
+        ShellSandbox::start(&settings.sandbox, &capability, data_dir).await;
+    let next = match sandbox.kind() {
+        SandboxKind::None => "no sandbox is left to fall back to".to_owned(),
+        kind => format!("falling back to {}", kind.as_str()),
+    };
+    for why in &passed_over {
+        tracing::warn!(
+            mode = ?settings.sandbox.mode,
+            "sandbox passed over, it cannot run bash here ({why}); {next}"
+        );
+    }
     tracing::info!(
         bubblewrap = %bwrap,
         landlock = %landlock,

@@ -11,3 +11,4 @@ mod processes;
 mod sandbox;
 mod session_sandbox;
 mod spare;
+mod spawner_binary;

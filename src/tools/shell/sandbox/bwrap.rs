@@ -5,7 +5,9 @@
 //! (it holds the database and other sessions' workspaces; remounted read-only after the
 //! workspace is bound into it), then the workspace bound writable
 //! at its own path, so paths inside and outside the sandbox agree (`pwd -P` reports the same
-//! directory). Every namespace is unshared (`--unshare-all`: user, ipc, pid, net, uts, cgroup),
+//! directory). The spawner's own binary (the running toold) is bound read-only at its own path
+//! last: it may live where the sandbox shows something else (under `/tmp`, which the tmpfs
+//! hides, or under the hidden data directory), and bubblewrap execs it from inside. Every namespace is unshared (`--unshare-all`: user, ipc, pid, net, uts, cgroup),
 //! the network given back only with `--share-net`; all capabilities are dropped, so even root
 //! inside cannot remount; `--die-with-parent` takes the sandbox down when the shell's bwrap
 //! is killed. No `--new-session`: the shell must stay in the process group toold stops (stdin
@@ -15,11 +17,14 @@ use std::ffi::OsString;
 use std::path::Path;
 
 /// Arguments for `bwrap` up to and including `--`; the shell's own command line follows.
+/// `program`, when given, is the binary bubblewrap runs inside (the spawner): bound read-only
+/// at its own path unless the workspace holds it already.
 pub(crate) fn arguments(
     workspace: &Path,
     cwd: &Path,
     hidden: Option<&Path>,
     network: bool,
+    program: Option<&Path>,
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--die-with-parent",
@@ -57,6 +62,15 @@ pub(crate) fn arguments(
         workspace.as_os_str().to_owned(),
         workspace.as_os_str().to_owned(),
     ]);
+    // Bound before the hidden directory is made read-only, since bubblewrap creates the mount
+    // point (and its parents) in whatever tmpfs covers it.
+    if let Some(program) = program.filter(|p| !p.starts_with(workspace)) {
+        args.extend([
+            "--ro-bind".into(),
+            program.as_os_str().to_owned(),
+            program.as_os_str().to_owned(),
+        ]);
+    }
     // The empty tmpfs becomes read-only once the workspace is bound into it, so the
     // workspace's hidden parents take no writes either (the bound workspace stays writable).
     if let Some(hidden) = hidden {
@@ -84,6 +98,7 @@ mod tests {
             Path::new("/data/workspaces/ws/sub"),
             Some(Path::new("/data")),
             false,
+            None,
         ));
         let hidden = args.find("--tmpfs /data").unwrap();
         let bound = args
@@ -102,8 +117,34 @@ mod tests {
             Path::new("/srv"),
             Some(Path::new("/srv/toold-data")),
             true,
+            None,
         ));
         assert!(!args.contains("--tmpfs /srv"), "{args}");
         assert!(args.contains("--share-net"));
+    }
+
+    #[test]
+    fn the_spawner_binary_is_bound_after_the_tmpfs_that_would_hide_it() {
+        let args = text(&arguments(
+            Path::new("/data/workspaces/ws"),
+            Path::new("/data/workspaces/ws"),
+            Some(Path::new("/data")),
+            false,
+            Some(Path::new("/tmp/build/toold")),
+        ));
+        let tmp = args.find("--tmpfs /tmp").unwrap();
+        let bound = args
+            .find("--ro-bind /tmp/build/toold /tmp/build/toold")
+            .unwrap();
+        let read_only = args.find("--remount-ro /data").unwrap();
+        assert!(tmp < bound && bound < read_only, "{args}");
+        let inside = text(&arguments(
+            Path::new("/srv/ws"),
+            Path::new("/srv/ws"),
+            None,
+            false,
+            Some(Path::new("/srv/ws/bin/toold")),
+        ));
+        assert!(!inside.contains("/srv/ws/bin/toold"), "{inside}");
     }
 }

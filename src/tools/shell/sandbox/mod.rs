@@ -4,8 +4,14 @@
 //! that forks each command, speaking [`wire`]), started under bubblewrap ([`bwrap`]) or with a
 //! Landlock ruleset applied once ([`landlock`]), with the session's [`limits`].
 //!
-//! `mode = "auto"` takes bubblewrap where it can create its namespaces, else Landlock, else
-//! nothing; `"bwrap"` and `"landlock"` take only that one; `"off"` takes none. With nothing,
+//! `mode = "auto"` takes bubblewrap where it works, else Landlock, else nothing; `"bwrap"` and
+//! `"landlock"` take only that one; `"off"` takes none. "Works" is decided at start by
+//! [`ShellSandbox::start`]: for each candidate the kernel offers, it starts the real spawner
+//! the way a session's first call would and runs `true` through it, so a sandbox that can
+//! create its namespaces but cannot reach the spawner's binary (a toold under `/tmp`, hidden
+//! by the sandbox's own tmpfs, once made every bash call fail) is found then, its reason
+//! (bubblewrap's own stderr) logged, and `auto` falls back to the next one, saying so. The
+//! mode comes from `[sandbox] mode`, `TOOLD_SANDBOX` or `--sandbox`. With nothing,
 //! bash runs unsandboxed only if `allow_unsandboxed`; otherwise every bash call below
 //! `danger_full_access` is refused. A call authorised at `danger_full_access` (it names paths
 //! outside the workspace and the session's mode allows that) runs unsandboxed: the sandbox
@@ -78,6 +84,23 @@ pub enum SandboxMode {
     Off,
 }
 
+impl std::str::FromStr for SandboxMode {
+    type Err = String;
+
+    /// The names `[sandbox] mode` takes (`--sandbox`, `TOOLD_SANDBOX`).
+    fn from_str(text: &str) -> Result<SandboxMode, String> {
+        match text {
+            "auto" => Ok(SandboxMode::Auto),
+            "bwrap" => Ok(SandboxMode::Bwrap),
+            "landlock" => Ok(SandboxMode::Landlock),
+            "off" => Ok(SandboxMode::Off),
+            other => Err(format!(
+                "unknown sandbox mode \"{other}\"; expected one of auto, bwrap, landlock, off"
+            )),
+        }
+    }
+}
+
 /// Which sandbox a shell ran in; reported as the result's `sandbox` metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SandboxKind {
@@ -116,6 +139,18 @@ impl SandboxCapability {
 }
 
 const BWRAP: &str = "bwrap";
+/// How long the start-up trial waits for a spawner to run `true`.
+const TRIAL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The sandboxes `mode` may take, in the order tried.
+fn candidates(mode: SandboxMode) -> &'static [SandboxKind] {
+    match mode {
+        SandboxMode::Auto => &[SandboxKind::Bubblewrap, SandboxKind::Landlock],
+        SandboxMode::Bwrap => &[SandboxKind::Bubblewrap],
+        SandboxMode::Landlock => &[SandboxKind::Landlock],
+        SandboxMode::Off => &[],
+    }
+}
 
 /// Numbers session cgroups, so that a session's new spawner never meets its last one's cgroup
 /// (removed only once its processes are gone).
@@ -205,7 +240,57 @@ impl ShellSandbox {
         capability: &SandboxCapability,
         data_dir: &Path,
     ) -> ShellSandbox {
-        let choice = choose(settings, capability);
+        ShellSandbox::with_choice(settings, choose(settings, capability), data_dir)
+    }
+
+    /// Chooses per `settings` as [`ShellSandbox::resolve`] does, but takes a sandbox only once
+    /// a real spawner started in it ran a command; returns the sandbox and, for each candidate
+    /// passed over, why (for the start-up log).
+    pub async fn start(
+        settings: &SandboxSettings,
+        capability: &SandboxCapability,
+        data_dir: &Path,
+    ) -> (ShellSandbox, Vec<String>) {
+        let mut passed_over = Vec::new();
+        for candidate in candidates(settings.mode) {
+            let offered = match candidate {
+                SandboxKind::Bubblewrap => {
+                    capability.bubblewrap.clone().map(|()| Choice::Bubblewrap)
+                }
+                SandboxKind::Landlock => capability
+                    .landlock_abi
+                    .clone()
+                    .map(|abi| Choice::Landlock { abi }),
+                SandboxKind::None => continue,
+            };
+            let tried = match offered {
+                Ok(choice) => {
+                    let sandbox = ShellSandbox::with_choice(settings, choice, data_dir);
+                    match sandbox.trial(data_dir).await {
+                        Ok(()) => return (sandbox, passed_over),
+                        Err(why) => why,
+                    }
+                }
+                Err(why) => why,
+            };
+            passed_over.push(format!("{}: {tried}", candidate.as_str()));
+        }
+        let why = match settings.mode {
+            SandboxMode::Off => "[sandbox] mode is \"off\"".to_owned(),
+            _ => passed_over.join("; "),
+        };
+        let choice = if settings.allow_unsandboxed {
+            Choice::Unsandboxed
+        } else {
+            Choice::Refused { why }
+        };
+        (
+            ShellSandbox::with_choice(settings, choice, data_dir),
+            passed_over,
+        )
+    }
+
+    fn with_choice(settings: &SandboxSettings, choice: Choice, data_dir: &Path) -> ShellSandbox {
         let confines = matches!(choice, Choice::Bubblewrap | Choice::Landlock { .. });
         let backend = if confines {
             LimitsBackend::probe()
@@ -224,10 +309,71 @@ impl ShellSandbox {
         }
     }
 
+    /// Starts a spawner in this sandbox, as a session's first call would, and runs `true`
+    /// through it; `Err` says why that failed (with the spawner's stderr).
+    async fn trial(&self, data_dir: &Path) -> Result<(), String> {
+        const SESSION: &str = "sandbox-probe";
+        let workspace = data_dir.join(SESSION);
+        std::fs::create_dir_all(&workspace).map_err(|err| {
+            format!(
+                "cannot create the probe's workspace \"{}\": {err}",
+                workspace.display()
+            )
+        })?;
+        let spawners = SpawnerSet::default();
+        let confinement = self
+            .confine(
+                &spawners,
+                (SESSION, None),
+                &workspace,
+                PermissionLevel::WorkspaceWrite,
+                false,
+            )
+            .map_err(|err| err.message().to_owned())?;
+        let Confinement::Spawner(spawner) = confinement else {
+            return Ok(());
+        };
+        let ran = tokio::time::timeout(TRIAL_DEADLINE, async {
+            let null = || {
+                std::fs::File::options()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null")
+            };
+            let stdio = [null()?.into(), null()?.into(), null()?.into()];
+            let mut shell = spawner
+                .run(&workspace, vec!["true".into()], stdio, Vec::new(), &[])
+                .await?;
+            shell.wait().await
+        })
+        .await;
+        spawners.shut_down(SESSION).await;
+        let _ = std::fs::remove_dir_all(self.session_temp_dir(SESSION));
+        let _ = std::fs::remove_dir(&workspace);
+        match ran {
+            Ok(Ok(status)) if status.success() => Ok(()),
+            Ok(Ok(status)) => Err(format!("`true` run in it ended with {status}")),
+            Ok(Err(err)) => Err(err.to_string()),
+            Err(_) => Err(format!(
+                "its spawner did not run `true` within {} s",
+                TRIAL_DEADLINE.as_secs()
+            )),
+        }
+    }
+
     /// The same sandbox with its spawner run as `program` (a toold binary).
     pub fn with_spawner_program(mut self, program: PathBuf) -> ShellSandbox {
         self.spawner_program = Ok(program);
         self
+    }
+
+    /// The sandbox shells run in (`None` when unsandboxed or refused).
+    pub fn kind(&self) -> SandboxKind {
+        match self.choice {
+            Choice::Bubblewrap => SandboxKind::Bubblewrap,
+            Choice::Landlock { .. } => SandboxKind::Landlock,
+            Choice::Unsandboxed | Choice::Refused { .. } => SandboxKind::None,
+        }
     }
 
     /// Whether shells are confined to the workspace (so a write there needs only
@@ -328,8 +474,13 @@ impl ShellSandbox {
             Choice::Bubblewrap => {
                 plan.kind = SandboxKind::Bubblewrap;
                 plan.program = BWRAP.into();
-                plan.args =
-                    bwrap::arguments(workspace, workspace, self.data_dir.as_deref(), network);
+                plan.args = bwrap::arguments(
+                    workspace,
+                    workspace,
+                    self.data_dir.as_deref(),
+                    network,
+                    Some(&toold),
+                );
                 plan.args.push(toold.into());
             }
             Choice::Landlock { abi } => {
@@ -340,7 +491,9 @@ impl ShellSandbox {
                         temp.display()
                     ))
                 })?;
-                let readable = landlock::readable_around(self.data_dir.as_deref());
+                let mut readable = landlock::readable_around(self.data_dir.as_deref());
+                // The spawner's binary itself, which may lie in the hidden data directory.
+                readable.push(toold.clone());
                 let ruleset = landlock::ruleset(*abi, &readable, &[workspace, &temp], network)
                     .map_err(std::io::Error::other)?;
                 plan.kind = SandboxKind::Landlock;

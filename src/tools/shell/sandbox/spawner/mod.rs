@@ -13,7 +13,11 @@
 //! Sessions never share a spawner ([`SpawnerSet`] keys them by session id). It ends with the
 //! session ([`SpawnerSet::shut_down`], called where background shells are stopped) and with the
 //! daemon. If it dies, the call in flight gets an error saying so, and the next call starts a
-//! new one. Deliberately absent: choosing the sandbox (that is [`super::ShellSandbox`]).
+//! new one. Its stderr (where bubblewrap, and the spawner itself, say why they failed) is read
+//! line by line into the daemon's log at `warn`, and its last lines are kept
+//! ([`SpawnerStderr`]) for the error of a call it could not start: a sandbox that cannot start
+//! its spawner must say why, not only that it ended. Deliberately absent: choosing the sandbox
+//! (that is [`super::ShellSandbox`]).
 
 pub(crate) mod server;
 
@@ -41,6 +45,10 @@ use crate::tool::SessionView;
 const CONTROL_FD: RawFd = 3;
 /// How long closing a session waits for its spawner to go.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+/// How much of a spawner's stderr is kept for errors (its last bytes).
+const STDERR_KEPT: usize = 2048;
+/// How long a failed call waits for a dying spawner's last words on stderr.
+const STDERR_WAIT: Duration = Duration::from_millis(500);
 
 /// How to start a session's spawner, prepared by [`super::ShellSandbox`].
 #[derive(Debug)]
@@ -66,7 +74,55 @@ pub(crate) struct SessionSpawner {
     /// `None` once shut down.
     control: Mutex<Option<OwnedFd>>,
     process: Mutex<Child>,
+    stderr: Arc<SpawnerStderr>,
     _cgroup: Option<SessionCgroup>,
+}
+
+/// The last [`STDERR_KEPT`] bytes a spawner wrote to stderr, and whether it closed it.
+#[derive(Debug)]
+struct SpawnerStderr {
+    text: Mutex<String>,
+    closed: watch::Sender<bool>,
+}
+
+impl SpawnerStderr {
+    /// Reads `pipe` to its end in a task: each line to the log, the tail kept.
+    fn read(pipe: tokio::process::ChildStderr, session_id: &str) -> Arc<SpawnerStderr> {
+        use tokio::io::AsyncBufReadExt;
+        let stderr = Arc::new(SpawnerStderr {
+            text: Mutex::new(String::new()),
+            closed: watch::Sender::new(false),
+        });
+        let keep = stderr.clone();
+        let session = session_id.to_owned();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::warn!(session = %session, "sandbox spawner: {line}");
+                let mut text = locked(&keep.text);
+                if !text.is_empty() {
+                    text.push_str("; ");
+                }
+                text.push_str(line.trim());
+                if text.len() > STDERR_KEPT {
+                    let mut cut = text.len() - STDERR_KEPT;
+                    while !text.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    text.drain(..cut);
+                }
+            }
+            keep.closed.send_replace(true);
+        });
+        stderr
+    }
+
+    /// What was written, once the pipe closed or [`STDERR_WAIT`] passed.
+    async fn last_words(&self) -> String {
+        let mut closed = self.closed.subscribe();
+        let _ = tokio::time::timeout(STDERR_WAIT, closed.wait_for(|closed| *closed)).await;
+        locked(&self.text).clone()
+    }
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -88,7 +144,7 @@ impl SessionSpawner {
             .args(["--session", session_id])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(false);
         super::super::process::clean_environment(&mut command);
         for (key, value) in &plan.env {
@@ -107,15 +163,24 @@ impl SessionSpawner {
         unsafe {
             command.pre_exec(move || spawner_setup(daemon, theirs_fd, landlock, &procs));
         }
-        let process = command.spawn()?;
+        let mut process = command.spawn()?;
         drop(command);
         drop(theirs);
         wire::set_nonblocking(ours.as_raw_fd(), true)?;
+        let stderr = match process.stderr.take() {
+            Some(pipe) => SpawnerStderr::read(pipe, session_id),
+            // Piped above, so always there; an empty record otherwise.
+            None => Arc::new(SpawnerStderr {
+                text: Mutex::new(String::new()),
+                closed: watch::Sender::new(true),
+            }),
+        };
         Ok(SessionSpawner {
             kind: plan.kind,
             limits_name: plan.limits_name,
             control: Mutex::new(Some(ours)),
             process: Mutex::new(process),
+            stderr,
             _cgroup: plan.cgroup,
         })
     }
@@ -126,6 +191,15 @@ impl SessionSpawner {
 
     pub(crate) fn limits_name(&self) -> &'static str {
         self.limits_name
+    }
+
+    /// `gone(what)`, with what the spawner last wrote to stderr (bubblewrap's reason, say).
+    async fn gone_saying(&self, what: &str) -> io::Error {
+        let words = self.stderr.last_words().await;
+        if words.is_empty() {
+            return gone(what);
+        }
+        gone(&format!("{what} (its stderr: {words})"))
     }
 
     /// Whether the spawner still runs (and was not shut down).
@@ -161,11 +235,15 @@ impl SessionSpawner {
         let mut fds = vec![reply_theirs.as_raw_fd()];
         fds.extend(stdio.iter().map(AsRawFd::as_raw_fd));
         fds.extend(more.iter().map(AsRawFd::as_raw_fd));
-        {
+        let sent = {
             let control = locked(&self.control);
             let control = control.as_ref().ok_or_else(|| gone("was shut down"))?;
             wire::send_with_fds(control.as_raw_fd(), &request.encode(), &fds)
-                .map_err(|err| gone(&format!("does not take requests ({err})")))?;
+        };
+        if let Err(err) = sent {
+            return Err(self
+                .gone_saying(&format!("does not take requests ({err})"))
+                .await);
         }
         // The spawner holds its own copies now; ours must close so the pipes can end.
         drop((reply_theirs, stdio, more));
@@ -188,7 +266,7 @@ impl SessionSpawner {
                     "the command ended before it could exec (its descriptors could not be set up)",
                 ));
             }
-            _ => return Err(gone("ended before the command started")),
+            _ => return Err(self.gone_saying("ended before the command started").await),
         };
         let (status_tx, status_rx) = watch::channel(None);
         tokio::spawn(async move {
