@@ -5,6 +5,16 @@
 //! batch; a broken call input (an OpenAI `arguments` string that is not JSON) is only that
 //! call's `input_validation` error. Results mirror the request's shape so an agent can append
 //! them to its conversation unchanged.
+//!
+//! Unknown members are refused where toold owns the shape: every envelope (each format's
+//! own members plus `format` and `idempotency_key`) and each toold `calls[]` entry (`id`,
+//! `name`, `input`). A dropped member is a silent misunderstanding — `arguments` for `input`
+//! would run the call with `{}` and blame the tool's schema, `idempotencykey` would turn a
+//! retry into a second run — so the error names the member, the ones expected, and the
+//! likely one meant ([`UnknownField`]). What the provider SDKs put in their own items
+//! (Anthropic content blocks, Responses output items, the Chat Completions message and its
+//! `tool_calls`) is theirs and grows with every SDK release, so it stays accepted and
+//! ignored; a call's input is its tool's schema's business.
 
 use std::collections::HashSet;
 
@@ -64,6 +74,95 @@ pub enum EnvelopeError {
     UnknownFormat(String),
     #[error("duplicate call id \"{0}\" in one batch")]
     DuplicateCallId(String),
+    #[error("{0}")]
+    UnknownField(UnknownField),
+}
+
+/// A member toold does not know, where it was, what was expected there, and a hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    pub field: String,
+    /// `the batch body` or `calls[N]`.
+    pub place: String,
+    pub expected: &'static [&'static str],
+    /// `did you mean "input"?` and the like.
+    pub hint: Option<String>,
+}
+
+impl std::fmt::Display for UnknownField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown field \"{}\" in {}; expected one of: {}",
+            self.field,
+            self.place,
+            self.expected.join(", ")
+        )?;
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
+    }
+}
+
+/// The envelope's members in each shape, and a toold call's.
+const TOOLD_ENVELOPE: &[&str] = &["calls", "idempotency_key", "format"];
+const ANTHROPIC_ENVELOPE: &[&str] = &["format", "content", "idempotency_key"];
+const OPENAI_ENVELOPE: &[&str] = &["format", "output", "idempotency_key"];
+const OPENAI_CHAT_ENVELOPE: &[&str] = &["format", "message", "idempotency_key"];
+const TOOLD_CALL: &[&str] = &["id", "name", "input"];
+
+/// The member names other shapes (and habits from them) use for a toold call's members.
+const TOOLD_CALL_ALIASES: &[(&str, &str)] = &[
+    ("arguments", "input"),
+    ("args", "input"),
+    ("parameters", "input"),
+    ("params", "input"),
+    ("tool_input", "input"),
+    ("tool", "name"),
+    ("tool_name", "name"),
+    ("function", "name"),
+    ("call_id", "id"),
+    ("tool_use_id", "id"),
+    ("tool_call_id", "id"),
+];
+
+/// A toold envelope's member that belongs to another shape, and that shape's format.
+const OTHER_SHAPES: &[(&str, &str)] = &[
+    ("content", "anthropic"),
+    ("output", "openai"),
+    ("message", "openai_chat"),
+];
+
+/// The first member of `object` not in `expected`, as an error with a hint: a known alias's
+/// meaning, else the closest expected name, else (toold envelope) the format it belongs to.
+fn refuse_unknown(
+    object: &Map<String, Value>,
+    expected: &'static [&'static str],
+    place: impl FnOnce() -> String,
+    aliases: &[(&str, &str)],
+) -> Result<(), EnvelopeError> {
+    let Some(field) = object.keys().find(|key| !expected.contains(&key.as_str())) else {
+        return Ok(());
+    };
+    let alias = aliases.iter().find(|(alias, _)| alias == field);
+    let meant = alias
+        .map(|(_, meant)| *meant)
+        .or_else(|| crate::tool::closest(field, expected.iter().copied()));
+    let hint = match meant {
+        Some(meant) => Some(format!("did you mean \"{meant}\"?")),
+        None if expected == TOOLD_ENVELOPE => OTHER_SHAPES
+            .iter()
+            .find(|(member, _)| member == field)
+            .map(|(_, format)| format!("an {format} body says \"format\": \"{format}\"")),
+        None => None,
+    };
+    Err(EnvelopeError::UnknownField(UnknownField {
+        field: field.clone(),
+        place: place(),
+        expected,
+        hint,
+    }))
 }
 
 /// A batch as every door hands it to the service: the provider shape its answer takes, its
@@ -185,6 +284,13 @@ impl BatchRequest {
             },
             Some(_) => return Err(malformed("\"format\" must be a string")),
         };
+        let envelope = match format {
+            BatchFormat::Toold => TOOLD_ENVELOPE,
+            BatchFormat::Anthropic => ANTHROPIC_ENVELOPE,
+            BatchFormat::OpenAi => OPENAI_ENVELOPE,
+            BatchFormat::OpenAiChat => OPENAI_CHAT_ENVELOPE,
+        };
+        refuse_unknown(&object, envelope, || "the batch body".to_owned(), &[])?;
         let calls = match format {
             BatchFormat::Toold => toold_calls(&mut object)?,
             BatchFormat::Anthropic => anthropic_calls(&mut object)?,
@@ -267,6 +373,10 @@ fn toold_calls(object: &mut Map<String, Value>) -> Result<Vec<ToolCall>, Envelop
         .into_iter()
         .enumerate()
         .map(|(position, mut call)| {
+            if let Value::Object(members) = &call {
+                let place = || format!("calls[{position}]");
+                refuse_unknown(members, TOOLD_CALL, place, TOOLD_CALL_ALIASES)?;
+            }
             Ok(ToolCall {
                 id: string_field(&mut call, "id", position)?,
                 name: string_field(&mut call, "name", position)?,

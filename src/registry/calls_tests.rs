@@ -209,3 +209,71 @@ fn typed_calls_follow_the_toold_envelope_rules() {
         None
     );
 }
+
+#[test]
+fn unknown_members_of_toolds_shapes_are_refused_with_a_hint() {
+    let refused = |body: serde_json::Value| match BatchRequest::from_json(&body) {
+        Err(EnvelopeError::UnknownField(unknown)) => unknown,
+        other => panic!("{body}: {other:?}"),
+    };
+    let arguments = refused(json!({"calls": [
+        {"id": "a", "name": "bash", "input": {}},
+        {"id": "b", "name": "bash", "arguments": {"command": "ls"}}]}));
+    assert_eq!(
+        arguments.to_string(),
+        "unknown field \"arguments\" in calls[1]; expected one of: id, name, input \
+         (did you mean \"input\"?)"
+    );
+    let key = refused(json!({"calls": [], "idempotencykey": "k"}));
+    assert_eq!(key.field, "idempotencykey");
+    assert_eq!(key.place, "the batch body");
+    assert_eq!(
+        key.hint.as_deref(),
+        Some("did you mean \"idempotency_key\"?")
+    );
+    let shape = refused(json!({"content": []}));
+    assert_eq!(
+        shape.hint.as_deref(),
+        Some("an anthropic body says \"format\": \"anthropic\"")
+    );
+    for (body, field) in [
+        (
+            json!({"format": "anthropic", "content": [], "model": "m"}),
+            "model",
+        ),
+        (
+            json!({"format": "openai", "output": [], "calls": []}),
+            "calls",
+        ),
+        (
+            json!({"format": "openai_chat", "message": {}, "choices": []}),
+            "choices",
+        ),
+        (
+            json!({"format": "toold", "calls": [], "stream": true}),
+            "stream",
+        ),
+    ] {
+        assert_eq!(refused(body.clone()).field, field, "{body}");
+    }
+}
+
+#[test]
+fn provider_items_keep_the_members_their_sdks_add() {
+    let anthropic = json!({"format": "anthropic", "idempotency_key": "k", "content": [
+        {"type": "tool_use", "id": "tu", "name": "echo", "input": {},
+         "cache_control": {"type": "ephemeral"}, "caller": {"type": "direct"}}]});
+    assert_eq!(BatchRequest::from_json(&anthropic).unwrap().calls.len(), 1);
+    let openai = json!({"format": "openai", "output": [
+        {"type": "function_call", "id": "fc", "call_id": "c", "name": "echo",
+         "arguments": "{}", "status": "completed", "namespace": null}]});
+    assert_eq!(BatchRequest::from_json(&openai).unwrap().calls.len(), 1);
+    let chat = json!({"format": "openai_chat", "message": {"role": "assistant",
+        "content": null, "refusal": null, "annotations": [], "audio": null,
+        "tool_calls": [{"id": "c", "type": "function", "index": 0,
+                        "function": {"name": "echo", "arguments": "{}", "strict": true}}]}});
+    assert_eq!(BatchRequest::from_json(&chat).unwrap().calls.len(), 1);
+    // A call's input is its tool's business, whatever it holds.
+    let toold = json!({"calls": [{"id": "a", "name": "echo", "input": {"arguments": 1}}]});
+    assert_eq!(BatchRequest::from_json(&toold).unwrap().calls.len(), 1);
+}

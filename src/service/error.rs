@@ -136,9 +136,9 @@ impl From<EnvelopeError> for ServiceError {
     fn from(err: EnvelopeError) -> ServiceError {
         let code = match err {
             EnvelopeError::DuplicateCallId(_) => ErrorCode::Conflict,
-            EnvelopeError::Malformed(_) | EnvelopeError::UnknownFormat(_) => {
-                ErrorCode::InvalidRequest
-            }
+            EnvelopeError::Malformed(_)
+            | EnvelopeError::UnknownFormat(_)
+            | EnvelopeError::UnknownField(_) => ErrorCode::InvalidRequest,
         };
         ServiceError::new(code, err.to_string())
     }

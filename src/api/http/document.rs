@@ -12,7 +12,8 @@
 //! - **Batch bodies** (`registry::calls`): four shapes told apart by `format`; a toold call
 //!   needs a non-empty `id` and `name` and any `input` (a wrong input is the call's own
 //!   error, data in a 200); Anthropic, OpenAI and Chat Completions items that are not tool
-//!   calls are ignored, so only tool calls have required fields.
+//!   calls are ignored, so only tool calls have required fields. Envelopes and toold calls
+//!   have no members beyond those named (`additionalProperties: false`); provider items may.
 //! - **SSE**: a `text/event-stream` response documents one frame (`event`, `id`, `data`, the
 //!   data a JSON text), as OpenAPI 3.1 readers take an event stream's schema.
 //! - **Observers**: every write under `/v1` may answer 403 (DESIGN §10).
@@ -274,37 +275,46 @@ fn batch_request_schema() -> Value {
             {
                 "title": "toold",
                 "required": ["calls"],
+                "additionalProperties": false,
                 "properties": {
                     "format": {"enum": ["toold", null]},
+                    "idempotency_key": {},
                     "calls": {"type": "array", "items": {
                         "type": "object",
                         "required": ["id", "name"],
+                        "additionalProperties": false,
                         "properties": {"id": non_empty, "name": non_empty, "input": {}},
                     }},
                 },
             },
             {
                 "title": "anthropic",
+                "additionalProperties": false,
                 "required": ["format", "content"],
                 "properties": {
                     "format": {"const": "anthropic"},
+                    "idempotency_key": {},
                     "content": {"type": "array", "items": call_item("tool_use", &["id", "name"])},
                 },
             },
             {
                 "title": "openai",
+                "additionalProperties": false,
                 "required": ["format", "output"],
                 "properties": {
                     "format": {"const": "openai"},
+                    "idempotency_key": {},
                     "output": {"type": "array",
                                "items": call_item("function_call", &["call_id", "name"])},
                 },
             },
             {
                 "title": "openai_chat",
+                "additionalProperties": false,
                 "required": ["format", "message"],
                 "properties": {
                     "format": {"const": "openai_chat"},
+                    "idempotency_key": {},
                     "message": {"type": "object", "properties": {"tool_calls": {
                         "type": ["array", "null"],
                         "items": {

@@ -153,7 +153,7 @@ impl Toold {
         self.dir.path().join("projects").canonicalize().unwrap()
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.request_as(self.token.as_deref(), method, path)
     }
 

@@ -17,3 +17,4 @@ mod lifecycle;
 mod ops;
 mod sandbox_hooks;
 mod scheduling;
+mod unknown_fields;
