@@ -7,28 +7,46 @@
 //! take `--url`/`TOOLD_URL` and `--token`/`TOOLD_TOKEN` through clap's `env`, as `--config`
 //! does: they are the client's own flags, not the daemon's settings, so `config` (which reads
 //! the daemon's `TOOLD_*` environment) stays out of it and a broken settings file does not
-//! stop a client. Their exit codes are the client's (0 done, 1 tool failed, 2 usage, 3 auth,
-//! 4 unreachable); clap's own usage errors exit 2 as well.
+//! stop a client. They (with `--ca-cert` and `-o/--output`) are global, declared once on
+//! [`Cli`]: `toold --url U sessions` and `toold sessions --url U` are the same command (the
+//! daemon's subcommands accept and ignore them). Their exit codes are the client's
+//! ([`EXIT_CODES`]: 0 done, 1 tool failed, 2 usage, 3 auth, 4 unreachable, 5 certificate);
+//! clap's own usage errors exit 2 as well.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::{ApprovalDecision, ClientCommand, Connection, TailRequest};
+use crate::client::{ApprovalDecision, ClientCommand, Connection, Output, TailRequest};
 use crate::config::{McpFlags, PermissionLevel, ServerFlags, Settings};
 use crate::tools::SandboxMode;
+
+/// The client subcommands' exit codes, as `--help` shows them (`crate::client::ExitStatus`).
+pub const EXIT_CODES: &str = "\
+Client exit codes (sessions, tools, call, tail, approvals):
+  0  done
+  1  the tool failed, or the API refused the request (unknown session, approval gone)
+  2  usage: a malformed argument, or a request the API calls invalid
+  3  auth: the token was refused (401/403)
+  4  unreachable: nothing answers at --url, or the connection was lost
+  5  certificate: an https:// daemon answered with a certificate this client does not
+     trust (self-signed or of a private CA: --ca-cert FILE; another host name; expired)";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "toold",
     version,
-    about = "An LLM agent's tool system as a network service"
+    about = "An LLM agent's tool system as a network service",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     /// Settings file (TOML).
     #[arg(long, global = true, env = "TOOLD_CONFIG")]
     pub config: Option<PathBuf>,
+
+    #[command(flatten)]
+    connect: ConnectArgs,
 
     #[command(subcommand)]
     pub command: Command,
@@ -53,18 +71,24 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum ClientSubcommand {
     /// List the sessions (client).
-    Sessions(ConnectArgs),
+    #[command(after_help = EXIT_CODES)]
+    Sessions,
     /// List the built-in tools, or their definitions in a provider's format (client).
+    #[command(after_help = EXIT_CODES)]
     Tools(ToolsArgs),
     /// Run one tool call and print its output; exit 1 if it failed (client).
+    #[command(after_help = EXIT_CODES)]
     Call(CallArgs),
     /// Follow the event stream, resuming after a dropped connection (client).
+    #[command(after_help = EXIT_CODES)]
     Tail(TailArgs),
     /// List pending approvals, or allow or deny one (client).
+    #[command(after_help = EXIT_CODES)]
     Approvals(ApprovalsArgs),
 }
 
-/// Where the daemon is, for the client subcommands.
+/// Where the daemon is and how to print, for the client subcommands: global, so they may
+/// come before or after the subcommand.
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
     /// The daemon's base URL.
@@ -72,32 +96,58 @@ pub struct ConnectArgs {
         long,
         global = true,
         env = "TOOLD_URL",
-        default_value = "http://127.0.0.1:7070"
+        default_value = crate::client::DEFAULT_URL,
+        help_heading = "Client options"
     )]
     url: String,
     /// The bearer token.
-    #[arg(long, global = true, env = "TOOLD_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLD_TOKEN",
+        hide_env_values = true,
+        help_heading = "Client options"
+    )]
     token: Option<String>,
     /// A PEM file of CA certificates to trust for an https:// URL (a daemon serving a
     /// certificate of a private CA), besides the built-in roots.
-    #[arg(long = "ca-cert", global = true, env = "TOOLD_CA_CERT")]
+    #[arg(
+        long = "ca-cert",
+        global = true,
+        env = "TOOLD_CA_CERT",
+        help_heading = "Client options"
+    )]
     ca_certificate: Option<PathBuf>,
+    /// `text` (tab-separated columns under a header; tail: one line per event) or `json`
+    /// (the API's JSON; tail: NDJSON, the server's event JSON).
+    #[arg(
+        short = 'o',
+        long = "output",
+        global = true,
+        default_value = "text",
+        value_parser = ["text", "json"],
+        help_heading = "Client options"
+    )]
+    output: String,
 }
 
 impl ConnectArgs {
-    fn connection(self) -> Connection {
-        Connection {
+    fn connection(self) -> (Connection, Output) {
+        let output = match self.output.as_str() {
+            "json" => Output::Json,
+            _ => Output::Text,
+        };
+        let connection = Connection {
             url: self.url,
             token: self.token,
             ca_certificate: self.ca_certificate,
-        }
+        };
+        (connection, output)
     }
 }
 
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
-    #[command(flatten)]
-    connect: ConnectArgs,
     /// Print definitions as JSON in this format: anthropic, openai, openai_chat, mcp, toold.
     #[arg(long)]
     format: Option<String>,
@@ -108,8 +158,6 @@ pub struct ToolsArgs {
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
-    #[command(flatten)]
-    connect: ConnectArgs,
     /// The tool's name.
     tool: String,
     /// The tool's input, a JSON object.
@@ -121,8 +169,6 @@ pub struct CallArgs {
 
 #[derive(Debug, Args)]
 pub struct TailArgs {
-    #[command(flatten)]
-    connect: ConnectArgs,
     /// Only this session's events.
     #[arg(long)]
     session: Option<String>,
@@ -135,15 +181,10 @@ pub struct TailArgs {
     /// Replay the stored events after this seq first.
     #[arg(long)]
     since_seq: Option<u64>,
-    /// `text` (one line per event) or `json` (NDJSON, the server's event JSON).
-    #[arg(short = 'o', long = "output", default_value = "text", value_parser = ["text", "json"])]
-    output: String,
 }
 
 #[derive(Debug, Args)]
 pub struct ApprovalsArgs {
-    #[command(flatten)]
-    connect: ConnectArgs,
     /// Only this session (default: every open session).
     #[arg(long, global = true)]
     session: Option<String>,
@@ -286,8 +327,9 @@ impl ServeArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Client(subcommand) = cli.command {
-        let (connection, command) = client_command(subcommand);
-        return ExitCode::from(crate::client::run(connection, command) as u8);
+        let command = client_command(subcommand);
+        let (connection, output) = cli.connect.connection();
+        return ExitCode::from(crate::client::run(connection, output, command) as u8);
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -298,50 +340,36 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// A client subcommand as the client takes it, with its connection.
-fn client_command(subcommand: ClientSubcommand) -> (Connection, ClientCommand) {
-    let (connect, command) = match subcommand {
-        ClientSubcommand::Sessions(connect) => (connect, ClientCommand::Sessions),
-        ClientSubcommand::Tools(args) => (
-            args.connect,
-            ClientCommand::Tools {
-                format: args.format,
-                session: args.session,
-            },
-        ),
-        ClientSubcommand::Call(args) => (
-            args.connect,
-            ClientCommand::Call {
-                tool: args.tool,
-                input: args.input,
-                session: args.session,
-            },
-        ),
-        ClientSubcommand::Tail(args) => (
-            args.connect,
-            ClientCommand::Tail(TailRequest {
-                session: args.session,
-                tool: args.tool,
-                event_type: args.event_type,
-                since_seq: args.since_seq,
-                json: args.output == "json",
-            }),
-        ),
+/// A client subcommand as the client takes it.
+fn client_command(subcommand: ClientSubcommand) -> ClientCommand {
+    match subcommand {
+        ClientSubcommand::Sessions => ClientCommand::Sessions,
+        ClientSubcommand::Tools(args) => ClientCommand::Tools {
+            format: args.format,
+            session: args.session,
+        },
+        ClientSubcommand::Call(args) => ClientCommand::Call {
+            tool: args.tool,
+            input: args.input,
+            session: args.session,
+        },
+        ClientSubcommand::Tail(args) => ClientCommand::Tail(TailRequest {
+            session: args.session,
+            tool: args.tool,
+            event_type: args.event_type,
+            since_seq: args.since_seq,
+        }),
         ClientSubcommand::Approvals(args) => {
             let decision = args.action.map(|action| match action {
                 ApprovalAction::Allow { id } => (ApprovalDecision::Allow, id),
                 ApprovalAction::Deny { id } => (ApprovalDecision::Deny, id),
             });
-            (
-                args.connect,
-                ClientCommand::Approvals {
-                    session: args.session,
-                    decision,
-                },
-            )
+            ClientCommand::Approvals {
+                session: args.session,
+                decision,
+            }
         }
-    };
-    (connect.connection(), command)
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

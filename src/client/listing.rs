@@ -1,6 +1,9 @@
 //! The listing commands: `toold sessions`, `toold tools [--format F]`, and `toold approvals
 //! [allow|deny ID]` (pending approvals across the open sessions, and resolving one). Lines are
-//! tab-separated columns, for a person and for `cut`/`awk` alike.
+//! tab-separated columns under a header row, for a person and for `cut`/`awk` alike; an empty
+//! listing is the header alone on stdout and `no sessions` (or the like) on stderr, so a
+//! person is told and a pipe gets no row that is not one. `-o json` prints the API's objects
+//! instead (a JSON array; an approval with its `session_id`).
 
 use std::io::Write;
 
@@ -10,10 +13,13 @@ use super::run_call::in_session;
 use super::wire::{ApiClient, ClientError, encode};
 use super::{ApprovalDecision, ExitStatus};
 
-/// `ID  MODE  interactive|-  OWNER  WORKING_DIRECTORY  [closed]`, one session a line.
-pub async fn sessions(client: &ApiClient) -> Result<ExitStatus, ClientError> {
+/// `ID  MODE  interactive|-  OWNER  WORKING_DIRECTORY  open|closed`, one session a line.
+pub async fn sessions(client: &ApiClient, json: bool) -> Result<ExitStatus, ClientError> {
     let listed = client.get_json("/v1/sessions").await?;
-    let mut lines = Vec::new();
+    if json {
+        return print_json(array(&listed, "sessions"));
+    }
+    let mut lines = vec!["ID\tMODE\tINTERACTIVE\tOWNER\tWORKING_DIRECTORY\tSTATE".to_owned()];
     for session in array(&listed, "sessions") {
         let text = |key: &str| session[key].as_str().unwrap_or("-").to_owned();
         let interactive = if session["interactive"] == true {
@@ -21,20 +27,20 @@ pub async fn sessions(client: &ApiClient) -> Result<ExitStatus, ClientError> {
         } else {
             "-"
         };
-        let closed = if session["closed"] == true {
-            "\tclosed"
+        let state = if session["closed"] == true {
+            "closed"
         } else {
-            ""
+            "open"
         };
         lines.push(format!(
-            "{}\t{}\t{interactive}\t{}\t{}{closed}",
+            "{}\t{}\t{interactive}\t{}\t{}\t{state}",
             text("id"),
             text("permission_mode"),
             text("owner"),
             text("working_directory"),
         ));
     }
-    print_lines(&lines)
+    print_listing(&lines, "no sessions")
 }
 
 /// The catalogue (`NAME  DESCRIPTION'S FIRST LINE`), or with a format the definitions as that
@@ -43,18 +49,22 @@ pub async fn tools(
     client: &ApiClient,
     format: Option<&str>,
     session: Option<&str>,
+    json: bool,
 ) -> Result<ExitStatus, ClientError> {
     let Some(format) = format else {
         let catalogue = client.get_json("/v1/tools").await?;
-        let lines: Vec<String> = array(&catalogue, "tools")
-            .iter()
-            .map(|tool| {
+        if json {
+            return print_json(array(&catalogue, "tools"));
+        }
+        let header = std::iter::once("NAME\tDESCRIPTION".to_owned());
+        let lines: Vec<String> = header
+            .chain(array(&catalogue, "tools").iter().map(|tool| {
                 let description = tool["description"].as_str().unwrap_or("");
                 let first = description.lines().next().unwrap_or("");
                 format!("{}\t{first}", tool["name"].as_str().unwrap_or("-"))
-            })
+            }))
             .collect();
-        return print_lines(&lines);
+        return print_listing(&lines, "no tools");
     };
     let definitions = in_session(client, session, async |id: &str| {
         let path = format!(
@@ -74,11 +84,22 @@ pub async fn tools(
 pub async fn approvals(
     client: &ApiClient,
     session: Option<&str>,
+    json: bool,
 ) -> Result<ExitStatus, ClientError> {
-    let lines: Vec<String> = pending(client, session)
-        .await?
-        .iter()
-        .map(|(session, approval)| {
+    let pending = pending(client, session).await?;
+    if json {
+        let approvals: Vec<Value> = pending
+            .into_iter()
+            .map(|(session, mut approval)| {
+                approval["session_id"] = Value::String(session);
+                approval
+            })
+            .collect();
+        return print_json(&approvals);
+    }
+    let header = std::iter::once("ID\tSESSION\tTOOL\tCALL\tINPUT\tREASON".to_owned());
+    let lines: Vec<String> = header
+        .chain(pending.iter().map(|(session, approval)| {
             let text = |key: &str| approval[key].as_str().unwrap_or("-").to_owned();
             format!(
                 "{}\t{session}\t{}\t{}\t{}\t{}",
@@ -88,9 +109,9 @@ pub async fn approvals(
                 approval["input"],
                 text("reason"),
             )
-        })
+        }))
         .collect();
-    print_lines(&lines)
+    print_listing(&lines, "no pending approvals")
 }
 
 /// Allows or denies approval `id`, in `session` or in whichever open session holds it.
@@ -160,6 +181,22 @@ async fn pending(
 
 fn array<'a>(body: &'a Value, key: &str) -> &'a [Value] {
     body[key].as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// A header and its rows; with no rows, `empty` said on stderr.
+fn print_listing(lines: &[String], empty: &str) -> Result<ExitStatus, ClientError> {
+    let status = print_lines(lines)?;
+    if lines.len() <= 1 {
+        eprintln!("toold: {empty}");
+    }
+    Ok(status)
+}
+
+/// `items` as one pretty JSON array.
+fn print_json(items: &[Value]) -> Result<ExitStatus, ClientError> {
+    let text = serde_json::to_string_pretty(items)
+        .map_err(|err| ClientError::Failed(format!("the listing does not print: {err}")))?;
+    print_lines(&[text])
 }
 
 fn print_lines(lines: &[String]) -> Result<ExitStatus, ClientError> {

@@ -6,7 +6,10 @@
 //! Exit codes ([`ExitStatus`]): 0 done, 1 the tool failed (or the API refused the request:
 //! an unknown session, a pending approval that is gone), 2 usage (a malformed JSON argument,
 //! a request the API calls invalid), 3 auth (401/403), 4 unreachable (nothing listening, or
-//! the connection lost before an answer).
+//! the connection lost before an answer), 5 certificate (an `https://` daemon answered with a
+//! certificate this client refuses: self-signed or of an unknown CA, for another name,
+//! expired; `--ca-cert` trusts a private CA). A certificate is not "unreachable": something
+//! answered, and retrying will not help, so `tail` gives up at once instead of retrying.
 //!
 //! Decisions where the issue is silent:
 //! - `call` without `--session` runs in a session of its own, created for the call and closed
@@ -41,6 +44,9 @@ use std::io::IsTerminal;
 
 pub use wire::{ApiClient, ClientError};
 
+/// The daemon's address when neither `--url` nor `TOOLD_URL` names one.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7070";
+
 /// How a client command ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -49,6 +55,7 @@ pub enum ExitStatus {
     Usage = 2,
     Auth = 3,
     Unreachable = 4,
+    Certificate = 5,
 }
 
 /// Where the daemon is and who is asking (`--url`/`TOOLD_URL`, `--token`/`TOOLD_TOKEN`), and
@@ -68,7 +75,14 @@ pub struct TailRequest {
     pub tool: Option<String>,
     pub event_type: Option<String>,
     pub since_seq: Option<u64>,
-    pub json: bool,
+}
+
+/// `-o text|json`: how the listings and `tail` print (`call` prints the tool's output either
+/// way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Text,
+    Json,
 }
 
 /// A client subcommand, as the command line parsed it.
@@ -108,7 +122,7 @@ impl ApprovalDecision {
 
 /// Runs one client command to its end; errors are printed here (once, on stderr) and become
 /// the exit status.
-pub fn run(connection: Connection, command: ClientCommand) -> ExitStatus {
+pub fn run(connection: Connection, output: Output, command: ClientCommand) -> ExitStatus {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -119,7 +133,7 @@ pub fn run(connection: Connection, command: ClientCommand) -> ExitStatus {
             return ExitStatus::ToolFailed;
         }
     };
-    match runtime.block_on(dispatch(connection, command)) {
+    match runtime.block_on(dispatch(connection, output, command)) {
         Ok(status) => status,
         Err(ClientError::Output(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
             ExitStatus::Done
@@ -133,13 +147,15 @@ pub fn run(connection: Connection, command: ClientCommand) -> ExitStatus {
 
 async fn dispatch(
     connection: Connection,
+    output: Output,
     command: ClientCommand,
 ) -> Result<ExitStatus, ClientError> {
     let client = ApiClient::new(&connection)?;
+    let json = output == Output::Json;
     match command {
-        ClientCommand::Sessions => listing::sessions(&client).await,
+        ClientCommand::Sessions => listing::sessions(&client, json).await,
         ClientCommand::Tools { format, session } => {
-            listing::tools(&client, format.as_deref(), session.as_deref()).await
+            listing::tools(&client, format.as_deref(), session.as_deref(), json).await
         }
         ClientCommand::Call {
             tool,
@@ -147,11 +163,11 @@ async fn dispatch(
             session,
         } => run_call::call(&client, &tool, &input, session.as_deref()).await,
         ClientCommand::Tail(request) => {
-            let colour = std::io::stdout().is_terminal() && !request.json;
-            tail::tail(&client, &request, colour).await
+            let colour = std::io::stdout().is_terminal() && !json;
+            tail::tail(&client, &request, json, colour).await
         }
         ClientCommand::Approvals { session, decision } => match decision {
-            None => listing::approvals(&client, session.as_deref()).await,
+            None => listing::approvals(&client, session.as_deref(), json).await,
             Some((decision, id)) => {
                 listing::resolve(&client, session.as_deref(), decision, &id).await
             }

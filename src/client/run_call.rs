@@ -1,6 +1,15 @@
 //! `toold call TOOL JSON [--session ID]`: one call in a batch of its own, streamed (SSE) so
 //! the tool's progress can turn a spinner on stderr while it runs; then its output on stdout,
 //! whole (an offloaded output paged from `GET /v1/results/{id}`), and exit 1 if it failed.
+//!
+//! A call that waits for an approval says so on stderr, on a terminal or not, with the
+//! approval's id and the command that answers it (`toold approvals allow|deny ID`, with
+//! `--url` when it is not the default; never the token). The batch stream carries only
+//! progress and results, so the session's events (`GET /v1/events?session=`) are followed
+//! alongside, opened before the batch is posted (the daemon subscribes before it answers, so
+//! no `permission:ask` of the batch can be missed) and matched by the batch's id from its
+//! `x-toold-batch-id` header. When the events cannot be opened (a token that may not read
+//! them) the call runs all the same, without the notice.
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -9,7 +18,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ExitStatus;
-use super::sse::FrameReader;
+use super::sse::{Frame, FrameReader};
 use super::wire::{ApiClient, ClientError, encode, with_json};
 
 /// Characters asked for per page of an offloaded output (the API's default page).
@@ -107,9 +116,17 @@ async fn run_one(
 ) -> Result<Value, ClientError> {
     let path = format!("/v1/sessions/{}/batches", encode(session));
     let body = json!({"calls": [{"id": "call", "name": tool, "input": input}]});
+    let mut asks = ApprovalAsks::open(client, session).await;
     let builder = with_json(client.request(reqwest::Method::POST, &path), &body)
         .header("accept", "text/event-stream");
     let response = client.send(builder, &path).await?;
+    if let Some(asks) = &mut asks {
+        asks.batch_id = response
+            .headers()
+            .get("x-toold-batch-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+    }
     let spinner = Spinner::start(tool);
     let mut frames = FrameReader::new(response);
     let mut result = None;
@@ -118,7 +135,30 @@ async fn run_one(
         reason: format!("the connection was lost before the result: {reason}"),
     };
     loop {
-        let Some(frame) = frames.next().await.map_err(lost)? else {
+        let next = match &mut asks {
+            Some(watch) => tokio::select! {
+                frame = frames.next() => Next::Frame(frame),
+                seen = watch.next() => Next::Seen(seen),
+            },
+            None => Next::Frame(frames.next().await),
+        };
+        let next = match next {
+            Next::Frame(frame) => frame,
+            Next::Seen(Some(Seen::Asked(notice))) => {
+                spinner.say(&notice, "waiting for approval");
+                continue;
+            }
+            Next::Seen(Some(Seen::Decided)) => {
+                spinner.clear();
+                continue;
+            }
+            // The events are only for the notice: the call goes on without them.
+            Next::Seen(None) => {
+                asks = None;
+                continue;
+            }
+        };
+        let Some(frame) = next.map_err(lost)? else {
             break;
         };
         match frame.event.as_str() {
@@ -137,6 +177,91 @@ async fn run_one(
     }
     spinner.stop();
     result.ok_or_else(|| lost("the stream ended".into()))
+}
+
+/// Whichever stream spoke first.
+enum Next {
+    Frame(Result<Option<Frame>, String>),
+    Seen(Option<Seen>),
+}
+
+/// What the session's events said about the batch's approvals.
+enum Seen {
+    /// The notice to print: waiting for approval ID, and how to answer it.
+    Asked(String),
+    /// An approval was answered (or a rule decided): the call goes on or ends.
+    Decided,
+}
+
+/// The session's event stream, read for the batch's `permission:ask` and
+/// `permission:decision` events.
+struct ApprovalAsks {
+    frames: FrameReader,
+    /// The batch's id once its response is in; events of other batches are skipped.
+    batch_id: Option<String>,
+    /// How to reach the daemon in the answering command (`--url` when not the default).
+    url_flag: String,
+    asked: bool,
+}
+
+impl ApprovalAsks {
+    /// The stream, subscribed (the response's head is in), or `None` when it cannot be had.
+    async fn open(client: &ApiClient, session: &str) -> Option<ApprovalAsks> {
+        let path = format!("/v1/events?session={}", encode(session));
+        let builder = client
+            .request(reqwest::Method::GET, &path)
+            .header("accept", "text/event-stream");
+        let response = client.send(builder, &path).await.ok()?;
+        let url_flag = if client.base() == super::DEFAULT_URL {
+            String::new()
+        } else {
+            format!(" --url {}", client.base())
+        };
+        Some(ApprovalAsks {
+            frames: FrameReader::new(response),
+            batch_id: None,
+            url_flag,
+            asked: false,
+        })
+    }
+
+    /// The next thing worth saying; `None` when the stream ended or broke.
+    async fn next(&mut self) -> Option<Seen> {
+        loop {
+            let frame = self.frames.next().await.ok()??;
+            let event: Value = serde_json::from_str(&frame.data).unwrap_or(Value::Null);
+            let ours = self
+                .batch_id
+                .as_deref()
+                .is_none_or(|batch| event["batch_id"] == batch);
+            if !ours {
+                continue;
+            }
+            match frame.event.as_str() {
+                "permission:ask" => {
+                    self.asked = true;
+                    return Some(Seen::Asked(self.notice(&event["data"])));
+                }
+                "permission:decision" if self.asked => return Some(Seen::Decided),
+                _ => {}
+            }
+        }
+    }
+
+    /// `waiting for approval ID (TOOL: REASON) — answer with: toold approvals allow ID …`.
+    fn notice(&self, data: &Value) -> String {
+        let id = data["approval_id"].as_str().unwrap_or("?");
+        let tool = data["tool"].as_str().unwrap_or("the tool");
+        let why = match data["reason"].as_str().filter(|reason| !reason.is_empty()) {
+            Some(reason) => format!("{tool}: {reason}"),
+            None => tool.to_owned(),
+        };
+        let url = &self.url_flag;
+        format!(
+            "toold: waiting for approval {id} ({why}) — answer with: \
+             toold approvals allow {id}{url} (or toold approvals deny {id}{url})"
+        )
+    }
 }
 
 /// The output, whole, on stdout (with a final newline if it has none).
@@ -214,6 +339,26 @@ impl Spinner {
         let parsed: Value = serde_json::from_str(frame_data).unwrap_or(Value::Null);
         if let Ok(mut latest) = self.latest.lock() {
             *latest = progress_line(&parsed["data"]);
+        }
+    }
+
+    /// A line of its own on stderr (above the spinner, on a terminal), and `status` as the
+    /// spinner's text until the next progress report.
+    fn say(&self, line: &str, status: &str) {
+        if let Ok(mut latest) = self.latest.lock() {
+            *latest = status.to_owned();
+        }
+        if self.ticker.is_some() {
+            eprintln!("\r\x1b[K{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    /// No text beside the spinner.
+    fn clear(&self) {
+        if let Ok(mut latest) = self.latest.lock() {
+            latest.clear();
         }
     }
 

@@ -26,6 +26,7 @@ const COLOURS: [u8; 12] = [92, 93, 94, 95, 96, 91, 32, 33, 34, 35, 36, 31];
 pub async fn tail(
     client: &ApiClient,
     request: &TailRequest,
+    json: bool,
     colour: bool,
 ) -> Result<ExitStatus, ClientError> {
     let path = events_path(request);
@@ -40,7 +41,7 @@ pub async fn tail(
                 }
                 connected_once = true;
                 retry = FIRST_RETRY;
-                follow(&mut frames, &mut last_seq, request.json, colour).await?
+                follow(&mut frames, &mut last_seq, json, colour).await?
             }
             Err(err) if connected_once && err.is_transient() => format!("{err}"),
             Err(err) => return Err(err),

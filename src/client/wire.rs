@@ -20,6 +20,13 @@ pub enum ClientError {
     },
     #[error("nothing answers at {url}: {reason}")]
     Unreachable { url: String, reason: String },
+    /// The daemon answered, but its TLS certificate was refused.
+    #[error("the certificate of {url} {problem}: {reason}")]
+    Certificate {
+        url: String,
+        problem: &'static str,
+        reason: String,
+    },
     #[error("{what} answered {status}: {message}")]
     Refused {
         what: String,
@@ -40,6 +47,7 @@ impl ClientError {
             ClientError::Refused { code, .. } if code == "invalid_request" => ExitStatus::Usage,
             ClientError::Auth { .. } => ExitStatus::Auth,
             ClientError::Unreachable { .. } => ExitStatus::Unreachable,
+            ClientError::Certificate { .. } => ExitStatus::Certificate,
             ClientError::Refused { .. } | ClientError::Failed(_) | ClientError::Output(_) => {
                 ExitStatus::ToolFailed
             }
@@ -166,8 +174,16 @@ impl ApiClient {
             .map_err(|err| ClientError::Failed(format!("{what} answered with no JSON: {err}")))
     }
 
-    /// A transport error as the client reports it.
+    /// A transport error as the client reports it: a refused certificate as such (the
+    /// daemon answered; no retry will change it), anything else as unreachable.
     pub fn unreachable(&self, err: &reqwest::Error) -> ClientError {
+        if let Some(problem) = certificate_problem(err) {
+            return ClientError::Certificate {
+                url: self.base.clone(),
+                problem,
+                reason: error_chain(err),
+            };
+        }
         ClientError::Unreachable {
             url: self.base.clone(),
             reason: error_chain(err),
@@ -196,6 +212,44 @@ impl ApiClient {
             code,
             message,
         }
+    }
+}
+
+/// What is wrong with the certificate, when `err` is rustls refusing the server's: the
+/// handshake's error travels as an `io::Error` wrapping the `rustls::Error` (perhaps in
+/// another `io::Error`), and an `io::Error`'s `source` skips what it wraps, so the chain is
+/// walked through what each `io::Error` wraps.
+fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<&'static str> {
+    let mut link = Some(err);
+    while let Some(current) = link {
+        if let Some(rustls::Error::InvalidCertificate(refused)) =
+            current.downcast_ref::<rustls::Error>()
+        {
+            return Some(describe_certificate_error(refused));
+        }
+        let wrapped = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        link = wrapped.or_else(|| current.source());
+    }
+    None
+}
+
+fn describe_certificate_error(refused: &rustls::CertificateError) -> &'static str {
+    use rustls::CertificateError as E;
+    match refused {
+        E::UnknownIssuer | E::BadSignature => {
+            "is signed by an authority this client does not trust (a self-signed certificate \
+             or a private CA: give its CA with --ca-cert FILE)"
+        }
+        E::NotValidForName | E::NotValidForNameContext { .. } => {
+            "is not valid for the URL's host name"
+        }
+        E::Expired | E::ExpiredContext { .. } => "has expired",
+        E::NotValidYet | E::NotValidYetContext { .. } => "is not valid yet",
+        E::Revoked => "is revoked",
+        _ => "was refused",
     }
 }
 

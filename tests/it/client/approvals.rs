@@ -9,13 +9,13 @@ use crate::http::harness::Toold;
 
 const ASK_ECHO: &str = "[permissions]\nask = [\"bash(echo:*)\"]\n";
 
-/// The first line of `toold approvals` once there is one (30 s guard).
+/// The first row of `toold approvals` (under its header) once there is one (30 s guard).
 async fn first_pending(toold: &Toold) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let listed = run(toold, &["approvals"]).await;
         assert_eq!(listed.code, 0, "{listed:?}");
-        if let Some(line) = listed.stdout.lines().next() {
+        if let Some(line) = listed.stdout.lines().nth(1) {
             return line.split('\t').map(str::to_owned).collect();
         }
         assert!(
@@ -55,7 +55,11 @@ async fn approvals_allow_lets_a_waiting_call_finish_and_deny_fails_it() {
     assert!(denied.stderr.contains("bash failed"), "{denied:?}");
 
     let listed = run(&toold, &["approvals"]).await;
-    assert_eq!((listed.code, listed.stdout.as_str()), (0, ""), "{listed:?}");
+    assert_eq!(
+        (listed.code, listed.stdout.as_str()),
+        (0, "ID\tSESSION\tTOOL\tCALL\tINPUT\tREASON\n"),
+        "{listed:?}"
+    );
     let gone = run(&toold, &["approvals", "allow", "appr_nope"]).await;
     assert_eq!(gone.code, 1, "{gone:?}");
     assert!(gone.stderr.contains("appr_nope"), "{gone:?}");

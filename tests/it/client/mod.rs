@@ -10,6 +10,7 @@
 
 mod approvals;
 mod call;
+mod cli;
 mod harness;
 mod tail;
 mod terminal;

@@ -58,8 +58,21 @@ impl TestCa {
     /// A server certificate for `localhost` and 127.0.0.1 named `common_name`, written to
     /// `files` (overwriting them); returns its DER.
     pub fn issue(&self, common_name: &str, files: &ServerFiles) -> CertificateDer<'static> {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        self.issue_for(&["localhost", "127.0.0.1"], common_name, files)
+    }
+
+    /// [`TestCa::issue`] for the host `names` (DNS names or IP addresses) instead.
+    pub fn issue_for(
+        &self,
+        names: &[&str],
+        common_name: &str,
+        files: &ServerFiles,
+    ) -> CertificateDer<'static> {
+        let names = names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect::<Vec<_>>();
+        let mut params = CertificateParams::new(names).unwrap();
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
