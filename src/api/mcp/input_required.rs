@@ -38,8 +38,9 @@
 //!   (`[permissions] approval_timeout_ms`, default 60 s), which denies the call as for any
 //!   approval; until then the call holds nothing back (the session's call gate is entered
 //!   only after the decision, `session::gate`), as for any pending approval. A person may
-//!   still answer it over HTTP. The first request's answer does not cancel the batch (it is an answer, not a
-//!   disconnect); a retry whose client goes away cancels it, as a cancelled call does.
+//!   still answer it over HTTP. The first request's answer does not cancel the batch (it is
+//!   an answer, not a disconnect); a retry whose client goes away cancels it, as a cancelled
+//!   call does.
 //! - The key `approval` names the input request; the result type is rmcp's
 //!   `input_required` (later drafts of the spec call it `incomplete`).
 
