@@ -5,7 +5,10 @@
 //! `tool:queued`, `tool:pre`, `tool:post`/`tool:error` and the [`BatchUpdate::Result`] that
 //! yields it. The scheduling rule is partition-then-gather applied online: the lowest
 //! unfinished call's group is the only one allowed to run; a safe group admits late arrivals
-//! up to `max_concurrency`, an unsafe call runs alone. A call refused before it could start
+//! up to `max_concurrency`, an unsafe call runs alone. That keeps the batch's pipeline in
+//! request order; which calls execute together across the session's batches is the session's
+//! call gate's to say (`session::gate`, entered by the execute phase with the class admitted
+//! here), so the rule has one owner. A call refused before it could start
 //! (duplicate id, interrupted, aborted) still goes through the pipeline, so it is audited.
 
 use std::collections::HashSet;

@@ -3,8 +3,9 @@
 //! Calls are classified as they arrive (concurrency-safe or not, evaluated fail-closed),
 //! grouped by partition-then-gather, and each is run through the per-call [`pipeline`] of
 //! `tower` layers. Safe groups run in parallel up to `max_concurrency`; everything else runs
-//! alone. The [`executor`] streams: a call starts as soon as it arrives and the calls before
-//! it allow. Nothing here knows about transports or storage engines.
+//! alone, across the session's batches too (its call gate, `session::gate`). The
+//! [`executor`] streams: a call starts as soon as it arrives and the calls before it allow.
+//! Nothing here knows about transports or storage engines.
 
 mod call_events;
 mod call_span;

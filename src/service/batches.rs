@@ -5,8 +5,10 @@
 //! (`registry::calls`) and render the outcome (`results_json`, protobuf); nothing here knows
 //! a wire format.
 //!
-//! A session runs one batch at a time (a second waits for the first), so "writes serially"
-//! holds across batches too. A whole batch runs to its end even if its request is dropped
+//! A session's batches run side by side, and their calls meet in the session's call gate
+//! (`session::gate`): concurrency-safe calls of any batch run together up to the cap, any
+//! other call runs alone, in arrival order, so "writes serially" holds across batches too
+//! (MCP clients send a turn's parallel calls as separate one-call batches). A whole batch runs to its end even if its request is dropped
 //! (`run_to_completion`: inline, spawned only if dropped unfinished), so a client that goes
 //! away loses its answer, not the batch's bookkeeping. What is stored, and when:
 //! - every call's audit row, durable before its result is returned (a whole batch writes its
@@ -279,10 +281,10 @@ impl ToolService {
         actor: Arc<str>,
     ) -> Vec<ToolResult> {
         self.recent.started(record);
-        // Cancellable while it waits for its turn (`cancel_batch`); its calls' audit rows name
-        // the actor.
+        // Registered before it starts, so `cancel_batch` reaches it from the first moment; its
+        // calls' audit rows name the actor.
         let _queued = session.state.queue_batch(&record.batch_id, Some(actor));
-        let _one_at_a_time = session.batch_lock.lock().await;
+        let _running = session.batches_running.read().await;
         self.dispatcher
             .collect_batch(
                 session.state.clone(),

@@ -98,8 +98,10 @@ pub struct LiveSession {
     pub info: SessionInfo,
     /// The pool's shape besides the loaded tools (mode filter, denied tools).
     pool_options: PoolOptions,
-    /// Held while a batch runs: a session runs one batch at a time.
-    batch_lock: tokio::sync::Mutex<()>,
+    /// Held shared by each batch while it runs (batches run side by side; their calls meet
+    /// in the session's call gate, `session::gate`); closing the session takes it exclusive
+    /// to wait, with a deadline, for the running batches to answer.
+    batches_running: tokio::sync::RwLock<()>,
     /// When this daemon began running the session (created, restored or adopted): a batch
     /// stored as running from before then was cut off by a restart or a takeover.
     live_since: SystemTime,

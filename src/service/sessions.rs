@@ -240,7 +240,7 @@ impl ToolService {
                 deny,
                 loaded: Default::default(),
             },
-            batch_lock: tokio::sync::Mutex::new(()),
+            batches_running: tokio::sync::RwLock::new(()),
             live_since: std::time::SystemTime::now(),
             _open: open,
         });
@@ -327,7 +327,7 @@ impl ToolService {
         // shells go (a shell killed first fails its call as an execution error instead); the
         // executor gives a call `cancel_grace` to stop, so this wait is bounded by it.
         let grace = self.dispatcher.settings().cancel_grace + std::time::Duration::from_secs(1);
-        let _ = tokio::time::timeout(grace, live.batch_lock.lock()).await;
+        let _ = tokio::time::timeout(grace, live.batches_running.write()).await;
         self.shells.kill_session(id).await;
         self.bridge.close_session(id).await;
         self.store

@@ -179,10 +179,10 @@ impl ToolService {
         actor: Arc<str>,
     ) -> Vec<ToolResult> {
         self.recent.started(record);
-        // Cancellable while it waits for its turn (`cancel_batch`); its calls' audit rows name
-        // the actor.
+        // Registered before it starts, so `cancel_batch` reaches it from the first moment; its
+        // calls' audit rows name the actor.
         let _queued = session.state.queue_batch(&record.batch_id, Some(actor));
-        let _one_at_a_time = session.batch_lock.lock().await;
+        let _running = session.batches_running.read().await;
         // Subscribed before the batch starts, so none of its events is missed.
         let mut events = BatchEvents {
             live: (detail == StreamDetail::Events).then(|| self.events.subscribe()),

@@ -72,8 +72,9 @@ impl Drop for RunningBatch {
     }
 }
 
-/// A batch waiting for its turn (a session runs one batch at a time), registered so that it
-/// can be cancelled before it starts; unregistered when dropped.
+/// A batch not started yet (its calls then wait for their turns in the session's call gate,
+/// `gate`), registered so that it can be cancelled before it starts; unregistered when
+/// dropped.
 #[derive(Debug)]
 pub struct QueuedBatch {
     session: Arc<SessionState>,

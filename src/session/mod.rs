@@ -21,8 +21,10 @@
 //!   on that call's context (`tool::PathChecks`), not here, so it cannot leak between calls.
 
 mod batches;
+pub mod gate;
 
 pub use batches::{BatchInterrupt, QueuedBatch, RunningBatch};
+pub use gate::{CallGate, GateAccess, GatePass};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -126,6 +128,8 @@ pub struct SessionState {
     real_working_directory: OnceLock<PathBuf>,
     /// Carries `loaded_tools_version` to those watching the session's offered tools change.
     loaded_tools_watch: tokio::sync::watch::Sender<u64>,
+    /// Which of the session's calls execute together, across its batches (`gate`).
+    call_gate: OnceLock<CallGate>,
 }
 
 impl SessionState {
@@ -140,7 +144,14 @@ impl SessionState {
             queued: Mutex::new(HashMap::new()),
             real_working_directory: OnceLock::new(),
             loaded_tools_watch: tokio::sync::watch::Sender::new(0),
+            call_gate: OnceLock::new(),
         }
+    }
+
+    /// The session's call gate, made on first use with `max_shared`, the cap of the
+    /// dispatcher that runs the session's calls (one per daemon, so one cap).
+    pub fn call_gate(&self, max_shared: usize) -> &CallGate {
+        self.call_gate.get_or_init(|| CallGate::new(max_shared))
     }
 
     /// The working directory with its symlinks resolved (as written if it cannot be), worked

@@ -36,10 +36,11 @@
 //!   for one published before it subscribed.
 //! - **A client that never retries** leaves the approval to its timeout
 //!   (`[permissions] approval_timeout_ms`, default 60 s), which denies the call as for any
-//!   approval; until then the session's later batches wait behind this one (a session runs one
-//!   batch at a time), as they do behind any pending approval. A person may still answer it
-//!   over HTTP. The first request's answer does not cancel the batch (it is an answer, not a
-//!   disconnect); a retry whose client goes away cancels it, as a cancelled call does.
+//!   approval; until then the call holds nothing back (the session's call gate is entered
+//!   only after the decision, `session::gate`), as for any pending approval. A person may
+//!   still answer it over HTTP. The first request's answer does not cancel the batch (it is
+//!   an answer, not a disconnect); a retry whose client goes away cancels it, as a cancelled
+//!   call does.
 //! - The key `approval` names the input request; the result type is rmcp's
 //!   `input_required` (later drafts of the spec call it `incomplete`).
 

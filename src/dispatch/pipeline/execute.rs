@@ -1,6 +1,12 @@
 //! Execute (innermost): runs the tool under its timeout, the session interrupt and the
 //! group's abort signal, and turns whatever happens into exactly one outcome.
 //!
+//! The tool runs inside the session's call gate (`session::gate`): shared for a call the
+//! executor admitted as concurrency-safe, exclusive otherwise, entered here (after the
+//! permission decision and the pre-tool hooks, so a call waiting for an approval holds
+//! nothing) and left when the tool returns. A stop signal that fires while the call waits
+//! for its turn stops it there; the timeout counts from when it runs.
+//!
 //! When a call must stop, its context's cancellation token fires first and the tool gets a
 //! short grace period to return what it has (a shell's partial output); only then is its
 //! future dropped. A panic inside the tool is caught and becomes an `execution` error.
@@ -17,12 +23,15 @@ use tower::Service;
 
 use super::{CallOutcome, CallRequest, SpilledResult};
 use crate::dispatch::DispatchSettings;
+use crate::session::GateAccess;
 use crate::tool::{ErrorKind, InterruptBehavior, SpilledOutput, ToolError, ToolOutput, ToolResult};
 
 #[derive(Clone)]
 pub struct Execute {
     default_timeout: Duration,
     cancel_grace: Duration,
+    /// The session gate's cap on calls running together.
+    max_concurrency: usize,
 }
 
 impl Execute {
@@ -30,6 +39,7 @@ impl Execute {
         Execute {
             default_timeout: settings.call_timeout,
             cancel_grace: settings.cancel_grace,
+            max_concurrency: settings.max_concurrency,
         }
     }
 }
@@ -87,6 +97,20 @@ impl Execute {
         if let Some(stop) = stopped_already {
             return finish(&request, input, Err(String::new()), Some(stop));
         }
+        let access = GateAccess::for_call(request.admitted_safe);
+        let gate = request.session.call_gate(self.max_concurrency);
+        let entered = tokio::select! {
+            biased;
+            () = signals.close.cancelled() => Err(Stop::Closed),
+            () = signals.abort.cancelled() => Err(Stop::Aborted),
+            () = signals.interrupt.cancelled(), if cancel_on_interrupt => Err(Stop::Cancelled),
+            pass = gate.enter(access) => Ok(pass),
+        };
+        // Held until the tool returned (or was stopped and given its grace).
+        let _inside = match entered {
+            Ok(pass) => pass,
+            Err(stop) => return finish(&request, input, Err(String::new()), Some(stop)),
+        };
 
         let running = AssertUnwindSafe(tool.tool.execute(input.clone(), &ctx))
             .catch_unwind()

@@ -198,7 +198,11 @@ impl BashTool {
             }))
             .read_only_if(|input, _| Ok(analyze_input(input)?.classification.read_only))
             .concurrency_safe_if(|input, _| {
-                Ok(analyze_input(input)?.classification.concurrency_safe)
+                // A background command's process runs detached, so only its start is the
+                // call's, and that conflicts with nothing: it never holds the session's call
+                // gate exclusive (`session::gate`).
+                let background = input.get("run_in_background") == Some(&Value::Bool(true));
+                Ok(analyze_input(input)?.classification.concurrency_safe || background)
             })
             .destructive_if(|input, _| Ok(analyze_input(input)?.classification.destructive))
             // Without a sandbox nothing confines the shell: anything that is not read-only, or

@@ -101,6 +101,24 @@ fn flags_follow_the_classifier_and_fail_closed() {
     );
 }
 
+#[test]
+fn a_background_command_is_concurrency_safe_but_keeps_its_other_flags() {
+    let tool = BashTool::new(Arc::new(BackgroundShells::default())).unwrap();
+    let spec = tool.spec();
+    let session = Arc::new(SessionState::new(crate::session::SessionConfig::new(
+        "s", "/tmp",
+    )));
+    let server = json!({"command": "rm -f out && npm run dev", "run_in_background": true});
+    assert!(spec.is_concurrency_safe(&server, &session));
+    assert!(!spec.is_read_only(&server, &session));
+    assert!(spec.is_destructive(&server, &session));
+    let foreground = json!({"command": "rm -f out && npm run dev", "run_in_background": false});
+    assert!(!spec.is_concurrency_safe(&foreground, &session));
+    // Unclassifiable input stays on the safe side, background or not.
+    let missing = json!({"cmd": "ls", "run_in_background": true});
+    assert!(!spec.is_concurrency_safe(&missing, &session));
+}
+
 /// A call's context in `session` (the permission an input needs is judged per call).
 fn call_in(session: &Arc<SessionState>) -> crate::tool::ToolContext {
     crate::tool::ToolContext::detached(session.clone())

@@ -14,6 +14,7 @@ mod catalog;
 mod input_required;
 mod legacy;
 mod list_changed;
+mod parallel;
 mod pipeline;
 mod progress;
 mod prompts;
