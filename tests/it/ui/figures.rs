@@ -261,10 +261,13 @@ async fn pending_approval(browser: &Browser, tool: &str) -> Value {
                  if (rows.length !== 1 || rows[0].cells[1].textContent !== '{tool}') return null;
                  const cell = rows[0].querySelector('.approval-input');
                  const lead = cell.querySelector('.lead');
-                 const inside = [...cell.querySelectorAll('code, pre')].every(n =>
-                     n.scrollWidth <= n.clientWidth + 1 && n.scrollHeight <= n.clientHeight + 1
-                     && n.getBoundingClientRect().right <= cell.getBoundingClientRect().right + 1);
-                 return {{first: lead && lead.dataset.field, text: cell.innerText, fits: inside}};"
+                 const edge = cell.getBoundingClientRect().right + 1;
+                 const cut = [...cell.querySelectorAll('code, pre')].filter(n =>
+                     n.scrollWidth > n.clientWidth + 1 || n.scrollHeight > n.clientHeight + 1
+                     || n.getBoundingClientRect().right > edge)
+                     .map(n => [n.tagName, n.scrollWidth, n.clientWidth, n.scrollHeight, n.clientHeight,
+                                n.getBoundingClientRect().right, edge]);
+                 return {{first: lead && lead.dataset.field, text: cell.innerText, fits: cut.length === 0, cut}};"
             ),
         )
         .await
