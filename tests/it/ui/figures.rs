@@ -54,6 +54,14 @@ async fn the_dashboard_at_800_px_shows_what_is_approved_and_latency_without_the_
         .await;
     assert_eq!(sign_out, json!(false), "no Sign out without auth");
 
+    // The chart's frame is drawn before any call.
+    browser
+        .wait_for(
+            "the empty chart's axis",
+            "return [...document.querySelectorAll('#chart text')].map(t => t.textContent).join('|') === '1 / min|60 min ago|now';",
+        )
+        .await;
+
     // A session whose bash and write_file calls ask a person, and one whose calls do not.
     let asking = toold
         .session_with(

@@ -673,6 +673,7 @@ function startDashboard() {
   });
   state.feed.start();
   if (!statsTimer) statsTimer = setInterval(renderStats, 1000);
+  renderStats();
   loadSessions().catch(() => {});
   loadApprovals().catch(() => {});
 }
