@@ -16,12 +16,40 @@
 //! or style, no framing), so even a rendering mistake could not run a tool's output as script;
 //! the page itself never builds HTML from data (`textContent` only).
 //!
-//! Decisions where the issue is silent: the per-tool table and the tiles are computed in the
-//! page from the `tool:post`/`tool:error` events it holds (over the last 5 minutes), not by a
-//! server endpoint: the page already receives every event, and the daemon keeps no per-tool
-//! windows. A call's "hooks" are those its audit row names (a hook that decided, or asked),
-//! not every hook that ran: the audit row records no other. The tail holds at most the
-//! newest 10 000 events (trimmed 1 000 at a time) and renders only the rows in view.
+//! Decisions where the issue is silent: the per-tool table, the tiles and the chart are
+//! computed in the page from the events it holds, not by a server endpoint: the page already
+//! receives every event, and the daemon keeps no per-tool windows. A call's "hooks" are those
+//! its audit row names (a hook that decided, or asked), not every hook that ran: the audit row
+//! records no other. The tail holds at most the newest 10 000 events (trimmed 1 000 at a time)
+//! and renders only the rows in view; its rows are one line each (a virtualised list needs a
+//! fixed row height), with the whole text in the row's title and a call's in its details.
+//!
+//! What the figures mean (issue 35):
+//! - **Latency excludes approval waits.** A `tool:post`/`tool:error` event's `duration_ms`
+//!   is the whole call, a wait for a person included (the audit phase times everything inside
+//!   it). The page pairs each call's `permission:ask` with its `permission:decision` (same
+//!   `batch_id` and `call_id`; both carry the daemon's millisecond `ts`): approval wait =
+//!   decision − ask (no decision: the outcome's `ts` − ask), latency = `duration_ms` − wait
+//!   (never below 0). The p50/p95 columns are latency over the last 5 minutes; the wait is
+//!   apart, in its own columns (how many calls asked, their wait's p95).
+//! - **Unknown tools are one row.** Calls answered `unknown_tool` are counted together as
+//!   "unknown tools (N names)" (the names in its title), not a row per name a model made up.
+//! - **Colours by meaning** (`severity` in app.js): red for a failure (`tool:error` of any
+//!   kind but the ones below), amber for a refusal, a stop or a wait for a person
+//!   (`permission_denied`, `hook_blocked`, `cancelled`, `aborted`, `requires_interaction`,
+//!   `permission:ask`, a denying `permission:decision`, a `batch:end` with errors), green for
+//!   a call that succeeded or an allow, neutral for the rest (a `session:end` is a session
+//!   ending as asked: neutral).
+//! - **The chart**: calls (`tool:post` + `tool:error`) and errors (`tool:error`) per UTC
+//!   minute over the last 60, drawn as SVG bars by the page. It counts the events the page
+//!   holds; when the oldest held event is inside the hour and is not the first the daemon
+//!   stored, the chart says from when it counts.
+//! - **Approvals show their whole input**, wrapped: `file_path`, `notebook_path`, `path`,
+//!   `command`, `url`, `pattern` first (what the call touches), then the rest as JSON.
+//! - **"Sign out" only with auth**: the page that got in without a token (a daemon with no
+//!   tokens) hides it, as there is nothing to sign out of.
+//! - Cells wrap instead of being cut, and under 1100 px the two columns become one (at
+//!   800 px nothing is wider than the window).
 
 use axum::http::HeaderValue;
 use axum::http::header::{

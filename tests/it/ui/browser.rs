@@ -21,7 +21,7 @@ const XSS: &str = "<img src=x onerror=\"document.title='owned'\">";
 const CONFIG: &str = "[permissions]\nask = [\"write_file\"]\napproval_timeout_ms = 120000\n";
 
 /// `TARGET/ui-screenshots`, beside the test binary's `debug/`.
-fn screenshot_dir() -> PathBuf {
+pub(super) fn screenshot_dir() -> PathBuf {
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_toold"));
     binary
         .parent()
@@ -81,6 +81,13 @@ async fn the_dashboard_in_a_real_browser() {
     browser.type_into("#login-token", TOKEN).await;
     browser.click("#login-submit").await;
     browser.wait_for("the live badge", &badge_is("live")).await;
+    let sign_out = browser
+        .eval(
+            "return document.getElementById('logout').offsetParent !== null;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(sign_out, json!(true), "with auth, Sign out shows");
     assert!(
         !browser.current_url().await.contains(TOKEN),
         "the token never goes into the URL"

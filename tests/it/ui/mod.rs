@@ -1,8 +1,11 @@
 //! The `/ui` dashboard: its files as served (content types, the Content-Security-Policy,
 //! nothing from elsewhere), what it added to the API (`endpoints`), and the page in a real
-//! browser against the real daemon (`browser`, through `webdriver`).
+//! browser against the real daemon (`browser`, through `webdriver`), and what its figures
+//! mean at 800 px (`figures`: whole approval inputs, latency without approval waits, colours,
+//! unknown tools, the chart).
 
 mod assets;
 mod browser;
 mod endpoints;
+mod figures;
 mod webdriver;

@@ -88,6 +88,12 @@ impl Browser {
         post(&self.client, &url, body).await
     }
 
+    /// Resizes the window to `width`×`height` CSS pixels.
+    pub async fn set_window_size(&self, width: u32, height: u32) {
+        self.command("/window/rect", &json!({"width": width, "height": height}))
+            .await;
+    }
+
     pub async fn goto(&self, url: &str) {
         self.command("/url", &json!({"url": url})).await;
     }

@@ -8,12 +8,18 @@ const TOKEN_KEY = "toold.token";
 const MAX_EVENTS = 10000;
 const TRIM_EVENTS = 1000;
 const WINDOW_MS = 5 * 60 * 1000;
+const CHART_MINUTES = 60;
+const MINUTE_MS = 60 * 1000;
 const ROW_HEIGHT = 22;
 const EVENT_TYPES = [
   "session:start", "session:end", "batch:start", "batch:end", "tool:queued", "tool:pre",
   "tool:progress", "tool:post", "tool:error", "permission:ask", "permission:decision",
 ];
 const DENIAL_KINDS = new Set(["permission_denied", "hook_blocked"]);
+/// Kinds that mean the call was stopped or refused, not that something broke: amber.
+const WARNING_KINDS = new Set([...DENIAL_KINDS, "cancelled", "aborted", "requires_interaction"]);
+/// The input fields an operator must see first in an approval, in this order.
+const LEADING_FIELDS = ["file_path", "notebook_path", "path", "command", "url", "pattern"];
 
 const $ = (id) => document.getElementById(id);
 
@@ -25,6 +31,9 @@ const state = {
   filters: { session: "", tool: "", type: "" },
   paused: false,
   refreshTimers: {},
+  // Per call ("batch\ncall"): when its approval was asked and decided (ms since the epoch),
+  // from its permission:ask and permission:decision events.
+  approvals: new Map(),
 };
 
 // ---- the API -------------------------------------------------------------------------
@@ -68,7 +77,7 @@ function el(tag, text, className) {
   return node;
 }
 
-/// A table row of text cells; each cell's title holds its whole text (cells are cut to fit).
+/// A table row of text cells (they wrap: nothing is cut).
 function cells(row, values) {
   for (const value of values) {
     const cell = el("td", value);
@@ -180,11 +189,14 @@ let tail;
 function onEvent(event) {
   state.events.push(event);
   if (matches(event)) state.shown.push(event);
+  noteApproval(event);
   if (state.events.length > MAX_EVENTS) {
     // A thousand at a time, so trimming costs nothing per event.
     state.events.splice(0, state.events.length - (MAX_EVENTS - TRIM_EVENTS));
     const oldest = state.events[0].seq;
     state.shown = state.shown.filter((e) => e.seq >= oldest);
+    state.approvals.clear();
+    state.events.forEach(noteApproval);
   }
   remember("known-sessions", event.session_id);
   remember("known-tools", event.tool);
@@ -206,10 +218,10 @@ function summary(event) {
   const d = event.data || {};
   switch (event.type) {
     case "tool:post":
-      return `${event.call_id} ${d.duration_ms?.toFixed?.(1) ?? "?"} ms, ${d.output_chars} chars`
+      return `${event.call_id} ${d.duration_ms?.toFixed?.(1) ?? "?"} ms${waited(event)}, ${d.output_chars} chars`
         + (d.offloaded ? ", offloaded" : "");
     case "tool:error":
-      return `${event.call_id} ${d.error_kind ?? "error"} ${d.duration_ms?.toFixed?.(1) ?? "?"} ms: ${clip(d.output, 160)}`;
+      return `${event.call_id} ${d.error_kind ?? "error"} ${d.duration_ms?.toFixed?.(1) ?? "?"} ms${waited(event)}: ${clip(d.output, 160)}`;
     case "tool:pre":
       return `${event.call_id} ${clip(JSON.stringify(d.input), 160)}`;
     case "permission:ask":
@@ -223,17 +235,48 @@ function summary(event) {
   }
 }
 
+/// What an event means for an operator: "error" (red: something broke), "warn" (amber: a
+/// call refused, stopped or waiting for a person), "ok" (green: a call succeeded) or
+/// "neutral" (the ordinary life of sessions and batches, a normal session:end included).
+function severity(event) {
+  const d = event.data || {};
+  switch (event.type) {
+    case "tool:error":
+      return WARNING_KINDS.has(d.error_kind) ? "warn" : "error";
+    case "tool:post":
+      return "ok";
+    case "permission:ask":
+      return "warn";
+    case "permission:decision":
+      return d.decision === "deny" ? "warn" : "ok";
+    case "batch:end":
+      return d.errors > 0 ? "warn" : "neutral";
+    default:
+      return "neutral";
+  }
+}
+
+/// ", N ms of it waiting for approval" for a call that waited for a person.
+function waited(outcome) {
+  const wait = approvalWait(outcome);
+  return wait === null ? "" : ` (${wait} ms of it waiting for approval)`;
+}
+
 function fillRow(row, index) {
   const event = state.shown[index];
-  row.classList.add("type-" + event.type.replace(":", "-"));
+  row.classList.add("type-" + event.type.replace(":", "-"), "sev-" + severity(event));
   if (event.call_id && event.batch_id) row.classList.add("clickable");
   row.dataset.seq = String(event.seq);
   const time = String(event.ts || "").slice(11, 23);
+  const text = summary(event);
   row.append(
     el("span", event.seq, "c-seq"), el("span", time, "c-time"), el("span", event.type, "c-type"),
     el("span", short(event.session_id), "c-session"), el("span", event.tool || "", "c-tool"),
-    el("span", summary(event), "c-summary"),
+    el("span", text, "c-summary"),
   );
+  // A row is one line (the tail is virtualised); the whole text is in its title, and a
+  // call's row opens its details.
+  row.title = `${event.type} ${event.session_id || ""} ${event.tool || ""}\n${text}`;
 }
 
 function togglePause() {
@@ -253,7 +296,7 @@ function setConnection(status) {
   }
 }
 
-// ---- tiles and the per-tool table (the last WINDOW_MS of the events held) ------------------------
+// ---- tiles, the per-tool table (the last WINDOW_MS) and the chart (the last hour) ------------------
 
 function percentile(sorted, p) {
   if (sorted.length === 0) return null;
@@ -261,11 +304,41 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank))];
 }
 
+function callKey(event) {
+  return event.batch_id && event.call_id ? event.batch_id + "\n" + event.call_id : null;
+}
+
+/// Remembers when a call's approval was asked and decided (the events' own times).
+function noteApproval(event) {
+  if (event.type !== "permission:ask" && event.type !== "permission:decision") return;
+  const key = callKey(event);
+  if (!key) return;
+  const entry = state.approvals.get(key) || { asked: null, decided: null };
+  const at = Date.parse(event.ts);
+  if (event.type === "permission:ask") entry.asked = at;
+  else if (entry.asked !== null) entry.decided = at;
+  if (entry.asked !== null) state.approvals.set(key, entry);
+}
+
+/// How long the call of this outcome waited for a person (ms), or null if it never asked:
+/// from its permission:ask to its permission:decision (or, undecided, to its outcome).
+function approvalWait(outcome) {
+  const key = callKey(outcome);
+  const entry = key && state.approvals.get(key);
+  if (!entry) return null;
+  const until = entry.decided ?? Date.parse(outcome.ts);
+  return Math.max(0, until - entry.asked);
+}
+
 let statsPending = null;
 
-/// Renders the tiles and the table soon (at most every 250 ms while events flow).
+/// Renders the tiles, the table and the chart soon (at most every 250 ms while events flow).
 function scheduleStats() {
   if (statsPending === null) statsPending = setTimeout(renderStats, 250);
+}
+
+function newToolEntry() {
+  return { calls: 0, errors: 0, latencies: [], waits: [], names: new Set() };
 }
 
 function renderStats() {
@@ -273,6 +346,9 @@ function renderStats() {
   statsPending = null;
   const now = Date.now();
   const perTool = new Map();
+  const unknown = newToolEntry();
+  const currentMinute = Math.floor(now / MINUTE_MS);
+  const minutes = Array.from({ length: CHART_MINUTES }, () => ({ calls: 0, errors: 0 }));
   let lastMinute = 0;
   let outcomes = 0;
   let errors = 0;
@@ -280,34 +356,121 @@ function renderStats() {
   for (let i = state.events.length - 1; i >= 0; i--) {
     const event = state.events[i];
     const at = Date.parse(event.ts);
-    if (now - at > WINDOW_MS) break;
+    const ago = currentMinute - Math.floor(at / MINUTE_MS);
+    if (ago >= CHART_MINUTES) break;
     if (event.type !== "tool:post" && event.type !== "tool:error") continue;
     const failed = event.type === "tool:error";
+    if (ago >= 0) {
+      minutes[CHART_MINUTES - 1 - ago].calls++;
+      if (failed) minutes[CHART_MINUTES - 1 - ago].errors++;
+    }
+    if (now - at > WINDOW_MS) continue;
     outcomes++;
     if (failed) errors++;
     if (failed && DENIAL_KINDS.has(event.data?.error_kind)) denials++;
     if (now - at <= 60000) lastMinute++;
     const name = event.tool || "?";
-    const entry = perTool.get(name) || { calls: 0, errors: 0, durations: [] };
+    const isUnknown = failed && event.data?.error_kind === "unknown_tool";
+    const entry = isUnknown ? unknown : perTool.get(name) || newToolEntry();
+    if (!isUnknown) perTool.set(name, entry);
+    entry.names.add(name);
     entry.calls++;
     if (failed) entry.errors++;
-    if (typeof event.data?.duration_ms === "number") entry.durations.push(event.data.duration_ms);
-    perTool.set(name, entry);
+    if (typeof event.data?.duration_ms === "number") {
+      const wait = approvalWait(event);
+      if (wait !== null) entry.waits.push(wait);
+      entry.latencies.push(Math.max(0, event.data.duration_ms - (wait ?? 0)));
+    }
   }
   $("tile-rate").textContent = String(lastMinute);
   $("tile-errors").textContent = outcomes ? ((100 * errors) / outcomes).toFixed(1) + "%" : "—";
   $("tile-denials").textContent = String(denials);
-  const body = $("tools").tBodies[0];
-  const rows = [...perTool.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, entry]) => {
-    const sorted = entry.durations.sort((a, b) => a - b);
+  const entries = [...perTool.entries()].sort(([a], [b]) => a.localeCompare(b));
+  if (unknown.calls > 0) {
+    const names = unknown.names.size === 1 ? "1 name" : unknown.names.size + " names";
+    entries.push([`unknown tools (${names})`, unknown]);
+  }
+  const rows = entries.map(([name, entry]) => {
     const ms = (v) => (v === null ? "—" : v.toFixed(1));
+    const latencies = entry.latencies.sort((a, b) => a - b);
+    const waits = entry.waits.sort((a, b) => a - b);
     const row = cells(document.createElement("tr"), [
-      name, entry.calls, entry.errors, ms(percentile(sorted, 50)), ms(percentile(sorted, 95)),
+      name, entry.calls, entry.errors, ms(percentile(latencies, 50)), ms(percentile(latencies, 95)),
+      waits.length, ms(percentile(waits, 95)),
     ]);
-    row.dataset.tool = name;
+    if (entry === unknown) {
+      row.dataset.tool = "(unknown)";
+      row.classList.add("unknown-tools");
+      row.cells[0].title = [...unknown.names].sort().join(", ");
+    } else {
+      row.dataset.tool = name;
+    }
     return row;
   });
-  body.replaceChildren(...rows);
+  $("tools").tBodies[0].replaceChildren(...rows);
+  renderChart(minutes, currentMinute);
+}
+
+/// Calls and errors per minute over the last hour as bars, drawn in the page's own SVG.
+/// The page holds the newest MAX_EVENTS events; when older ones within the hour are not
+/// held, the chart says from when it counts.
+function renderChart(minutes, currentMinute) {
+  const svg = $("chart");
+  // The SVG namespace, from the element the HTML parser made (the files name no URL).
+  const ns = svg.namespaceURI;
+  const width = 600;
+  const height = 120;
+  const top = 14;
+  const bottom = 16;
+  const slot = width / CHART_MINUTES;
+  const peak = Math.max(1, ...minutes.map((m) => m.calls));
+  const scale = (n) => ((height - top - bottom) * n) / peak;
+  const nodes = [];
+  const line = (y, className) => {
+    const node = document.createElementNS(ns, "line");
+    for (const [k, v] of Object.entries({ x1: 0, x2: width, y1: y, y2: y })) node.setAttribute(k, v);
+    node.setAttribute("class", className);
+    return node;
+  };
+  const label = (x, y, text, anchor) => {
+    const node = document.createElementNS(ns, "text");
+    node.setAttribute("x", x);
+    node.setAttribute("y", y);
+    node.setAttribute("text-anchor", anchor);
+    node.setAttribute("class", "axis");
+    node.textContent = text;
+    return node;
+  };
+  nodes.push(line(height - bottom, "baseline"), line(top, "gridline"));
+  minutes.forEach((m, i) => {
+    const minute = currentMinute - (CHART_MINUTES - 1 - i);
+    const stamp = new Date(minute * MINUTE_MS).toISOString().slice(11, 16);
+    for (const [kind, n] of [["calls", m.calls], ["errors", m.errors]]) {
+      if (n === 0) continue;
+      const bar = document.createElementNS(ns, "rect");
+      const h = Math.max(1, scale(n));
+      bar.setAttribute("x", (i * slot + 1).toFixed(1));
+      bar.setAttribute("width", (slot - 2).toFixed(1));
+      bar.setAttribute("y", (height - bottom - h).toFixed(1));
+      bar.setAttribute("height", h.toFixed(1));
+      bar.setAttribute("class", kind);
+      bar.setAttribute("data-minute", stamp);
+      bar.setAttribute("data-count", String(n));
+      const title = document.createElementNS(ns, "title");
+      title.textContent = `${stamp} UTC: ${m.calls} calls, ${m.errors} errors`;
+      bar.append(title);
+      nodes.push(bar);
+    }
+  });
+  nodes.push(label(0, top - 3, `${peak} / min`, "start"));
+  nodes.push(label(0, height - 3, "60 min ago", "start"), label(width, height - 3, "now", "end"));
+  svg.replaceChildren(...nodes);
+  const oldest = state.events[0];
+  const since = oldest && oldest.seq > 1 ? Date.parse(oldest.ts) : null;
+  const partial = since !== null && since > (currentMinute - CHART_MINUTES + 1) * MINUTE_MS;
+  $("chart-note").textContent = partial
+    ? `counted from ${new Date(since).toISOString().slice(11, 19)} UTC (the oldest event this page holds)`
+    : "";
 }
 
 // ---- sessions and approvals --------------------------------------------------------------------
@@ -339,9 +502,11 @@ async function loadApprovals() {
   $("tile-approvals").textContent = String(approvals.length);
   $("approvals-empty").hidden = approvals.length > 0;
   const rows = approvals.map((a) => {
-    const row = cells(document.createElement("tr"), [
-      short(a.session_id), a.tool, clip(JSON.stringify(a.input), 200), a.reason,
-    ]);
+    const row = cells(document.createElement("tr"), [short(a.session_id), a.tool]);
+    row.cells[0].title = a.session_id;
+    const input = el("td", undefined, "approval-input");
+    input.append(approvalInput(a.input));
+    row.append(input, el("td", a.reason));
     row.dataset.approval = a.id;
     const actions = el("td");
     for (const decision of ["allow", "deny"]) {
@@ -354,6 +519,28 @@ async function loadApprovals() {
     return row;
   });
   $("approvals").tBodies[0].replaceChildren(...rows);
+}
+
+/// An approval's whole input, nothing cut: the fields that say what the call touches (the
+/// path, the command, …) first, each on its own line, then the rest as JSON.
+function approvalInput(input) {
+  const wrap = el("div");
+  if (input === null || typeof input !== "object" || Array.isArray(input)) {
+    wrap.append(el("pre", json(input)));
+    return wrap;
+  }
+  const rest = { ...input };
+  for (const name of LEADING_FIELDS) {
+    if (!(name in rest)) continue;
+    const value = rest[name];
+    delete rest[name];
+    const line = el("div", undefined, "lead");
+    line.dataset.field = name;
+    line.append(el("span", name, "field"), el("code", typeof value === "string" ? value : json(value)));
+    wrap.append(line);
+  }
+  if (Object.keys(rest).length > 0) wrap.append(el("pre", json(rest), "rest"));
+  return wrap;
 }
 
 async function resolveApproval(approval, decision, row) {
@@ -475,6 +662,8 @@ let statsTimer = null;
 function startDashboard() {
   $("login").hidden = true;
   $("dashboard").hidden = false;
+  // Without a token the daemon has no auth configured: there is nothing to sign out of.
+  $("logout").hidden = !state.token;
   if (state.feed) state.feed.stop();
   state.feed = new EventFeed({
     token: state.token,
@@ -484,6 +673,7 @@ function startDashboard() {
   });
   state.feed.start();
   if (!statsTimer) statsTimer = setInterval(renderStats, 1000);
+  renderStats();
   loadSessions().catch(() => {});
   loadApprovals().catch(() => {});
 }
