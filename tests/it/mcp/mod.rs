@@ -21,6 +21,7 @@ mod results;
 mod settings;
 mod stateless;
 mod stdio;
+mod two_processes;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
