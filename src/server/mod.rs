@@ -7,8 +7,8 @@
 //! Start: create the data directory, read (or create) the node id, open the store the
 //! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
 //! event bus after the last stored seq (on a store several processes write to, SQLite's file
-//! as much as Postgres, the store numbers events and `relay` feeds subscribers), start the event persister, mark the calls this node left
-//! unfinished as interrupted, restore the sessions it owns, bind, refuse a non-loopback
+//! as much as Postgres, the store numbers events and `relay` feeds subscribers), start the
+//! event persister, mark the calls this node left unfinished as interrupted, restore the sessions it owns, bind, refuse a non-loopback
 //! address without auth tokens (and warn about one without TLS; `tls`), record the node
 //! (address, heartbeat; `fleet`), and print `toold listening on http://ADDR` (`https://`
 //! with TLS) on stdout (logs go to stderr). SIGHUP reloads the TLS certificate. Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
