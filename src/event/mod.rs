@@ -7,8 +7,10 @@
 //! waits either; if the store stalls, the sink's backlog grows instead of dispatch slowing.
 //!
 //! Who numbers events: a bus made with [`EventBus::continuing`] numbers them itself (one
-//! daemon on its own store). A bus made with [`EventBus::numbered_by_store`] (several daemons
-//! sharing a store) only feeds its sink: the store numbers events as it commits them, and the
+//! daemon on its own store). A bus made with [`EventBus::numbered_by_store`] (several processes
+//! writing to one store: a Postgres fleet, or `toold mcp` processes and a `toold serve` on one
+//! SQLite file; the daemon uses it whenever the store says `numbers_events`) only feeds its
+//! sink: the store numbers events as it commits them, and the
 //! daemon's relay reads them back (its own and other daemons') and hands them to
 //! [`EventBus::relay`], which sends them to subscribers in seq order. Subscribers see the
 //! same thing either way.

@@ -6,9 +6,9 @@
 //!
 //! Start: create the data directory, read (or create) the node id, open the store the
 //! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
-//! event bus after the last stored seq (on a shared store the store numbers events and
-//! `relay` feeds subscribers), start the event persister, mark the calls this node left
-//! unfinished as interrupted, restore the sessions it owns, bind, refuse a non-loopback
+//! event bus after the last stored seq (on a store several processes write to, SQLite's file
+//! as much as Postgres, the store numbers events and `relay` feeds subscribers), start the
+//! event persister, mark the calls this node left unfinished as interrupted, restore the sessions it owns, bind, refuse a non-loopback
 //! address without auth tokens (and warn about one without TLS; `tls`), record the node
 //! (address, heartbeat; `fleet`), and print `toold listening on http://ADDR` (`https://`
 //! with TLS) on stdout (logs go to stderr). SIGHUP reloads the TLS certificate. Stop (SIGTERM/SIGINT): new requests get 503 and the listener closes, running
@@ -125,7 +125,7 @@ impl Core {
         let store = crate::store::open(&server.database_location(), &node_id).await?;
         let last_seq = store.last_event_seq().await?;
         let (stored, persisted) = watch::channel(last_seq);
-        let (events, persister, relay) = if store.is_shared() {
+        let (events, persister, relay) = if store.numbers_events() {
             let (events, sink) =
                 EventBus::numbered_by_store(server.event_buffer, last_seq).with_sink();
             let persister = EventPersister::spawn(store.clone(), sink, None);

@@ -6,8 +6,9 @@
 //! microseconds), so the batch size grows with the load and one commit carries a burst. After each write it publishes
 //! the highest stored seq, which event subscriptions wait on before replaying.
 //!
-//! On a store several daemons share, the store numbers the events (`append_events_numbered`)
-//! and the relay (`relay.rs`), not the persister, reports what is stored.
+//! On a store that numbers events (several processes write to it), the store numbers them
+//! (`append_events_numbered`) and the relay (`relay.rs`), not the persister, reports what is
+//! stored.
 
 use std::sync::Arc;
 use std::time::Duration;

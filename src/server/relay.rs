@@ -1,8 +1,10 @@
-//! The event relay of a daemon sharing its store: reads the events the store numbered (this
-//! daemon's and every other's) in seq order and hands them to the bus's subscribers.
+//! The event relay of a daemon whose store numbers events (`numbers_events`: a store several
+//! processes write to): reads the events the store numbered (this daemon's and every other's)
+//! in seq order and hands them to the bus's subscribers.
 //!
 //! It reads "after the last seq relayed" whenever the store's wake-ups say events may have
-//! been stored (LISTEN/NOTIFY on Postgres), and every [`POLL`] in case a wake-up was lost.
+//! been stored (LISTEN/NOTIFY on Postgres; on SQLite, this process's own appends), and every
+//! [`POLL`] in case a wake-up was lost (and, on SQLite, for the other processes' events).
 //! The store commits events in seq order (see `Store::append_events_numbered`), so reading
 //! after the last seq relayed misses none, and each subscriber sees every event once, in
 //! order, whichever daemon published it. After each page it reports the highest seq relayed,

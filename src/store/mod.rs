@@ -391,9 +391,16 @@ pub trait EventStore: Send + Sync + 'static {
     /// one appearing (replay by seq misses nothing).
     async fn append_events_numbered(&self, events: &[Arc<Event>])
     -> Result<Range<u64>, StoreError>;
-    /// Wakes whenever events may have been stored by another daemon sharing the store (the
-    /// value is the highest seq known to be stored, or a bump after a lost notification
-    /// channel); `None` for a store only this daemon writes to.
+    /// Whether the daemon has this store number its events ([`EventStore::append_events_numbered`],
+    /// the bus fed back by the relay) rather than numbering them itself: a store several
+    /// processes write to (Postgres' fleet; SQLite's file, which several `toold mcp` and a
+    /// `toold serve` may share).
+    fn numbers_events(&self) -> bool {
+        false
+    }
+    /// Wakes whenever events may have been stored (by this daemon or another sharing the
+    /// store; the value is the highest seq known to be stored, or a bump after a lost
+    /// notification channel); `None` when only polling finds them.
     fn event_wakeups(&self) -> Option<watch::Receiver<u64>> {
         None
     }

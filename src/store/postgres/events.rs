@@ -130,6 +130,10 @@ impl EventStore for PostgresStore {
         self.append_event_rows(events, true).await
     }
 
+    fn numbers_events(&self) -> bool {
+        true
+    }
+
     fn event_wakeups(&self) -> Option<watch::Receiver<u64>> {
         Some(self.listener.wakeups())
     }

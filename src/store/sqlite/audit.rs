@@ -20,39 +20,41 @@ use crate::store::reads;
 use crate::store::{AuditStore, CallPage, CallRow, StoreError};
 use crate::tool::ErrorKind;
 
-const INSERT_CALL: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
-     call_index, requested_name, tool, input, decision, is_error, error_kind, output_chars, \
-     result_id, result_total_chars, started_at, duration_ms, cancelled_by, \
-     trace_id, principal) \
+/// A journalled row: SQLite gives its cursor; a key already in the table (a retried ingest
+/// whose commit had in fact happened, a replay of rows committed before a crash) inserts
+/// nothing.
+const INSERT_KEYED: &str = "INSERT OR IGNORE INTO calls (journal_key, node, session_id, \
+     batch_id, call_id, call_index, requested_name, tool, input, decision, is_error, \
+     error_kind, output_chars, result_id, result_total_chars, started_at, duration_ms, \
+     cancelled_by, trace_id, principal) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
-/// A replayed row whose cursor is already in the table was committed before the crash.
-const REPLAY_CALL: &str = "INSERT OR IGNORE INTO calls (cursor, node, session_id, batch_id, \
+/// A row from a segment of the format before journal keys, under the cursor it was given:
+/// a cursor already in the table was committed before the crash.
+const INSERT_UNKEYED: &str = "INSERT OR IGNORE INTO calls (cursor, node, session_id, batch_id, \
      call_id, call_index, requested_name, tool, input, decision, is_error, error_kind, \
      output_chars, result_id, result_total_chars, started_at, duration_ms, cancelled_by, \
      trace_id, principal) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
 impl AuditRow {
-    /// Inserts the row under the cursor the journal gave it, on the writer thread. Cursors are
-    /// the table's only constraint, so a failure means a failed database (or, for
-    /// [`Insert::Ingest`], a cursor given twice: a bug).
+    /// Inserts the row, on the writer thread, unless it is there already; how many rows were
+    /// inserted (0 or 1). A failure means a failed database.
     pub(super) fn insert(
         &self,
         connection: &rusqlite::Connection,
         node: &str,
-        cursor: i64,
         how: Insert,
-    ) -> Result<(), StoreError> {
-        let sql = match how {
-            Insert::Ingest => INSERT_CALL,
-            Insert::Replay => REPLAY_CALL,
+    ) -> Result<usize, StoreError> {
+        let (sql, first) = match how {
+            Insert::Keyed(key) => (INSERT_KEYED, key),
+            Insert::Unkeyed(cursor) => (INSERT_UNKEYED, cursor),
         };
         connection
             .prepare_cached(sql)
             .and_then(|mut insert| {
                 insert.execute(params![
-                    cursor,
+                    first,
                     node,
                     self.session_id,
                     self.batch_id,
@@ -79,8 +81,7 @@ impl AuditRow {
                     &format!("writing the audit row of call \"{}\"", self.call_id),
                     err,
                 )
-            })?;
-        Ok(())
+            })
     }
 }
 

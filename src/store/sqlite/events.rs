@@ -2,8 +2,14 @@
 //! with the session/tool/type filter (the query and the decoding are `store::rows`'), pruned
 //! by age.
 //!
-//! `seq` is the primary key and comes from the event bus, which continues after
-//! `last_event_seq` on start; a seq stored twice is a conflict, not silently dropped.
+//! `seq` is the primary key. The daemon has the store number its events
+//! (`append_events_numbered`: max + 1 inside the writer's transaction, which holds the
+//! database's write lock), since several processes may write to one file (two `toold mcp`
+//! beside a `toold serve`) and a seq one process numbered alone could be another's: the
+//! bus's subscribers get the events with their stored seqs through the relay
+//! (`server/relay.rs`), woken by this process's appends ([`EventStore::event_wakeups`]) and
+//! polling for other processes'. `append_events` (seqs as a bus numbered them) stays for a
+//! store only one bus writes to; a seq stored twice is a conflict, not silently dropped.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -11,6 +17,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use rusqlite::params;
+use tokio::sync::watch;
 
 use super::SqliteStore;
 use super::convert::{from_i64, millis, sqlite_error, sqlite_write_error, to_i64};
@@ -99,7 +106,23 @@ impl EventStore for SqliteStore {
                 from_i64::<u64>(last + 1, "event seq")
             })
             .await?;
+        if count > 0 {
+            self.events_stored.send_if_modified(|stored| {
+                let last = first + count - 1;
+                let newer = last > *stored;
+                *stored = (*stored).max(last);
+                newer
+            });
+        }
         Ok(first..first + count)
+    }
+
+    fn numbers_events(&self) -> bool {
+        true
+    }
+
+    fn event_wakeups(&self) -> Option<watch::Receiver<u64>> {
+        Some(self.events_stored.subscribe())
     }
 
     async fn read_events(

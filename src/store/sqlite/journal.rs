@@ -7,38 +7,54 @@
 //! `synchronous = NORMAL` is written with `write(2)` and not fsynced, so it survives the
 //! process being killed but not the machine losing power, and so does an appended record.
 //!
-//! How:
-//! - Each row gets its `cursor` (the `calls` key) when it is appended, in append order, so
-//!   putting a row in the table is idempotent: replaying a journal after a crash inserts
-//!   exactly the rows that are missing, whatever had been committed before.
+//! Several processes may use one database (two `toold mcp` of two editor windows, beside a
+//! `toold serve`), so nothing a process numbers alone may need to be unique in the table
+//! (decision, 2026-12-02; it lost rows to `UNIQUE constraint failed: calls.cursor` before):
+//! - Each process's journal has an id of its own, handed out by the database when the store
+//!   opens (`journals`, an `AUTOINCREMENT` table). Its rows are numbered 1, 2, … in append
+//!   order, and a row's *journal key* is the id in the high 32 bits and that number in the
+//!   low 32. The key is what makes putting a row in the table idempotent (`INSERT OR IGNORE`,
+//!   a unique index on `calls.journal_key`): an ingest retried after a commit that had in fact
+//!   happened, or a replay of a journal partly committed, inserts exactly the missing rows.
+//! - The row's `cursor` is given by SQLite as it is inserted (`INTEGER PRIMARY KEY`: max + 1,
+//!   inside the writer's transaction, which holds the database's write lock), so cursors are
+//!   unique across processes and increase in commit order: paging by cursor misses nothing.
+//!   Marking interrupted calls inserts rows of its own the same way, after every appended row.
+//! - The journal is a series of segment files `<database file>.audit.<journal id>.<n>`.
+//!   Appends go to the newest; past [`SEGMENT_BYTES`] a new one starts. A segment is deleted
+//!   once every row in it is committed to the table and it is no longer appended to; a clean
+//!   close deletes them all. Each segment is held with an exclusive `flock` for as long as its
+//!   process has it (the lock goes with the process, however it ends).
+//! - A segment whose lock is free belongs to a process that died: whoever opens the store
+//!   next replays it (every record up to the first torn or corrupt one; a `kill -9` mid-`write`
+//!   leaves at most one, and its call had not been answered) under that lock, then deletes it.
+//!   Each process also looks for such segments every [`REPLAY_EVERY`] while it runs, so the
+//!   rows of a process that died beside it do not wait for a restart. A segment of the format
+//!   before journal ids (`<database file>.audit.<n>`, its records carrying their cursors) is
+//!   replayed the old way: inserted under its cursor if that is free.
 //! - Appending schedules one *held* ingest on the writer thread (`writer`): it takes every row
 //!   appended so far and inserts them in the writer's next group (with queued writes and
 //!   events), or on its own within the writer's linger.
-//! - The journal is a series of segment files `<database file>.audit.<generation>`. Appends
-//!   go to the newest; past [`SEGMENT_BYTES`] a new one starts. A segment is deleted once every
-//!   row in it is committed to the table and it is no longer appended to; a clean close
-//!   deletes them all.
 //! - Anything reading the audit log first *flushes* the journal: it commits every row appended
-//!   before the read began. Marking interrupted calls, which inserts rows of its own, first
-//!   inserts every appended row, then counts its rows and *reserves* that many cursors (the
-//!   journal's lock held for that step only), so its rows take cursors no appended row holds
-//!   while appends go on during its SQL.
-//! - A record is framed as payload length (u32), CRC-32 of cursor and payload (u32), cursor
-//!   (i64), payload (the node and the row as JSON). Opening the store replays every segment
-//!   up to its first torn or corrupt record (a `kill -9` mid-`write` leaves at most one, and
-//!   its call had not been answered), then deletes the segments.
+//!   before the read began.
+//! - A record is framed as payload length (u32), CRC-32 of key and payload (u32), journal key
+//!   (i64), payload (the node and the row as JSON).
 //! - A failed ingest puts its rows back to be retried with the next one; they stay in the
 //!   journal, which a restart replays, until they are committed. So does one that panics (a
 //!   bug): its rows are in its `Taken` before it inserts anything, and the writer settles a
 //!   held write whose job panicked as failed (`WriteThread::hold`), so they are retried, and
 //!   their segment deleted once they are committed, rather than left until a restart.
+//! - A journal holds at most 2^32 - 1 rows (a process appending more is refused further
+//!   appends: billions of calls without a restart).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rusqlite::Connection;
 
@@ -51,7 +67,7 @@ use crate::store::columns::AuditRow;
 /// once its rows are committed), which bounds what a restart after a crash replays.
 const SEGMENT_BYTES: u64 = 1 << 20;
 
-/// Length, checksum, cursor.
+/// Length, checksum, key.
 const FRAME_HEAD: usize = 16;
 
 /// Rows appended and not yet committed beyond which an append waits for them to be
@@ -59,10 +75,15 @@ const FRAME_HEAD: usize = 16;
 /// up, and the calls appending slow down to its pace.
 const BACKLOG_ROWS: usize = 16 * 1024;
 
+/// How often a running store looks for the journals of processes that died beside it.
+pub(super) const REPLAY_EVERY: Duration = Duration::from_secs(10);
+
 /// The journal of one store.
 pub(super) struct AuditJournal {
-    /// Segment paths are `<prefix><generation>`.
+    /// Segment paths are `<prefix><id>.<generation>`; other processes' are beside them.
     prefix: PathBuf,
+    /// This journal's id (`journals.id`), the high half of its rows' keys.
+    id: i64,
     /// Written into every row appended by this daemon.
     node: Arc<str>,
     state: Mutex<State>,
@@ -74,9 +95,9 @@ pub(super) struct AuditJournal {
 struct State {
     /// The segment appended to; `None` once closed.
     current: Option<Segment>,
-    /// The cursor the next appended row takes.
-    next_cursor: i64,
-    /// Appended, not yet taken by an ingest; in cursor order.
+    /// The number (low half of the key) the next appended row takes.
+    next_number: i64,
+    /// Appended, not yet taken by an ingest; in key order.
     pending: Vec<Entry>,
     /// An ingest is held on the writer and has not yet taken `pending`.
     ingest_held: bool,
@@ -84,7 +105,8 @@ struct State {
     in_flight: usize,
     /// Rows appended and not yet committed to the table (pending or taken).
     uncommitted: usize,
-    /// Rows appended and committed, per live segment.
+    /// Rows appended and committed, per live segment (with the locked file of each segment
+    /// no longer appended to).
     counts: BTreeMap<u64, Counts>,
     /// The current segment took a failed write: start a new one before the next append.
     rotate: bool,
@@ -92,6 +114,7 @@ struct State {
 
 struct Segment {
     generation: u64,
+    /// Open and locked for as long as the segment exists.
     file: File,
     length: u64,
 }
@@ -100,12 +123,14 @@ struct Segment {
 struct Counts {
     appended: u64,
     committed: u64,
+    /// A segment no longer appended to keeps its lock until it is deleted.
+    locked: Option<File>,
 }
 
 /// A row appended and not yet known to be committed.
 pub(super) struct Entry {
     generation: u64,
-    cursor: i64,
+    key: i64,
     node: Arc<str>,
     row: AuditRow,
 }
@@ -113,9 +138,21 @@ pub(super) struct Entry {
 /// Rows an ingest took, kept until its commit's outcome is known.
 pub(super) type Taken = Arc<Mutex<Vec<Entry>>>;
 
+/// A segment file's name after the prefix: this format's, or the one before journal ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SegmentName {
+    /// `<n>`: records carry their cursors.
+    Unkeyed(u64),
+    /// `<journal id>.<n>`: records carry their journal keys.
+    Keyed { journal: i64, generation: u64 },
+}
+
+/// A replayed record: its key (or, in an unkeyed segment, its cursor), node and row.
+type Replayed = (Insert, String, AuditRow);
+
 impl AuditJournal {
-    /// Replays the journal of `database` (rows a previous run appended that are not in the
-    /// table), deletes its segments and starts a new one.
+    /// Replays the journals left by processes that died (rows they appended that are not in
+    /// the table), deletes them, takes a journal id from the database and starts a segment.
     pub(super) async fn recover(
         database: &Path,
         node: Arc<str>,
@@ -124,34 +161,35 @@ impl AuditJournal {
         let mut prefix = database.as_os_str().to_owned();
         prefix.push(".audit.");
         let prefix = PathBuf::from(prefix);
-        let segments = list_segments(&prefix)?;
-        let mut replayed = Vec::new();
-        for (_, path) in &segments {
-            replayed.extend(read_segment(path)?);
-        }
-        let count = replayed.len();
-        let last_cursor = writer
-            .write(move |connection| {
-                for (cursor, node, row) in &replayed {
-                    row.insert(connection, node, *cursor, Insert::Replay)?;
-                }
-                highest_cursor(connection)
+        replay_dead(&prefix, None, writer).await?;
+        let pid = i64::from(std::process::id());
+        let opened_at = super::convert::millis(std::time::SystemTime::now());
+        let id: i64 = writer
+            .write_one(move |connection| {
+                connection
+                    .prepare_cached(
+                        "INSERT INTO journals (pid, opened_at) VALUES (?1, ?2) RETURNING id",
+                    )
+                    .and_then(|mut insert| {
+                        insert.query_row(rusqlite::params![pid, opened_at], |row| row.get(0))
+                    })
+                    .map_err(|err| sqlite_error("taking an audit journal id", err))
             })
             .await?;
-        if count > 0 {
-            tracing::info!(rows = count, "audit journal replayed");
+        if !(1..=i64::from(u32::MAX >> 1)).contains(&id) {
+            return Err(StoreError::Invalid(format!(
+                "audit journal id {id} is out of range (at most 2^31 - 1 journals)"
+            )));
         }
-        for (_, path) in &segments {
-            remove(path);
-        }
-        let generation = segments.last().map_or(1, |(last, _)| last + 1);
-        let current = Segment::create(&prefix, generation)?;
+        let generation = 1;
+        let current = Segment::create(&prefix, id, generation)?;
         Ok(AuditJournal {
             prefix,
+            id,
             node,
             state: Mutex::new(State {
                 current: Some(current),
-                next_cursor: last_cursor + 1,
+                next_number: 1,
                 pending: Vec::new(),
                 ingest_held: false,
                 in_flight: 0,
@@ -164,6 +202,12 @@ impl AuditJournal {
         })
     }
 
+    /// Replays the journals of processes that died since (or while) this one opened the
+    /// store; how many rows were put in the table.
+    pub(super) async fn replay_dead(&self, writer: &WriteThread) -> Result<usize, StoreError> {
+        replay_dead(&self.prefix, Some(self.id), writer).await
+    }
+
     /// Appends `rows` with one write; once it returns they are durable. Schedules their
     /// ingest on `writer`.
     pub(super) fn append(
@@ -174,7 +218,7 @@ impl AuditJournal {
         if rows.is_empty() {
             return Ok(());
         }
-        // Rendered before the lock; cursors and checksums are added under it.
+        // Rendered before the lock; keys and checksums are added under it.
         let payloads = rows
             .iter()
             .map(|row| {
@@ -191,7 +235,13 @@ impl AuditJournal {
         {
             self.rotate(&mut state)?;
         }
-        let first_cursor = state.next_cursor;
+        let first_number = state.next_number;
+        if first_number + rows.len() as i64 > i64::from(u32::MAX) {
+            return Err(StoreError::Unavailable(
+                "the audit journal of this process is full (2^32 - 1 rows); restart it".to_owned(),
+            ));
+        }
+        let first_key = (self.id << 32) | first_number;
         let Some(segment) = state.current.as_mut() else {
             return Err(closed());
         };
@@ -202,7 +252,7 @@ impl AuditJournal {
                 .sum(),
         );
         for (offset, payload) in payloads.iter().enumerate() {
-            frame(&mut frames, first_cursor + offset as i64, payload);
+            frame(&mut frames, first_key + offset as i64, payload);
         }
         if let Err(err) = segment.file.write_all(&frames) {
             // A partial record would hide the ones after it from a replay: cut it off, and
@@ -215,13 +265,13 @@ impl AuditJournal {
         }
         segment.length += frames.len() as u64;
         let generation = segment.generation;
-        state.next_cursor += rows.len() as i64;
+        state.next_number += rows.len() as i64;
         state.uncommitted += rows.len();
         state.counts.entry(generation).or_default().appended += rows.len() as u64;
         for (offset, row) in rows.into_iter().enumerate() {
             state.pending.push(Entry {
                 generation,
-                cursor: first_cursor + offset as i64,
+                key: first_key + offset as i64,
                 node: self.node.clone(),
                 row,
             });
@@ -270,29 +320,17 @@ impl AuditJournal {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Runs `work`, which inserts `calls` rows of its own, on the write connection: every
-    /// appended row is inserted first (taken into `taken`), then `count` says how many rows
-    /// `work` will insert, that many cursors are reserved, and `work` is given the first to
-    /// number its rows from. The journal's lock is held only to take the rows and to reserve,
-    /// never during SQL, so appends go on meanwhile (with cursors past the reserved ones).
-    /// The caller settles `taken` with the commit's outcome ([`AuditJournal::settle`]); a
-    /// reservation `work` does not fill leaves a gap, which cursors allow.
-    pub(super) fn exclusive<T>(
+    /// Runs `work`, which inserts `calls` rows of its own, on the write connection, after
+    /// inserting every appended row (taken into `taken`), so that its rows come after them.
+    /// The caller settles `taken` with the commit's outcome ([`AuditJournal::settle`]).
+    pub(super) fn after_pending<T>(
         &self,
         connection: &Connection,
         taken: &Taken,
-        count: impl FnOnce(&Connection) -> Result<u64, StoreError>,
-        work: impl FnOnce(&Connection, i64) -> Result<T, StoreError>,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         self.take_and_insert(connection, taken)?;
-        let rows = i64::try_from(count(connection)?).unwrap_or(i64::MAX);
-        let first = {
-            let mut state = self.lock();
-            let first = state.next_cursor;
-            state.next_cursor = first.saturating_add(rows);
-            first
-        };
-        work(connection, first)
+        work(connection)
     }
 
     /// Commits what is pending, stops appends and deletes the journal (everything in it is
@@ -303,7 +341,10 @@ impl AuditJournal {
             tracing::error!(error = %err, "the audit journal could not be committed at close; the next start replays it");
         }
         let mut state = self.lock();
-        state.current = None;
+        if let Some(current) = state.current.take() {
+            // Its lock is kept until it is deleted.
+            state.counts.entry(current.generation).or_default().locked = Some(current.file);
+        }
         self.delete_committed_segments(&mut state);
     }
 
@@ -342,7 +383,7 @@ impl AuditJournal {
         if let Err(err) = committed.map(drop) {
             if !entries.is_empty() {
                 tracing::error!(error = %err, rows = entries.len(), "audit rows could not be committed; they stay in the journal and are retried");
-                // Before anything appended since: cursor order.
+                // Before anything appended since: key order.
                 state.pending.splice(0..0, entries);
             }
             return;
@@ -354,7 +395,8 @@ impl AuditJournal {
         self.delete_committed_segments(&mut state);
     }
 
-    /// Deletes every segment that is no longer appended to and whose rows are all committed.
+    /// Deletes every segment that is no longer appended to and whose rows are all committed
+    /// (unlinked before its lock is let go, so whoever takes the lock next finds it gone).
     fn delete_committed_segments(&self, state: &mut State) {
         let current = state.current.as_ref().map(|segment| segment.generation);
         let finished: Vec<u64> = state
@@ -366,8 +408,8 @@ impl AuditJournal {
             .map(|(generation, _)| *generation)
             .collect();
         for generation in finished {
+            remove(&segment_path(&self.prefix, self.id, generation));
             state.counts.remove(&generation);
-            remove(&self.segment_path(generation));
         }
     }
 
@@ -376,17 +418,15 @@ impl AuditJournal {
             return Err(closed());
         };
         let generation = current.generation + 1;
-        let next = Segment::create(&self.prefix, generation)?;
-        state.current = Some(next);
+        let next = Segment::create(&self.prefix, self.id, generation)?;
+        if let Some(previous) = state.current.replace(next) {
+            state.counts.entry(previous.generation).or_default().locked = Some(previous.file);
+        }
         state.counts.entry(generation).or_default();
         state.rotate = false;
         // The previous segment may already be wholly committed.
         self.delete_committed_segments(state);
         Ok(())
-    }
-
-    fn segment_path(&self, generation: u64) -> PathBuf {
-        segment_path(&self.prefix, generation)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -395,61 +435,143 @@ impl AuditJournal {
 }
 
 impl Segment {
-    fn create(prefix: &Path, generation: u64) -> Result<Segment, StoreError> {
-        let path = segment_path(prefix, generation);
+    /// Creates (it must not exist) and locks segment `generation` of journal `journal`.
+    fn create(prefix: &Path, journal: i64, generation: u64) -> Result<Segment, StoreError> {
+        let path = segment_path(prefix, journal, generation);
+        let failed = |err: std::io::Error| {
+            StoreError::Unavailable(format!(
+                "cannot create the audit journal \"{}\": {err}",
+                path.display()
+            ))
+        };
         let file = OpenOptions::new()
-            .create(true)
+            .create_new(true)
             .append(true)
             .mode(0o600)
             .open(&path)
-            .map_err(|err| {
-                StoreError::Unavailable(format!(
-                    "cannot create the audit journal \"{}\": {err}",
-                    path.display()
-                ))
-            })?;
-        let length = file.metadata().map(|m| m.len()).unwrap_or(0);
+            .map_err(failed)?;
+        if !try_lock(&file).map_err(failed)? {
+            return Err(failed(std::io::Error::other(
+                "another process holds its lock",
+            )));
+        }
         Ok(Segment {
             generation,
             file,
-            length,
+            length: 0,
         })
     }
 }
 
-/// How a row goes into `calls`: an ingest inserts (a taken cursor is a bug, reported); a
-/// replay inserts what is missing.
-#[derive(Clone, Copy)]
+/// Takes an exclusive `flock` on `file` without waiting; `false` if another holds one.
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    // SAFETY: `flock` on a descriptor this `File` owns; no memory is passed.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if locked == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.kind() == std::io::ErrorKind::WouldBlock {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+/// Replays every segment beside the database whose lock is free (its process is gone), but
+/// `own` journal's, and deletes them; how many rows went into the table. A segment is read
+/// and deleted under its lock, so two processes never replay one segment at once, and one
+/// that another deleted meanwhile (no links left) is skipped.
+async fn replay_dead(
+    prefix: &Path,
+    own: Option<i64>,
+    writer: &WriteThread,
+) -> Result<usize, StoreError> {
+    let mut locked = Vec::new();
+    let mut replayed: Vec<Replayed> = Vec::new();
+    for (name, path) in list_segments(prefix)? {
+        if matches!(name, SegmentName::Keyed { journal, .. } if Some(journal) == own) {
+            continue;
+        }
+        let Some(file) = lock_dead_segment(&path)? else {
+            continue;
+        };
+        replayed.extend(read_segment(&path, name, &file)?);
+        locked.push((path, file));
+    }
+    if locked.is_empty() {
+        return Ok(0);
+    }
+    let count = replayed.len();
+    let inserted = writer
+        .write(move |connection| {
+            let mut inserted = 0;
+            for (how, node, row) in &replayed {
+                inserted += row.insert(connection, node, *how)?;
+            }
+            Ok(inserted)
+        })
+        .await?;
+    tracing::info!(
+        segments = locked.len(),
+        rows = count,
+        inserted,
+        "audit journal of a process that stopped replayed"
+    );
+    // Unlinked before the locks go (with the files).
+    for (path, _file) in &locked {
+        remove(path);
+    }
+    Ok(inserted)
+}
+
+/// Opens and locks the segment at `path` if no process holds it and it still exists.
+fn lock_dead_segment(path: &Path) -> Result<Option<File>, StoreError> {
+    let failed = |err: std::io::Error| {
+        StoreError::Unavailable(format!(
+            "cannot open the audit journal \"{}\": {err}",
+            path.display()
+        ))
+    };
+    let file = match File::open(path) {
+        Ok(file) => file,
+        // Deleted by its process or another replayer since the directory was listed.
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(failed(err)),
+    };
+    if !try_lock(&file).map_err(failed)? {
+        return Ok(None);
+    }
+    let links = file.metadata().map_err(failed)?.nlink();
+    Ok((links > 0).then_some(file))
+}
+
+/// How a row goes into `calls`, each inserting nothing if the row is already there: under its
+/// journal key (the cursor given by SQLite), or, from a segment of the format before journal
+/// keys, under the cursor its record carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Insert {
-    Ingest,
-    Replay,
+    Keyed(i64),
+    Unkeyed(i64),
 }
 
 fn insert_entries(connection: &Connection, entries: &[Entry]) -> Result<(), StoreError> {
     for entry in entries {
         entry
             .row
-            .insert(connection, &entry.node, entry.cursor, Insert::Ingest)?;
+            .insert(connection, &entry.node, Insert::Keyed(entry.key))?;
     }
     Ok(())
 }
 
-fn highest_cursor(connection: &Connection) -> Result<i64, StoreError> {
-    connection
-        .query_row("SELECT coalesce(max(cursor), 0) FROM calls", [], |row| {
-            row.get(0)
-        })
-        .map_err(|err| sqlite_error("reading the last audit cursor", err))
-}
-
-fn segment_path(prefix: &Path, generation: u64) -> PathBuf {
+fn segment_path(prefix: &Path, journal: i64, generation: u64) -> PathBuf {
     let mut path = prefix.as_os_str().to_owned();
-    path.push(generation.to_string());
+    path.push(format!("{journal}.{generation}"));
     PathBuf::from(path)
 }
 
-/// The segments beside the database, oldest first.
-fn list_segments(prefix: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+/// The segments beside the database, oldest first (by journal, then generation).
+fn list_segments(prefix: &Path) -> Result<Vec<(SegmentName, PathBuf)>, StoreError> {
     let directory = prefix
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -464,21 +586,34 @@ fn list_segments(prefix: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
             directory.display()
         ))
     })?;
-    let mut segments: Vec<(u64, PathBuf)> = entries
+    let mut segments: Vec<(SegmentName, PathBuf)> = entries
         .filter_map(Result::ok)
         .filter_map(|entry| {
             let file_name = entry.file_name();
-            let generation = file_name.to_str()?.strip_prefix(name)?.parse().ok()?;
-            Some((generation, entry.path()))
+            let rest = file_name.to_str()?.strip_prefix(name)?;
+            let name = match rest.split_once('.') {
+                None => SegmentName::Unkeyed(rest.parse().ok()?),
+                Some((journal, generation)) => SegmentName::Keyed {
+                    journal: journal.parse().ok()?,
+                    generation: generation.parse().ok()?,
+                },
+            };
+            Some((name, entry.path()))
         })
         .collect();
     segments.sort();
     Ok(segments)
 }
 
-/// The rows of a segment up to its first torn or corrupt record.
-fn read_segment(path: &Path) -> Result<Vec<(i64, String, AuditRow)>, StoreError> {
-    let bytes = std::fs::read(path).map_err(|err| {
+/// The rows of a segment (read from `file`, open on `path`) up to its first torn or corrupt
+/// record.
+fn read_segment(
+    path: &Path,
+    name: SegmentName,
+    mut file: &File,
+) -> Result<Vec<Replayed>, StoreError> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|err| {
         StoreError::Unavailable(format!(
             "cannot read the audit journal \"{}\": {err}",
             path.display()
@@ -488,8 +623,12 @@ fn read_segment(path: &Path) -> Result<Vec<(i64, String, AuditRow)>, StoreError>
     let mut rest = &bytes[..];
     while !rest.is_empty() {
         match unframe(rest) {
-            Some((cursor, row, used)) => {
-                rows.push((cursor, row.0, row.1));
+            Some((key, row, used)) => {
+                let how = match name {
+                    SegmentName::Keyed { .. } => Insert::Keyed(key),
+                    SegmentName::Unkeyed(_) => Insert::Unkeyed(key),
+                };
+                rows.push((how, row.0, row.1));
                 rest = &rest[used..];
             }
             None => {
@@ -505,14 +644,14 @@ fn read_segment(path: &Path) -> Result<Vec<(i64, String, AuditRow)>, StoreError>
     Ok(rows)
 }
 
-fn frame(out: &mut Vec<u8>, cursor: i64, payload: &[u8]) {
+fn frame(out: &mut Vec<u8>, key: i64, payload: &[u8]) {
     let mut crc = crc32fast::Hasher::new();
-    crc.update(&cursor.to_le_bytes());
+    crc.update(&key.to_le_bytes());
     crc.update(payload);
     // Rows are far below 4 GiB (inputs are bounded by the request body limit).
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc.finalize().to_le_bytes());
-    out.extend_from_slice(&cursor.to_le_bytes());
+    out.extend_from_slice(&key.to_le_bytes());
     out.extend_from_slice(payload);
 }
 

@@ -39,21 +39,36 @@ async fn calls(store: &SqliteStore) -> Vec<CallRow> {
     page.rows
 }
 
-fn segments(dir: &Path) -> Vec<u64> {
+/// The segments beside the database, by what follows `toold.db.audit.` (`<journal>.<n>`).
+fn segments(dir: &Path) -> Vec<String> {
     list_segments(&dir.join("toold.db.audit."))
         .unwrap()
         .into_iter()
-        .map(|(generation, _)| generation)
+        .map(|(name, _)| match name {
+            SegmentName::Unkeyed(generation) => generation.to_string(),
+            SegmentName::Keyed {
+                journal,
+                generation,
+            } => format!("{journal}.{generation}"),
+        })
         .collect()
 }
 
-/// Journal records of batch `b1`'s calls under the given cursors, as an append writes them.
+const NONE: [String; 0] = [];
+
+/// The key of row `number` of journal `journal`.
+fn key(journal: i64, number: i64) -> i64 {
+    (journal << 32) | number
+}
+
+/// Journal records of batch `b1`'s calls under the given keys (or, for a segment of the
+/// format before keys, cursors), as an append writes them.
 fn journal(calls: &[(i64, &str)]) -> Vec<u8> {
     let mut bytes = Vec::new();
-    for (cursor, call) in calls {
+    for (key, call) in calls {
         let row = AuditRow::new(record("b1", call)).unwrap();
         let payload = serde_json::to_vec(&("node-a", &row)).unwrap();
-        frame(&mut bytes, *cursor, &payload);
+        frame(&mut bytes, *key, &payload);
     }
     bytes
 }
@@ -80,9 +95,9 @@ async fn a_recorded_row_is_listed_at_once_and_a_clean_close_leaves_no_journal() 
         .collect();
     assert_eq!(ids, [("b1", 1), ("b2", 2), ("b2", 3)]);
     assert_eq!(rows[0].record.error_kind, Some(ErrorKind::Execution));
-    assert_eq!(segments(dir.path()), [1]);
+    assert_eq!(segments(dir.path()), ["1.1"]);
     store.close().await;
-    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+    assert_eq!(segments(dir.path()), NONE);
     assert!(store.record(record("b3", "c1")).await.is_err());
 }
 
@@ -93,13 +108,13 @@ async fn a_journal_left_by_a_crash_is_replayed_once_up_to_its_torn_record() {
     store.record(record("b1", "c1")).await.unwrap();
     assert_eq!(calls(&store).await.len(), 1);
     store.close().await;
-    // What a daemon killed mid-append leaves: a row already in the table (cursor 1), two
-    // that are not, and half a record.
-    let mut bytes = journal(&[(1, "c1"), (2, "c2"), (3, "c3")]);
+    // What a daemon killed mid-append leaves (journal 1, the one that store had): a row
+    // already in the table, two that are not, and half a record.
+    let mut bytes = journal(&[(key(1, 1), "c1"), (key(1, 2), "c2"), (key(1, 3), "c3")]);
     let whole = bytes.len();
-    bytes.extend(journal(&[(4, "c4")]));
+    bytes.extend(journal(&[(key(1, 4), "c4")]));
     bytes.truncate(whole + 30);
-    std::fs::write(dir.path().join("toold.db.audit.7"), &bytes).unwrap();
+    std::fs::write(dir.path().join("toold.db.audit.1.7"), &bytes).unwrap();
 
     let store = open(dir.path()).await;
     let rows = calls(&store).await;
@@ -109,8 +124,9 @@ async fn a_journal_left_by_a_crash_is_replayed_once_up_to_its_torn_record() {
         .collect();
     assert_eq!(ids, [("c1", 1), ("c2", 2), ("c3", 3)]);
     assert_eq!(rows[1].node, "node-a");
-    // The replayed segment is gone; appends go on after it, past the replayed cursors.
-    assert_eq!(segments(dir.path()), [8]);
+    // The replayed segment is gone; this store's journal is the second, and its rows go on
+    // after the replayed cursors.
+    assert_eq!(segments(dir.path()), ["2.1"]);
     store.record(record("b2", "c1")).await.unwrap();
     assert_eq!(calls(&store).await.last().unwrap().cursor, 4);
     store.close().await;
@@ -124,11 +140,54 @@ async fn a_corrupt_record_ends_the_replay_of_its_segment() {
     // A flipped byte in the second record's payload.
     let last = bytes.len() - 5;
     bytes[last] ^= 0x20;
-    std::fs::write(dir.path().join("toold.db.audit.1"), &bytes).unwrap();
+    std::fs::write(dir.path().join("toold.db.audit.1.1"), &bytes).unwrap();
     let store = open(dir.path()).await;
     let rows = calls(&store).await;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].record.call_id, "c1");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_segment_of_the_format_before_journal_keys_is_replayed_under_its_cursors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    store.record(record("b1", "c1")).await.unwrap();
+    assert_eq!(calls(&store).await.len(), 1);
+    store.close().await;
+    // `toold.db.audit.<n>`, records under their cursors: cursor 1 is in the table already.
+    let bytes = journal(&[(1, "c1"), (2, "c2")]);
+    std::fs::write(dir.path().join("toold.db.audit.3"), &bytes).unwrap();
+    let store = open(dir.path()).await;
+    let ids: Vec<_> = calls(&store)
+        .await
+        .iter()
+        .map(|row| (row.record.call_id.clone(), row.cursor))
+        .collect();
+    assert_eq!(ids, [("c1".to_owned(), 1), ("c2".to_owned(), 2)]);
+    assert_eq!(segments(dir.path()), ["2.1"]);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_segment_whose_process_holds_its_lock_is_left_alone_until_it_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    // Another process's live journal (42): written and locked, as its process does.
+    let path = dir.path().join("toold.db.audit.42.1");
+    std::fs::write(&path, journal(&[(key(42, 1), "c1"), (key(42, 2), "c2")])).unwrap();
+    let holder = File::open(&path).unwrap();
+    assert!(try_lock(&holder).unwrap());
+    assert_eq!(store.journal.replay_dead(&store.writer).await.unwrap(), 0);
+    assert_eq!(calls(&store).await.len(), 0);
+    assert!(path.exists());
+    // Its process died: the lock is free, and the next look replays and deletes it; this
+    // store's own segment, locked by itself, is never taken for a dead one.
+    drop(holder);
+    assert_eq!(store.journal.replay_dead(&store.writer).await.unwrap(), 2);
+    assert_eq!(calls(&store).await.len(), 2);
+    assert_eq!(segments(dir.path()), ["1.1"]);
+    assert_eq!(store.journal.replay_dead(&store.writer).await.unwrap(), 0);
     store.close().await;
 }
 
@@ -153,7 +212,8 @@ async fn a_full_segment_gives_way_to_the_next_and_is_deleted_once_committed() {
     );
     let live = segments(dir.path());
     assert_eq!(live.len(), 1, "{live:?}");
-    assert!(live[0] >= 3, "{live:?}");
+    let generation: u64 = live[0].strip_prefix("1.").unwrap().parse().unwrap();
+    assert!(generation >= 3, "{live:?}");
     store.close().await;
 }
 
@@ -193,43 +253,34 @@ async fn appends_go_on_while_interrupted_calls_are_marked() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
     store.record(record("b1", "c1")).await.unwrap();
-    store.journal.flush(&store.writer).await.unwrap();
     // Marking's SQL, run on a connection of the test's own: while it runs, another thread
     // appends a row, which must not wait for it.
     let connection = rusqlite::Connection::open(dir.path().join("toold.db")).unwrap();
     let taken = Taken::default();
     let (journal, writer) = (&store.journal, &store.writer);
     let marked = std::thread::scope(|scope| {
-        journal.exclusive(
-            &connection,
-            &taken,
-            |_| Ok(2),
-            |_, first_cursor| {
-                let (appended, done) = std::sync::mpsc::channel();
-                scope.spawn(move || {
-                    let row = AuditRow::new(record("b1", "c2")).unwrap();
-                    let _ = appended.send(journal.append(writer, vec![row]));
-                });
-                // A generous bound that only a deadlock reaches.
-                let append = done
-                    .recv_timeout(std::time::Duration::from_secs(60))
-                    .map_err(|_| StoreError::Database("the append waited for the SQL".into()))?;
-                append.map(|()| first_cursor)
-            },
-        )
+        journal.after_pending(&connection, &taken, |_| {
+            let (appended, done) = std::sync::mpsc::channel();
+            scope.spawn(move || {
+                let row = AuditRow::new(record("b1", "c2")).unwrap();
+                let _ = appended.send(journal.append(writer, vec![row]));
+            });
+            // A generous bound that only a deadlock reaches.
+            done.recv_timeout(std::time::Duration::from_secs(60))
+                .map_err(|_| StoreError::Database("the append waited for the SQL".into()))?
+        })
     });
     store
         .journal
         .settle(marked.as_ref().map(drop).map_err(Clone::clone), &taken);
-    // The two reserved cursors follow the journal's row; the row appended meanwhile comes
-    // after them.
-    assert_eq!(marked.unwrap(), 2);
+    marked.unwrap();
+    // The row pending before went in first; the one appended meanwhile after it.
     let cursors: Vec<_> = calls(&store)
         .await
         .iter()
         .map(|row| (row.record.call_id.clone(), row.cursor))
         .collect();
-    assert_eq!(cursors, [("c1".to_owned(), 1), ("c2".to_owned(), 4)]);
+    assert_eq!(cursors, [("c1".to_owned(), 1), ("c2".to_owned(), 2)]);
     store.close().await;
 }
 
@@ -262,7 +313,7 @@ async fn the_rows_of_a_panicked_ingest_are_retried_not_left_until_a_restart() {
     }
     // Nothing is left for a restart to replay: a clean close deletes the journal.
     store.close().await;
-    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+    assert_eq!(segments(dir.path()), NONE);
 }
 
 #[tokio::test]
@@ -291,5 +342,5 @@ async fn a_held_ingest_that_panics_puts_its_rows_back() {
     let rows = calls(&store).await;
     assert_eq!(rows.len(), 1);
     store.close().await;
-    assert_eq!(segments(dir.path()), Vec::<u64>::new());
+    assert_eq!(segments(dir.path()), NONE);
 }

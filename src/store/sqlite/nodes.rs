@@ -89,40 +89,27 @@ impl NodeStore for SqliteStore {
 
     async fn mark_interrupted_calls(&self, session_id: &str) -> Result<u64, StoreError> {
         let session_id = session_id.to_owned();
-        // Its rows take cursors the journal reserves for them (`journal`), counted first.
+        // Every journalled row goes in first (the rows that exist are not marked); SQLite
+        // numbers the marked rows after them.
         let taken = Taken::default();
         let (journal, ingesting) = (self.journal.clone(), taken.clone());
         let outcome = self
             .writer
             .write(move |connection| {
-                let failed = |err| {
-                    sqlite_error(
-                        &format!("marking the interrupted calls of session \"{session_id}\""),
-                        err,
-                    )
-                };
-                journal.exclusive(
-                    connection,
-                    &ingesting,
-                    |connection| {
-                        connection
-                            .prepare_cached(&format!("SELECT count(*) {UNANSWERED_QUEUED}"))
-                            .and_then(|mut count| {
-                                count.query_row([&session_id], |row| row.get::<_, i64>(0))
-                            })
-                            .map(|rows| u64::try_from(rows).unwrap_or(0))
-                            .map_err(failed)
-                    },
-                    |connection, first_cursor| {
-                        connection
-                            .prepare_cached(&format!("{MARK_INTERRUPTED} {UNANSWERED_QUEUED}"))
-                            .and_then(|mut insert| {
-                                insert.execute(rusqlite::params![&session_id, first_cursor])
-                            })
-                            .map(|written| written as u64)
-                            .map_err(failed)
-                    },
-                )
+                journal.after_pending(connection, &ingesting, |connection| {
+                    connection
+                        .prepare_cached(&format!("{MARK_INTERRUPTED} {UNANSWERED_QUEUED}"))
+                        .and_then(|mut insert| insert.execute(rusqlite::params![&session_id]))
+                        .map(|written| written as u64)
+                        .map_err(|err| {
+                            sqlite_error(
+                                &format!(
+                                    "marking the interrupted calls of session \"{session_id}\""
+                                ),
+                                err,
+                            )
+                        })
+                })
             })
             .await;
         self.journal
@@ -131,12 +118,13 @@ impl NodeStore for SqliteStore {
     }
 }
 
-/// The interrupted row of each unanswered queued call, numbered from cursor `?2` in queue
-/// order; input and tool from the call's `tool:pre` event if any, as on Postgres.
-const MARK_INTERRUPTED: &str = "INSERT INTO calls (cursor, node, session_id, batch_id, call_id, \
+/// The interrupted row of each unanswered queued call, inserted in queue order (so SQLite
+/// gives them increasing cursors); input and tool from the call's `tool:pre` event if any, as
+/// on Postgres.
+const MARK_INTERRUPTED: &str = "INSERT INTO calls (node, session_id, batch_id, call_id, \
      call_index, requested_name, tool, input, decision, is_error, error_kind, output_chars, \
      started_at, duration_ms, interrupted) \
-     SELECT ?2 + row_number() OVER (ORDER BY q.seq) - 1, s.owner, q.session_id, \
+     SELECT s.owner, q.session_id, \
      coalesce(q.batch_id, ''), q.call_id, coalesce(q.data ->> '$.index', 0), \
      coalesce(q.tool, ''), \
      (SELECT p.tool FROM events p WHERE p.session_id = q.session_id \
@@ -148,7 +136,7 @@ const MARK_INTERRUPTED: &str = "INSERT INTO calls (cursor, node, session_id, bat
          ORDER BY p.seq LIMIT 1), 'null'), \
      NULL, 1, 'cancelled', 0, q.ts, 0.0, 1";
 
-/// The queued calls of session `?1` that have no audit row: counted, then marked.
+/// The queued calls of session `?1` that have no audit row.
 const UNANSWERED_QUEUED: &str = "FROM events q JOIN sessions s ON s.id = q.session_id \
      WHERE q.session_id = ?1 AND q.type = 'tool:queued' AND q.call_id IS NOT NULL \
      AND NOT EXISTS (SELECT 1 FROM calls c \

@@ -22,6 +22,7 @@ mod results;
 mod settings;
 mod stateless;
 mod stdio;
+mod two_processes;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
