@@ -217,7 +217,14 @@ async fn ctrl_c_cancels_the_call_and_closes_the_session_the_call_made() {
         .spawn()
         .unwrap();
     let mut stderr = tokio::io::BufReader::new(call.stderr.take().unwrap()).lines();
-    let first = stderr.next_line().await.unwrap().expect("the session line");
+    let first = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "the session line",
+        stderr.next_line(),
+    )
+    .await
+    .unwrap()
+    .expect("the session line");
     let session = first
         .strip_prefix("toold: session ")
         .unwrap_or_else(|| panic!("{first:?}"))
@@ -235,7 +242,14 @@ async fn ctrl_c_cancels_the_call_and_closes_the_session_the_call_made() {
         .unwrap();
     assert_eq!(status.code(), Some(1));
     let mut rest = String::new();
-    while let Some(line) = stderr.next_line().await.unwrap() {
+    while let Some(line) = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "the client's stderr",
+        stderr.next_line(),
+    )
+    .await
+    .unwrap()
+    {
         rest.push_str(&line);
         rest.push('\n');
     }

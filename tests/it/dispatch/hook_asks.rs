@@ -90,7 +90,13 @@ async fn a_hook_ask_in_an_interactive_session_waits_for_an_approval() {
     let run = h.run(vec![call("c1", "echo", json!({}))]);
     let approve = async {
         let approval_id = loop {
-            let event = events.recv().await.unwrap();
+            let event = crate::support::deadline::within(
+                crate::support::deadline::STEP,
+                "permission:ask",
+                events.recv(),
+            )
+            .await
+            .unwrap();
             if event.event_type == EventType::PermissionAsk {
                 assert!(
                     event.data.value()["reason"]

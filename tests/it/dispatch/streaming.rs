@@ -79,7 +79,13 @@ async fn a_call_starts_before_the_rest_of_its_batch_arrives() {
     calls.send(call("2", "second", json!({}))).await.unwrap();
     drop(calls);
     batch.await.unwrap();
-    let second = received.recv().await.unwrap();
+    let second = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "the second result",
+        received.recv(),
+    )
+    .await
+    .unwrap();
     assert!(matches!(second, BatchUpdate::Result { index: 1, .. }));
 
     // queued → executing (pre) → completed (post) for each call, framed by the batch events.
@@ -149,7 +155,12 @@ async fn progress_is_passed_on_before_the_call_finishes() {
     release.notify_one();
     batch.await.unwrap();
     assert!(matches!(
-        received.recv().await,
+        crate::support::deadline::within(
+            crate::support::deadline::STEP,
+            "the result",
+            received.recv()
+        )
+        .await,
         Some(BatchUpdate::Result { .. })
     ));
     let progress_event = Harness::drain(&mut events)

@@ -47,11 +47,8 @@ fn haproxy_binary() -> Option<&'static str> {
         .is_ok_and(|status| status.success());
     match found {
         true => Some("haproxy"),
-        false if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("haproxy is not installed; CI must run the load-balancer test (.ci/run)")
-        }
         false => {
-            eprintln!("skipped: haproxy is not installed (the load-balancer test)");
+            crate::support::skip_unless_ci("haproxy is not installed (the load-balancer test)");
             None
         }
     }

@@ -234,7 +234,14 @@ async fn grpc_rpcs_sent_to_b_for_as_session_are_relayed_to_a() {
     );
     let mut responses = on_b.execute(outbound).await.expect("relayed").into_inner();
     let (mut results, mut done) = (Vec::new(), None);
-    while let Some(response) = responses.message().await.expect("the relay does not fail") {
+    while let Some(response) = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "the relay's next message",
+        responses.message(),
+    )
+    .await
+    .expect("the relay does not fail")
+    {
         match response.kind {
             Some(execute_response::Kind::Result(result)) => results.push(result.output),
             // Events are the stream's own business, checked in tests/it/grpc/execute.rs.

@@ -244,7 +244,13 @@ async fn a_streamed_answer_reaches_the_caller_before_it_ends_then_its_connection
                         transfer-encoding: chunked\r\n\r\n";
             stream.write_all(head.as_bytes()).await.unwrap();
             stream.write_all(b"9\r\ndata: 1\n\n\r\n").await.unwrap();
-            told.recv().await.unwrap();
+            crate::support::deadline::within(
+                crate::support::deadline::STEP,
+                "the go-on",
+                told.recv(),
+            )
+            .await
+            .unwrap();
             stream
                 .write_all(b"9\r\ndata: 2\n\n\r\n0\r\n\r\n")
                 .await
@@ -273,9 +279,17 @@ async fn a_streamed_answer_reaches_the_caller_before_it_ends_then_its_connection
         .unwrap();
     assert_eq!(first, "data: 1\n\n");
     go_on.send(()).await.unwrap();
-    let rest = body.next().await.unwrap().unwrap();
+    let rest =
+        crate::support::deadline::within(crate::support::deadline::STEP, "the rest", body.next())
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(rest, "data: 2\n\n");
-    assert!(body.next().await.is_none());
+    assert!(
+        crate::support::deadline::within(crate::support::deadline::STEP, "the end", body.next())
+            .await
+            .is_none()
+    );
     // The connection goes back to the pool once the stream is over (on its own task).
     tokio::time::sleep(Duration::from_millis(200)).await;
     let next = hops.send(&address, get()).await.unwrap();

@@ -191,7 +191,14 @@ async fn reflection_lists_the_services_in_both_versions() {
         .await
         .unwrap()
         .into_inner();
-    let answer = answers.next().await.unwrap().unwrap();
+    let answer = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "a reflection answer",
+        answers.next(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
         answer.message_response
     else {
@@ -217,7 +224,14 @@ async fn reflection_lists_the_services_in_both_versions() {
         .await
         .unwrap()
         .into_inner();
-    let answer = answers.next().await.unwrap().unwrap();
+    let answer = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "a reflection answer",
+        answers.next(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
         answer.message_response
     else {

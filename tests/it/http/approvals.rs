@@ -11,6 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::harness::{Reply, Toold};
+use crate::support::deadline::{OutputWithin, STEP};
 
 const ASK_ECHO: &str = "[permissions]\nask = [\"bash(echo:*)\"]\ndeny = [\"bash(rm:*)\"]\n";
 
@@ -336,7 +337,7 @@ async fn a_bad_server_rule_stops_the_start() {
     let file = dir.path().join("toold.toml");
     std::fs::write(&file, "[permissions]\ndeny = [\"bash(\"]\n").unwrap();
     let output = super::harness::command(dir.path(), &["--config", file.to_str().unwrap()])
-        .output()
+        .output_within(STEP, "toold serve")
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

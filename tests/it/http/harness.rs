@@ -9,6 +9,13 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::support::daemon::DaemonProcess;
+use crate::support::deadline::within;
+
+/// The longest a request may take to be answered in full (some tests run batches that take
+/// a while on purpose: drains, timeouts).
+pub const REQUEST: Duration = Duration::from_secs(120);
+/// The longest [`SseReader::next`] waits for a frame with data.
+pub const FRAME: Duration = Duration::from_secs(45);
 
 pub struct Toold {
     /// `None` for a client of a daemon (or a load balancer) this test did not start.
@@ -171,26 +178,33 @@ impl Toold {
         }
     }
 
+    /// Sends the request and reads the whole answer, failing the test after [`REQUEST`].
     pub async fn send(&self, builder: reqwest::RequestBuilder) -> Reply {
-        let response = builder.send().await.expect("request sent");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.unwrap();
-        Reply {
-            status,
-            headers,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        }
+        within(REQUEST, "an HTTP answer", async {
+            let response = builder.send().await.expect("request sent");
+            let status = response.status();
+            let headers = response.headers().clone();
+            let bytes = response.bytes().await.unwrap();
+            Reply {
+                status,
+                headers,
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            }
+        })
+        .await
     }
 
     /// The raw text of a GET (for non-JSON bodies).
     pub async fn get_text(&self, path: &str) -> (StatusCode, String) {
-        let response = self
-            .request(reqwest::Method::GET, path)
-            .send()
-            .await
-            .expect("request sent");
-        (response.status(), response.text().await.unwrap())
+        within(REQUEST, "an HTTP answer", async {
+            let response = self
+                .request(reqwest::Method::GET, path)
+                .send()
+                .await
+                .expect("request sent");
+            (response.status(), response.text().await.unwrap())
+        })
+        .await
     }
 
     pub async fn get(&self, path: &str) -> Reply {
@@ -279,7 +293,9 @@ impl Toold {
         if let Some(id) = last_event_id {
             builder = builder.header("last-event-id", id.to_string());
         }
-        let response = builder.send().await.unwrap();
+        let response = within(REQUEST, "an event stream's head", builder.send())
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         SseReader::new(response)
     }
@@ -321,7 +337,12 @@ impl SseReader {
     }
 
     /// As [`Self::next`], with a stream that fails (its connection cut) as an error.
+    ///
+    /// Fails the test when no frame with data came within [`FRAME`]: keep-alive comments
+    /// arrive every 15 s, so only a deadline over the whole wait ends a stream whose
+    /// frames never come (a broken feature).
     pub async fn try_next(&mut self) -> reqwest::Result<Option<Frame>> {
+        let deadline = tokio::time::Instant::now() + FRAME;
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let raw: String = self.buffer.drain(..end + 2).collect();
@@ -342,9 +363,9 @@ impl SseReader {
                 frame.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
                 return Ok(Some(frame));
             }
-            let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), self.stream.next())
+            let Some(chunk) = tokio::time::timeout_at(deadline, self.stream.next())
                 .await
-                .expect("an SSE frame within 30 s")
+                .unwrap_or_else(|_| panic!("no SSE frame with data within {FRAME:?}"))
             else {
                 return Ok(None);
             };

@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use super::harness::Toold;
+use crate::support::deadline::{OutputWithin, STEP};
 
 #[tokio::test]
 async fn an_idempotent_retry_does_not_run_a_write_twice() {
@@ -206,7 +207,7 @@ fn it_refuses_to_listen_publicly_without_tokens() {
         .env_remove("TOOLD_CONFIG")
         .env("TOOLD_LISTEN", "0.0.0.0:0")
         .stdin(Stdio::null())
-        .output()
+        .output_within(STEP, "toold serve")
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

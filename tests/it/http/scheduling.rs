@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::harness::Toold;
+use crate::support::deadline::{OutputWithin, STEP};
 
 /// `(tool:pre ts, tool:post ts)` of each call of the session, from a replay of its events.
 /// Timestamps are RFC 3339 with milliseconds in UTC, so they order as strings.
@@ -115,7 +116,7 @@ async fn a_several_mb_output_reads_back_identically_through_read_result_and_resu
     let total = offloaded["total_chars"].as_u64().unwrap() as usize;
     let own_output = std::process::Command::new("sh")
         .args(["-c", command])
-        .output()
+        .output_within(STEP, "sh")
         .unwrap()
         .stdout;
     assert_eq!(total, own_output.len());

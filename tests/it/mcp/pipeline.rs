@@ -239,6 +239,8 @@ impl Messages {
     /// The next JSON-RPC message (30 s guard); `None` once the stream ended.
     async fn next(&mut self) -> Option<Value> {
         use futures::StreamExt;
+        // Over the whole wait: frames without a message (pings, comments) do not extend it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();
@@ -252,7 +254,7 @@ impl Messages {
                 }
                 continue;
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.body.next())
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
                 .await
                 .expect("the answer goes on")?
                 .expect("the answer's body reads");

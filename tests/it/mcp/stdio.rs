@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{LEGACY, tool_names};
+use crate::support::deadline::{OutputWithin, STEP};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -38,7 +39,8 @@ impl StdioMcp {
             .arg(dir.join("data"))
             .arg("--working-directory")
             .arg(workspace(dir))
-            .args(["--permission-mode", mode]);
+            .args(["--permission-mode", mode])
+            .args(crate::support::daemon::sandbox_flag());
         // None of the caller's settings reach it; the logs are at the default level, info,
         // so the test sees that they stay off stdout.
         crate::support::daemon::without_settings(&mut command);
@@ -362,7 +364,7 @@ fn a_bad_permission_mode_is_refused_before_anything_starts() {
         .arg(dir.path().join("data"))
         .args(["--permission-mode", "sideways"])
         .stdin(Stdio::null())
-        .output()
+        .output_within(STEP, "toold mcp")
         .unwrap();
     assert!(!output.status.success());
     assert!(output.stdout.is_empty());

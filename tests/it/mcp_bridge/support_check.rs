@@ -3,7 +3,7 @@
 //! over stdio (the entry the settings writer names) lists `read_text_file`; and the `/proc`
 //! helpers see a process tree and its process group, and see it gone once killed.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::servers;
+use crate::support::deadline::{LineReader, STEP};
 use crate::support::mcp_servers::{
     descendants, in_group, parse_settings, settings, wait_until_gone,
 };
@@ -115,17 +116,15 @@ fn server_filesystem_over_stdio_lists_read_text_file() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let stdout = LineReader::new(BufReader::new(child.stdout.take().unwrap()));
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     writeln!(stdin, "{INITIALIZE}\n{note}\n{list}").unwrap();
     let mut listed = Value::Null;
     while listed["id"] != 1 {
-        let mut line = String::new();
-        assert!(
-            stdout.read_line(&mut line).unwrap() > 0,
-            "the server closed stdout"
-        );
+        let line = stdout
+            .next_within(STEP, "the server's tools/list answer")
+            .expect("the server keeps stdout open");
         listed = serde_json::from_str(&line).unwrap();
     }
     let names = names(&listed);

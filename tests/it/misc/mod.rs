@@ -4,8 +4,10 @@
 
 mod harness;
 mod http_server;
+mod readme;
 mod registration;
 mod session_tools;
+mod settings_file;
 mod skill;
 mod utility_tools;
 mod web_fetch;

@@ -77,7 +77,13 @@ async fn an_interrupt_cancels_a_sleep_in_a_dispatcher() {
     };
     // Interrupt once the call has started (the batch holds the token that fires).
     loop {
-        let event = events.recv().await.unwrap();
+        let event = crate::support::deadline::within(
+            crate::support::deadline::STEP,
+            "tool:pre",
+            events.recv(),
+        )
+        .await
+        .unwrap();
         if event.event_type == EventType::ToolPre {
             break;
         }

@@ -233,7 +233,13 @@ async fn refusal(
         .provide_tools(authorized(requests, token))
         .await
     {
-        Ok(response) => match response.into_inner().message().await {
+        Ok(response) => match crate::support::deadline::within(
+            crate::support::deadline::STEP,
+            "the refusal",
+            response.into_inner().message(),
+        )
+        .await
+        {
             Err(status) => (status.code(), status.message().to_owned()),
             Ok(message) => panic!("registered: {message:?}"),
         },

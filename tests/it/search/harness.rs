@@ -16,6 +16,7 @@ use toold::session::{SessionConfig, SessionState};
 use toold::tool::{ToolCall, ToolResult};
 use toold::tools::{SkillSettings, ToolDeps, WebFetchSettings, builtin_registry};
 
+use crate::support::deadline::{OutputWithin, STEP};
 use crate::support::workspace::TempWorkspace;
 
 /// A session whose workspace is `<tmp>/ws`; `<tmp>/outside` is a sibling outside it.
@@ -118,11 +119,7 @@ pub fn ripgrep() -> Option<PathBuf> {
             .find(|candidate| candidate.is_file())
     });
     if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "rg is not installed; .ci/run installs ripgrep for these comparisons"
-        );
-        eprintln!("rg is not installed; skipping the comparison with ripgrep");
+        crate::support::skip_unless_ci("rg is not installed (the comparison with ripgrep)");
     }
     found
 }
@@ -133,7 +130,7 @@ pub fn run_rg(rg: &Path, cwd: &Path, args: &[String]) -> String {
         .args(args)
         .current_dir(cwd)
         .env_remove("RIPGREP_CONFIG_PATH")
-        .output()
+        .output_within(STEP, "rg")
         .expect("rg runs");
     assert!(
         output.status.code().is_some_and(|code| code <= 1),

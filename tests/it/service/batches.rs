@@ -339,7 +339,13 @@ async fn a_streamed_batch_passes_results_on_in_order() {
         .await
         .unwrap();
     let mut ids = Vec::new();
-    while let Some(item) = stream.items.recv().await {
+    while let Some(item) = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "the stream's next item",
+        stream.items.recv(),
+    )
+    .await
+    {
         if let BatchItem::Result(result) = item {
             ids.push(result.id);
         }

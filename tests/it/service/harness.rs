@@ -142,7 +142,13 @@ impl Daemon {
                 .await
         });
         loop {
-            let event = events.recv().await.unwrap();
+            let event = crate::support::deadline::within(
+                crate::support::deadline::STEP,
+                "tool:pre",
+                events.recv(),
+            )
+            .await
+            .unwrap();
             if event.event_type == toold::event::EventType::ToolPre && *event.session_id == *session
             {
                 return running;

@@ -5,6 +5,7 @@ use super::harness::admin;
 use serde_json::json;
 
 use crate::service::harness::{Daemon, calls};
+use crate::support::deadline::{OutputWithin, STEP};
 
 /// About 6.9 MB, with a two-byte character in most lines (so characters and bytes differ).
 const COMMAND: &str = "seq 1 900000 | sed 's/5/é/g'";
@@ -13,7 +14,7 @@ fn run_directly(command: &str) -> String {
     let output = std::process::Command::new("bash")
         .arg("-c")
         .arg(command)
-        .output()
+        .output_within(STEP, "bash")
         .expect("bash runs");
     String::from_utf8(output.stdout).expect("the command writes UTF-8")
 }

@@ -305,7 +305,13 @@ async fn closing_cancels_running_calls_and_forgets_the_session() {
     });
     let mut events = daemon.service.events().subscribe();
     loop {
-        let event = events.recv().await.unwrap();
+        let event = crate::support::deadline::within(
+            crate::support::deadline::STEP,
+            "tool:pre",
+            events.recv(),
+        )
+        .await
+        .unwrap();
         if event.event_type == toold::event::EventType::ToolPre {
             break;
         }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::daemon::without_settings;
+use crate::support::deadline::{OutputWithin, STEP};
 
 /// How long a daemon may take to print its listening line.
 const START_DEADLINE: Duration = Duration::from_secs(60);
@@ -251,7 +252,7 @@ async fn bash_runs_from_a_binary_under_tmp_and_auto_falls_back_to_landlock_sayin
 fn an_unknown_sandbox_mode_is_refused_naming_the_choices() {
     let output = Command::new(env!("CARGO_BIN_EXE_toold"))
         .args(["serve", "--sandbox", "chroot"])
-        .output()
+        .output_within(STEP, "toold serve")
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);

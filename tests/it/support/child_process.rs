@@ -3,10 +3,14 @@
 //! parallel threads: `std::env::set_var` here would reach every process the others spawn
 //! (daemons, shells, hooks) and race with the C library's own `getenv` calls.
 
+use crate::support::deadline::OutputWithin;
 use std::process::Command;
 
 /// Set (to `1`) in the child process, so the test knows it is the run that does the work.
 const CHILD_MARKER: &str = "TOOLD_IT_CHILD_PROCESS";
+
+/// The longest one test may take in its child process.
+const CHILD_TEST: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Whether this process is a child started by [`run_in_child_process`].
 pub fn in_child_process() -> bool {
@@ -23,7 +27,7 @@ pub fn run_in_child_process(path: &str, env: &[(&str, &str)]) {
         .args([path, "--exact", "--test-threads=1"])
         .env(CHILD_MARKER, "1")
         .envs(env.iter().copied())
-        .output()
+        .output_within(CHILD_TEST, path)
         .expect("the test binary starts again");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(

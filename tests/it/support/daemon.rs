@@ -1,10 +1,16 @@
 //! The real `toold` binary, spawned on port 0 over a test's own directory (`data/`, and
 //! `projects/` as the allowed root), with none of the caller's `TOOLD_*` settings; the HTTP
 //! and gRPC areas (and the fleet tests) wrap it in their own clients.
+//!
+//! `TOOLD_TEST_SANDBOX=MODE` (`auto`, `bwrap`, `landlock`, `off`) passes `--sandbox MODE` to
+//! every daemon spawned here (the suite run with a sandbox that cannot work must fail, not
+//! hang: docs/performance.md, "The tests with every sandbox broken").
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+
+use super::deadline::{STEP, first_line_within, wait_within};
 
 /// A running daemon, killed (`kill -9`) when dropped.
 pub struct DaemonProcess {
@@ -27,9 +33,19 @@ pub fn command_on(dir: &Path, listen: &str, extra: &[&str]) -> Command {
         .arg(dir.join("data"))
         .arg("--allowed-root")
         .arg(dir.join("projects"))
+        .args(sandbox_flag())
         .args(extra);
     without_settings(&mut command);
     command
+}
+
+/// `--sandbox MODE` when `TOOLD_TEST_SANDBOX` names one (for every daemon the tests spawn,
+/// `toold mcp` included), else nothing.
+pub fn sandbox_flag() -> Vec<String> {
+    match std::env::var("TOOLD_TEST_SANDBOX") {
+        Ok(mode) if !mode.is_empty() => vec!["--sandbox".to_owned(), mode],
+        _ => Vec::new(),
+    }
 }
 
 /// Keeps the caller's `TOOLD_*` settings from `command` (a developer's TOOLD_DATABASE_URL
@@ -71,10 +87,12 @@ impl DaemonProcess {
             .stderr(Stdio::null())
             .spawn()
             .expect("toold starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let Some(Ok(line)) = first_line_within(stdout, STEP) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("toold did not say where it listens within {STEP:?}");
+        };
         let base = line
             .trim()
             .strip_prefix("toold listening on ")
@@ -94,9 +112,9 @@ impl DaemonProcess {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
     }
 
-    /// Waits for the process to exit.
+    /// Waits for the process to exit (after a signal); fails the test after a minute.
     pub fn wait(&mut self) -> ExitStatus {
-        self.child.wait().unwrap()
+        wait_within(&mut self.child, STEP, "the daemon")
     }
 
     /// Stops the daemon with `kill -9` and waits for it.

@@ -32,13 +32,10 @@ impl McpServers {
         let var = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
         let (Some(prefix), Some(node)) = (var("TOOLD_TEST_MCP_SERVERS"), var("TOOLD_TEST_NODE"))
         else {
-            if std::env::var("CI").is_ok_and(|ci| ci == "true") {
-                panic!(
-                    "TOOLD_TEST_MCP_SERVERS or TOOLD_TEST_NODE is not set; run .ci/run (it \
-                     installs the MCP reference servers) for the {what}"
-                );
-            }
-            eprintln!("skipped: TOOLD_TEST_MCP_SERVERS / TOOLD_TEST_NODE not set ({what})");
+            super::skip_unless_ci(&format!(
+                "TOOLD_TEST_MCP_SERVERS or TOOLD_TEST_NODE is not set (.ci/run installs the \
+                 MCP reference servers; {what})"
+            ));
             return None;
         };
         let servers = McpServers {

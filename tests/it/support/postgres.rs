@@ -6,11 +6,8 @@
 pub fn postgres_url(what: &str) -> Option<String> {
     match std::env::var("TOOLD_TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("TOOLD_TEST_POSTGRES_URL is not set; CI must run the {what}")
-        }
         _ => {
-            eprintln!("skipped: TOOLD_TEST_POSTGRES_URL is not set ({what})");
+            super::skip_unless_ci(&format!("TOOLD_TEST_POSTGRES_URL is not set ({what})"));
             None
         }
     }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::receiver::{ExportedSpan, Protocol, Receiver, attribute, children, find};
 use crate::http::approvals::{pending, resolve};
 use crate::http::harness::Toold;
+use crate::support::deadline::{OutputWithin, STEP};
 
 pub const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 pub const PARENT: &str = "00f067aa0ba902b7";
@@ -222,7 +223,7 @@ fn bad_exporter_settings_stop_the_start() {
         std::fs::create_dir_all(dir.path().join("projects")).unwrap();
         let output = crate::support::daemon::command(dir.path(), &[])
             .envs(env.iter().copied())
-            .output()
+            .output_within(STEP, "toold serve")
             .expect("toold runs");
         assert!(!output.status.success(), "started with {env:?}");
         String::from_utf8_lossy(&output.stderr).into_owned()

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use super::TlsDaemon;
 use crate::support::daemon::without_settings;
+use crate::support::deadline::{OutputWithin, STEP};
 use crate::support::python::python;
 
 /// Runs `python script args`, failing the test with its output unless it succeeds.
@@ -18,7 +19,7 @@ fn run_python(python: &Path, script: &Path, args: &[&str]) -> String {
     let output = Command::new(python)
         .arg(script)
         .args(args)
-        .output()
+        .output_within(STEP, "the client")
         .expect("python starts");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
@@ -69,7 +70,7 @@ fn the_terminal_client_trusts_the_ca_named_by_ca_cert() {
         let output = command
             .args(["sessions", "--url", &format!("https://{}", toold.address)])
             .args(extra)
-            .output()
+            .output_within(STEP, "the client")
             .expect("the client starts");
         (
             output.status.code(),

@@ -157,6 +157,12 @@ pub fn served_certificate(stream: &TlsStream<TcpStream>) -> CertificateDer<'stat
 
 /// `GET path` on a kept-alive HTTP/1.1 connection; the status line and the body.
 pub async fn get(stream: &mut TlsStream<TcpStream>, path: &str) -> (String, String) {
+    let answer = get_unbounded(stream, path);
+    crate::support::deadline::within(crate::support::deadline::STEP, "an HTTPS answer", answer)
+        .await
+}
+
+async fn get_unbounded(stream: &mut TlsStream<TcpStream>, path: &str) -> (String, String) {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
     let request = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();

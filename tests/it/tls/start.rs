@@ -6,13 +6,14 @@ use std::path::Path;
 
 use super::{ServerFiles, TestCa};
 use crate::support::daemon::command;
+use crate::support::deadline::{OutputWithin, STEP};
 
 /// `toold serve` with `args` (and `env`) over `dir`: it must fail; its stderr.
 fn refused_start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     std::fs::create_dir_all(dir.join("projects")).unwrap();
     let output = command(dir, args)
         .envs(env.iter().copied())
-        .output()
+        .output_within(STEP, "toold serve")
         .expect("toold starts");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(!output.status.success(), "started with {args:?}: {stderr}");

@@ -23,11 +23,8 @@ const WAIT: Duration = Duration::from_secs(30);
 /// on a developer's machine and fails in CI (`CI` set), where `.ci/run` installs them.
 pub fn available() -> bool {
     let present = Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists();
-    if !present && std::env::var_os("CI").is_some() {
-        panic!("{CHROMIUM} and {CHROMEDRIVER} are required in CI (.ci/run installs them)");
-    }
     if !present {
-        eprintln!("skipped: {CHROMIUM} or {CHROMEDRIVER} is not installed");
+        crate::support::skip_unless_ci(&format!("{CHROMIUM} or {CHROMEDRIVER} is not installed"));
     }
     present
 }
