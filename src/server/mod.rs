@@ -4,7 +4,8 @@
 //! service, and its orderly stop); `serve` runs a [`Daemon`] around it, `mcp`
 //! ([`run_mcp_stdio`]) one stdio MCP session.
 //!
-//! Start: create the data directory, read (or create) the node id, open the store the
+//! Start: create the data directory, read (or create) the node id (a daemon's, held against a
+//! second daemon by `daemon.lock`; a stdio MCP process runs under one of its own: [`Occupant`]), open the store the
 //! database URL names (`store::open`: SQLite or Postgres; migrations applied), continue the
 //! event bus after the last stored seq (on a store several processes write to, SQLite's file
 //! as much as Postgres, the store numbers events and `relay` feeds subscribers), start the
@@ -93,6 +94,10 @@ pub enum ServerError {
     Settings(#[from] crate::config::ConfigError),
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
+    #[error(
+        "data directory \"{path}\" is in use by another toold serve ({holder}); stop it, or give this one its own --data-dir"
+    )]
+    DataDirInUse { path: PathBuf, holder: String },
     #[error("creating the MCP session: {0}")]
     McpSession(String),
     #[error("serving MCP on stdio: {0}")]
@@ -110,18 +115,34 @@ pub struct Core {
     relay: Option<tokio::task::JoinHandle<()>>,
     node_id: String,
     data_dir: PathBuf,
+    /// A daemon's exclusive hold on its data directory (`daemon.lock`), released when the
+    /// process ends, however it ends.
+    _daemon_lock: Option<std::fs::File>,
+}
+
+/// Who runs on a [`Core`]: the daemon owns the data directory's node id (its sessions, its
+/// interrupted calls) and holds the directory against a second daemon; a stdio MCP process
+/// is one of many clients of the directory and runs under a node id of its own, so that a
+/// daemon starting beside it never takes its session for one it left behind.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Occupant {
+    Daemon,
+    Stdio,
 }
 
 impl Core {
     /// Creates the data directory, reads (or creates) the node id, opens the store, continues
     /// the event bus, starts the persister and builds the service. Sessions are not restored:
     /// that is the daemon's to decide.
-    pub async fn start(settings: &Settings) -> Result<Core, ServerError> {
+    pub async fn start(settings: &Settings, occupant: Occupant) -> Result<Core, ServerError> {
         let server = &settings.server;
         // The metrics recorder goes in first, so nothing recorded at start is lost.
         let _ = crate::telemetry::prometheus();
         let data_dir = create_dir(&server.data_dir)?;
-        let node_id = node_id(&data_dir)?;
+        let (node_id, daemon_lock) = match occupant {
+            Occupant::Daemon => (node_id(&data_dir)?, Some(hold_for_daemon(&data_dir)?)),
+            Occupant::Stdio => (format!("mcp-{}", uuid::Uuid::now_v7().simple()), None),
+        };
         let store = crate::store::open(&server.database_location(), &node_id).await?;
         let last_seq = store.last_event_seq().await?;
         let (stored, persisted) = watch::channel(last_seq);
@@ -151,6 +172,7 @@ impl Core {
             relay,
             node_id,
             data_dir,
+            _daemon_lock: daemon_lock,
         })
     }
 
@@ -201,7 +223,7 @@ impl Daemon {
     pub async fn start(settings: Settings) -> Result<Daemon, ServerError> {
         // First: a certificate that cannot be read is a mistake to report before any work.
         let tls = tls::load(&settings.server)?;
-        let core = Core::start(&settings).await?;
+        let core = Core::start(&settings, Occupant::Daemon).await?;
         let server = &settings.server;
         let service = core.service.clone();
         let interrupted = service
@@ -396,7 +418,7 @@ pub async fn run_mcp_stdio(mut settings: Settings) -> Result<(), ServerError> {
             .allowed_roots
             .push(working_directory.clone());
     }
-    let core = Core::start(&settings).await?;
+    let core = Core::start(&settings, Occupant::Stdio).await?;
     let stop = CancellationToken::new();
     tokio::spawn(wait_for_signal(signals(), stop.clone()));
     // Over stdio the caller is the person who started the process: `local`, an admin.
@@ -622,6 +644,46 @@ fn create_dir(dir: &Path) -> Result<PathBuf, ServerError> {
     };
     std::fs::create_dir_all(dir.join("workspaces")).map_err(fail)?;
     dir.canonicalize().map_err(fail)
+}
+
+/// Takes `<data_dir>/daemon.lock` exclusively (an `flock`, freed by the kernel when the
+/// process dies) and writes this process's id into it; a second daemon on the directory would
+/// restore the first one's sessions and mark its running calls interrupted, so it is refused,
+/// naming the holder.
+fn hold_for_daemon(data_dir: &Path) -> Result<std::fs::File, ServerError> {
+    use std::io::{Read, Seek, Write};
+    let path = data_dir.join("daemon.lock");
+    let fail = |source| ServerError::DataDir {
+        path: path.clone(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(fail)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "a process that has not written its pid yet".to_owned(),
+                pid => format!("pid {pid}"),
+            };
+            return Err(ServerError::DataDirInUse {
+                path: data_dir.to_owned(),
+                holder,
+            });
+        }
+        Err(std::fs::TryLockError::Error(err)) => return Err(fail(err)),
+    }
+    file.set_len(0).map_err(fail)?;
+    file.rewind().map_err(fail)?;
+    writeln!(file, "{}", std::process::id()).map_err(fail)?;
+    Ok(file)
 }
 
 /// This daemon's id, kept in `<data_dir>/node_id` so a restart owns the same sessions.

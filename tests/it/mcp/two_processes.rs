@@ -293,3 +293,64 @@ fn the_journal_of_a_process_killed_with_kill_9_is_replayed_by_the_next() {
         "the next process's own rows follow"
     );
 }
+
+/// A `toold serve` started on the directory while a `toold mcp` runs a call leaves that
+/// process's session alone (it runs under a node id of its own: the daemon neither marks its
+/// calls interrupted nor restores its session), and a second `toold serve` on the directory
+/// is refused, naming the first one's pid.
+#[test]
+fn a_daemon_beside_an_mcp_process_leaves_it_alone_and_a_second_daemon_is_refused() {
+    use crate::support::daemon::{DaemonProcess, command};
+
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let mut mcp = Mcp::start(dir.path());
+    mcp.initialize();
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "sleep 3"}}}));
+    std::thread::sleep(Duration::from_millis(500));
+
+    let first = DaemonProcess::start(dir.path(), &[]);
+    let mut second = command(dir.path(), &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toold starts");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("a second toold serve on the directory did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "in use by another toold serve (pid {})",
+            first.pid()
+        )),
+        "{stderr}"
+    );
+
+    // The call that ran while the daemon started finishes as it would have alone.
+    let answer = mcp.answers(1, Instant::now() + WAIT).remove(0);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    mcp.send_calls(5);
+    for answer in mcp.answers(5, Instant::now() + WAIT) {
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+    }
+    mcp.end();
+    drop(first);
+    let db = database(dir.path());
+    assert_eq!(
+        number(&db, "SELECT count(*) FROM calls WHERE interrupted = 1"),
+        0
+    );
+    assert_eq!(number(&db, "SELECT count(*) FROM calls"), 6);
+}
