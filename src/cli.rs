@@ -210,10 +210,11 @@ impl McpArgs {
     fn apply(self, settings: &mut Settings) -> anyhow::Result<()> {
         // Not `./toold-data`: that would land in the project the client started us in.
         let daemons_default = crate::config::ServerSettings::default().data_dir;
-        if self.data_dir.is_none() && settings.server.data_dir == daemons_default {
-            if let Some(dir) = crate::config::stdio_state_dir() {
-                settings.server.data_dir = dir;
-            }
+        if self.data_dir.is_none()
+            && settings.server.data_dir == daemons_default
+            && let Some(dir) = crate::config::stdio_state_dir()
+        {
+            settings.server.data_dir = dir;
         }
         ServerFlags {
             data_dir: self.data_dir,
