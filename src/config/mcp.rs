@@ -1,6 +1,6 @@
 //! `[mcp]` settings: what the MCP door (DESIGN §8) gives the toold sessions it creates itself
-//! (one per legacy MCP session, one default session per caller) and which browser origins it
-//! accepts.
+//! (one default session per caller, shared by its legacy MCP sessions) and which browser
+//! origins it accepts.
 //!
 //! `toold mcp`'s flags ([`McpFlags`]) override the same two session settings for its one
 //! session. `toold mcp` serves the directory it was started in (the MCP client's working
