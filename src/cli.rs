@@ -218,11 +218,12 @@ pub struct SpawnerArgs {
 /// Flags of `toold mcp`: where its store lives, and its one session (over `[mcp]`).
 #[derive(Debug, Args)]
 pub struct McpArgs {
-    /// Where the SQLite store, workspaces and spill files live [env: TOOLD_DATA_DIR].
+    /// Where the SQLite store, workspaces and spill files live [env: TOOLD_DATA_DIR];
+    /// default: `$XDG_STATE_HOME/toold`, else `~/.local/state/toold` (not the project).
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// The session's working directory (allowed as a root); default: `[mcp]
-    /// working_directory`, or a fresh workspace.
+    /// working_directory`, else the directory toold mcp was started in.
     #[arg(long)]
     working_directory: Option<PathBuf>,
     /// The session's permission mode: read_only, workspace_write or danger_full_access;
@@ -248,6 +249,14 @@ fn parse_permission_mode(text: &str) -> Result<PermissionLevel, String> {
 impl McpArgs {
     /// Applies the flags; a relative working directory is taken from where toold was started.
     fn apply(self, settings: &mut Settings) -> anyhow::Result<()> {
+        // Not `./toold-data`: that would land in the project the client started us in.
+        let daemons_default = crate::config::ServerSettings::default().data_dir;
+        if self.data_dir.is_none()
+            && settings.server.data_dir == daemons_default
+            && let Some(dir) = crate::config::stdio_state_dir()
+        {
+            settings.server.data_dir = dir;
+        }
         ServerFlags {
             data_dir: self.data_dir,
             allowed_roots: self.allowed_roots,
@@ -261,6 +270,13 @@ impl McpArgs {
             .working_directory
             .map(|dir| std::path::absolute(&dir))
             .transpose()?;
+        // The MCP client's working directory is the project: the workspace unless named.
+        let working_directory = match working_directory {
+            None if settings.mcp.working_directory.as_os_str().is_empty() => {
+                Some(std::env::current_dir()?)
+            }
+            named => named,
+        };
         McpFlags {
             working_directory,
             permission_mode: self.permission_mode,

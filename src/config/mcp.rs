@@ -1,14 +1,17 @@
 //! `[mcp]` settings: what the MCP door (DESIGN §8) gives the toold sessions it creates itself
-//! (one per legacy MCP session, one default session per caller) and which browser origins it
-//! accepts.
+//! (one default session per caller, shared by its legacy MCP sessions) and which browser
+//! origins it accepts.
 //!
 //! `toold mcp`'s flags ([`McpFlags`]) override the same two session settings for its one
-//! session.
+//! session. `toold mcp` serves the directory it was started in (the MCP client's working
+//! directory, its project) unless `--working-directory` or `[mcp] working_directory` names
+//! another, and keeps its data outside it: [`stdio_state_dir`] unless `--data-dir`,
+//! `TOOLD_DATA_DIR` or `[server] data_dir` names one (docs/decisions/mcp.md).
 //!
 //! Only the shape and the defaults live here; `server` turns them into the door's own
 //! settings (`api::McpDoorSettings`), so the door need not know the settings file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -54,5 +57,45 @@ impl McpFlags {
         if let Some(mode) = self.permission_mode {
             settings.permission_mode = mode;
         }
+    }
+}
+
+/// Where `toold mcp` keeps its data by default: `$XDG_STATE_HOME/toold` (an absolute
+/// `XDG_STATE_HOME`, as the XDG base directory specification asks), else
+/// `$HOME/.local/state/toold`; `None` without either (the daemon's default then applies).
+pub fn stdio_state_dir() -> Option<PathBuf> {
+    let var = |name| std::env::var_os(name).map(PathBuf::from);
+    state_dir_from(var("XDG_STATE_HOME"), var("HOME"))
+}
+
+fn state_dir_from(xdg_state_home: Option<PathBuf>, home: Option<PathBuf>) -> Option<PathBuf> {
+    let absolute = |dir: &PathBuf| dir.is_absolute();
+    xdg_state_home
+        .filter(absolute)
+        .map(|dir| dir.join("toold"))
+        .or_else(|| {
+            home.filter(absolute)
+                .map(|home| home.join(Path::new(".local/state/toold")))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_dir_is_xdgs_then_homes() {
+        let some = |dir: &str| Some(PathBuf::from(dir));
+        assert_eq!(state_dir_from(some("/s"), some("/h")), some("/s/toold"));
+        assert_eq!(
+            state_dir_from(some("relative"), some("/h")),
+            some("/h/.local/state/toold")
+        );
+        assert_eq!(
+            state_dir_from(None, some("/h")),
+            some("/h/.local/state/toold")
+        );
+        assert_eq!(state_dir_from(None, some("h")), None);
+        assert_eq!(state_dir_from(None, None), None);
     }
 }

@@ -11,7 +11,7 @@ mod server;
 
 pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
 pub use limits::LimitSettings;
-pub use mcp::{McpFlags, McpSettings};
+pub use mcp::{McpFlags, McpSettings, stdio_state_dir};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
 pub use crate::permission::PermissionLevel;
 pub use server::{HalfTlsError, ServerFlags, ServerSettings, TlsFiles};

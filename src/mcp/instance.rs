@@ -65,6 +65,10 @@ impl Phase {
     }
 }
 
+/// The state `GET /v1/mcp/servers` gives a session-scoped server no session runs (not an
+/// instance's phase: [`super::McpBridge::configured`]).
+pub const NOT_STARTED: &str = "not_started";
+
 /// What `GET /v1/mcp/servers` shows of an instance.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ServerStatus {

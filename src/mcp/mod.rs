@@ -196,6 +196,27 @@ impl McpBridge {
         all
     }
 
+    /// The session-scoped servers as configured, one entry each in state `not_started` with
+    /// no session: what `GET /v1/mcp/servers` lists of a server no session (that its caller
+    /// sees) runs, so an operator sees every configured server before a session starts it.
+    pub fn configured(&self) -> Vec<ServerStatus> {
+        self.servers
+            .values()
+            .filter(|settings| settings.scope == McpScope::Session)
+            .map(|settings| ServerStatus {
+                name: settings.name.clone(),
+                scope: settings.scope.as_str(),
+                session_id: None,
+                transport: settings.transport(),
+                state: instance::NOT_STARTED,
+                pid: None,
+                tools: Vec::new(),
+                last_error: None,
+                restarts: 0,
+            })
+            .collect()
+    }
+
     fn instances(&self, session_id: &str) -> Vec<Arc<Instance>> {
         let mut instances = lock(&self.daemon).clone();
         if let Some(own) = lock(&self.sessions).get(session_id) {

@@ -10,6 +10,19 @@
 //!   sends `notifications/cancelled` to the server.
 //! - **Results** up to the default 30 000 characters are given whole; longer ones are
 //!   offloaded like any tool's ([`super::content`] says what the model sees).
+//! - **Bridged offloads are re-offloaded here.** A server that offloads its own large outputs
+//!   (another toold, whose result is a preview ending "read the rest with read_result
+//!   {res_…}" plus a `resource_link` to `toold://results/res_…`) names an id only it knows:
+//!   toold's `read_result` and `resources/read` would answer "unknown result". So when a
+//!   result links a `toold://results/` resource, the bridge reads the whole of it from the
+//!   server (`resources/read`, page by page with `?offset=&limit=`, up to
+//!   [`MAX_REFETCH_CHARS`]) and makes that the call's output instead of the server's
+//!   preview; toold's offload phase then stores it in toold's own store with toold's own
+//!   preview and pointer, which toold's `read_result` and `resources/read` serve. Rewriting
+//!   the pointer to the bridged `mcp__{server}__read_result` was the other choice; it was not
+//!   taken because that tool may be deferred, filtered out or not permitted, and toold's
+//!   `resources/read` still could not serve the link. A link that cannot be read leaves the
+//!   server's answer as it was (its pointer then names the server's store).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -193,15 +206,102 @@ impl Tool for BridgedTool {
         match response {
             // Over stdio: the result's JSON as the server sent it (see `super::stdio`).
             Ok(ServerResult::CustomResult(CustomResult(result))) if tool_result(&result) => {
-                Ok(content::to_output(&result))
+                Ok(refetched(&peer, result).await)
             }
             // Over HTTP: rmcp's reading.
             Ok(ServerResult::CallToolResult(result)) => match serde_json::to_value(&result) {
-                Ok(result) => Ok(content::to_output(&result)),
+                Ok(result) => Ok(refetched(&peer, result).await),
                 Err(err) => Ok(self.failure(format!("its result could not be read: {err}"))),
             },
             Ok(_) => Ok(self.failure(not_a_result)),
             Err(err) => Ok(self.failure(describe(&err))),
+        }
+    }
+}
+
+/// Characters of a bridged offload read back at most (64 Mi): past that the server's own
+/// preview and pointer stay.
+const MAX_REFETCH_CHARS: u64 = 64 << 20;
+
+/// Characters asked for per `resources/read` page (a toold server caps its pages at 256 Ki).
+const REFETCH_PAGE: u64 = 256 << 10;
+
+/// The URI scheme of a toold server's offloaded outputs.
+const TOOLD_RESULTS: &str = "toold://results/";
+
+/// `result` as the call's output; when it links a toold server's offloaded output, with the
+/// whole output read back from the server in place of its preview (the module header).
+async fn refetched(peer: &rmcp::service::Peer<rmcp::RoleClient>, mut result: Value) -> ToolOutput {
+    let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) else {
+        return content::to_output(&result);
+    };
+    let link = blocks.iter().position(|block| {
+        block["type"] == "resource_link"
+            && block["uri"]
+                .as_str()
+                .is_some_and(|uri| uri.starts_with(TOOLD_RESULTS) && !uri.contains('?'))
+    });
+    let Some(link) = link else {
+        return content::to_output(&result);
+    };
+    let uri = blocks[link]["uri"].as_str().unwrap_or_default().to_owned();
+    let size = blocks[link]["size"].as_u64();
+    match read_whole(peer, &uri, size).await {
+        Ok(whole) => {
+            // The preview (the text block before the link) and the link give way to the
+            // whole output; any other block stays.
+            let preview = link
+                .checked_sub(1)
+                .filter(|at| blocks[*at]["type"] == "text");
+            blocks[link] = serde_json::json!({"type": "text", "text": whole});
+            if let Some(at) = preview {
+                blocks.remove(at);
+            }
+        }
+        Err(why) => {
+            tracing::debug!(%uri, %why, "a bridged offload was not read back; its pointer stays");
+        }
+    }
+    content::to_output(&result)
+}
+
+/// The text of the toold resource `uri` (`size` characters, when the link says), page by page.
+async fn read_whole(
+    peer: &rmcp::service::Peer<rmcp::RoleClient>,
+    uri: &str,
+    size: Option<u64>,
+) -> Result<String, String> {
+    if size.is_some_and(|size| size > MAX_REFETCH_CHARS) {
+        return Err(format!("over {MAX_REFETCH_CHARS} characters"));
+    }
+    let mut whole = String::new();
+    let mut read: u64 = 0;
+    loop {
+        let page_uri = format!("{uri}?offset={read}&limit={REFETCH_PAGE}");
+        let page = peer
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(page_uri))
+            .await
+            .map_err(|err| err.to_string())?;
+        let text = page
+            .contents
+            .iter()
+            .find_map(|contents| match contents {
+                rmcp::model::ResourceContents::TextResourceContents { text, .. } => Some(text),
+                _ => None,
+            })
+            .ok_or("a page without text")?;
+        let chars = text.chars().count() as u64;
+        whole.push_str(text);
+        read += chars;
+        let done = match size {
+            Some(size) => read >= size,
+            None => chars < REFETCH_PAGE,
+        };
+        if done || chars == 0 {
+            return Ok(whole);
+        }
+        if read > MAX_REFETCH_CHARS {
+            return Err(format!("over {MAX_REFETCH_CHARS} characters"));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Each caller's default session: the session a door runs a request in when the request names
-//! none (the MCP door's stateless 2026-07-28 requests, DESIGN §8). One per principal (one
+//! none (on the MCP door's `/mcp`: its stateless 2026-07-28 requests, DESIGN §8, and its
+//! legacy 2025-era MCP sessions, docs/decisions/mcp.md). One per principal (one
 //! bearer token names one principal; every caller is `local` when the daemon checks no
 //! tokens), created on first use from the door's template and created again once the previous
 //! one was closed. It belongs to that principal like any session it creates.

@@ -216,20 +216,31 @@ impl ToolService {
         self.bridge.shutdown().await;
     }
 
-    /// Every running MCP server instance the bridge has (`GET /v1/mcp/servers`).
-    /// Only the daemon's and those of sessions `caller` sees: an agent learns no other's
-    /// session id here.
+    /// Every configured MCP server (`GET /v1/mcp/servers`): each running instance the
+    /// bridge has, the daemon's and those of sessions `caller` sees (an agent learns no
+    /// other's session id here), and each session-scoped server none of those runs, in state
+    /// `not_started`; by name, then session.
     pub fn mcp_servers(&self, caller: &Principal) -> Vec<ServerStatus> {
         let live = self.live();
         let sees = |id: &String| {
             live.get(id)
                 .is_some_and(|session| Self::sees(caller, id, session.info.principal.as_deref()))
         };
-        self.bridge
+        let mut servers: Vec<ServerStatus> = self
+            .bridge
             .status()
             .into_iter()
             .filter(|server| server.session_id.as_ref().is_none_or(sees))
-            .collect()
+            .collect();
+        let unseen: Vec<ServerStatus> = self
+            .bridge
+            .configured()
+            .into_iter()
+            .filter(|configured| servers.iter().all(|server| server.name != configured.name))
+            .collect();
+        servers.extend(unseen);
+        servers.sort_by(|a, b| (&a.name, &a.session_id).cmp(&(&b.name, &b.session_id)));
+        servers
     }
 
     /// What a request may name: every tool name and alias (rules), and the configured MCP

@@ -3,7 +3,8 @@
 //! Every error leaves as `{"error":{"code","message"}}` with the status of the one table in
 //! `api`. axum's own rejections (a body over the limit, a bad query string) are converted to
 //! that body here, and JSON bodies are parsed by [`JsonBody`] so malformed JSON, non-UTF-8
-//! bytes and over-deep nesting (serde_json's recursion limit) are all a plain 400.
+//! bytes and over-deep nesting (serde_json's recursion limit) are all a plain 400. A 401
+//! carries `WWW-Authenticate: Bearer realm="toold"`.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -49,9 +50,21 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("1"),
             );
         }
+        // RFC 6750 §3: a 401 names the scheme it wants (Claude Code and other MCP clients say
+        // only "failed to connect" without it). No OAuth protected-resource metadata is
+        // served, so there is no `resource_metadata` to point at: the realm alone.
+        if self.0.code == ErrorCode::Unauthenticated {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(WWW_AUTHENTICATE),
+            );
+        }
         response
     }
 }
+
+/// The challenge every HTTP 401 carries (the static-token gate's, `/mcp`'s included).
+pub const WWW_AUTHENTICATE: &str = "Bearer realm=\"toold\"";
 
 /// The body size limit, put in each request's extensions by the router.
 #[derive(Clone, Copy, Debug)]

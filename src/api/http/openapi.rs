@@ -176,7 +176,9 @@ pub struct ToolsBody {
     pub tools: Vec<Value>,
 }
 
-/// `GET /v1/mcp/servers`: each running instance of a bridged MCP server.
+/// `GET /v1/mcp/servers`: every configured MCP server: each running instance (the daemon's,
+/// and those of the sessions the caller sees), and a session-scoped server none of those
+/// runs as one entry in state `not_started`.
 #[derive(Serialize, ToSchema)]
 pub struct McpServersBody {
     pub servers: Vec<McpServerBody>,
@@ -273,17 +275,19 @@ pub struct ResultAcceptedBody {
     pub accepted: bool,
 }
 
-/// One instance of a bridged MCP server.
+/// One instance of a bridged MCP server, or a session-scoped one no session runs.
 #[derive(Serialize, ToSchema)]
 pub struct McpServerBody {
     pub name: String,
     /// `session` or `daemon`.
     pub scope: String,
-    /// The session a session-scoped instance belongs to.
+    /// The session a session-scoped instance belongs to; none for a daemon-scoped server and
+    /// for a session-scoped one no session runs.
     pub session_id: Option<String>,
     /// `stdio` or `http`.
     pub transport: String,
-    /// `starting`, `ready`, `restarting`, `failed` or `stopped`.
+    /// An instance's `starting`, `ready`, `restarting`, `failed` or `stopped`;
+    /// `not_started` for a session-scoped server no session runs.
     pub state: String,
     /// The stdio process's pid, while one runs.
     pub pid: Option<u32>,

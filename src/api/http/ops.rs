@@ -44,7 +44,8 @@ pub async fn catalogue(State(service): State<Arc<ToolService>>) -> Json<Value> {
     Json(json!({"tools": service.catalogue()}))
 }
 
-/// Every running instance of a bridged MCP server: state, tools, last error, restarts.
+/// Every configured MCP server: each running instance (state, pid, session, tools, last
+/// error, restarts), and a session-scoped server no session runs (`not_started`).
 #[utoipa::path(get, path = "/v1/mcp/servers", tag = "ops", responses((status = 200, body = McpServersBody), (status = 401, body = ErrorBody)))]
 pub async fn mcp_servers(
     State(service): State<Arc<ToolService>>,

@@ -3,7 +3,8 @@
 //! request's `_meta` carries a `progressToken`; cancelled alone when rmcp cancels the request;
 //! an approval it waits for asked of the client (`elicitation` in the 2025 era,
 //! `input_required` in the 2026 era, whose retry is served here too); its result as MCP's (a
-//! failure an `isError` result, an offloaded output with a `resource_link`, an unknown tool a
+//! failure an `isError` result, an offloaded output with a `resource_link` from revision
+//! 2025-06-18 on and as text alone before it (see [`ContentShape`]), an unknown tool a
 //! `-32602` error). The handler finds the session and the call id; the rest is here. Each
 //! call is a span whose parent is `_meta.traceparent` when the request has one.
 
@@ -14,7 +15,7 @@ use futures::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, MetaObject,
-    ProgressNotificationParam,
+    ProgressNotificationParam, ProtocolVersion,
 };
 use rmcp::service::RequestContext;
 use serde_json::Value;
@@ -81,6 +82,7 @@ async fn answer_call(
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let caller = McpCaller::of(context);
+    let shape = ContentShape::of(context);
     if let Some(sealed) = request.request_state.as_deref() {
         let retry = Retry {
             service,
@@ -90,7 +92,7 @@ async fn answer_call(
             context,
         };
         return match retry.run(sealed).await? {
-            Round::Done(result) => call_result(&result).map(CallToolResponse::from),
+            Round::Done(result) => call_result(&result, shape).map(CallToolResponse::from),
             Round::InputRequired(asked) => Ok(asked.into()),
         };
     }
@@ -99,7 +101,7 @@ async fn answer_call(
     let batch = BatchRequest::from_calls(vec![call], None)
         .map_err(|err| ErrorData::invalid_params(err.to_string(), None))?;
     match run_call(service, session, batch, context, &caller).await? {
-        CallOutcome::Done(result) => call_result(&result).map(CallToolResponse::from),
+        CallOutcome::Done(result) => call_result(&result, shape).map(CallToolResponse::from),
         CallOutcome::Asked { batch_id, ask } => {
             let state = ApprovalState {
                 session: session.to_owned(),
@@ -216,15 +218,50 @@ async fn run_call(
 /// for clients that tell failures apart; the model reads the content's text.
 const ERROR_KIND_META: &str = "dev.toold/errorKind";
 
+/// Which content blocks a session's revision has for an offloaded output.
+///
+/// `resource_link` content arrived in revision 2025-06-18; the revisions before it (2025-03-26,
+/// 2024-11-05) have text, image, audio and embedded resources only, and their SDKs refuse any
+/// other block (the TypeScript SDK 1.11 with a `ZodError`, the Python SDK 1.9 with a
+/// validation error), so the whole answer fails. A session negotiated before 2025-06-18 gets
+/// the preview text, which already says how to read the rest (`read_result`), and a second
+/// text block naming the resource `resources/read` pages (resources are in every revision);
+/// from 2025-06-18 on the second block is the `resource_link`. The revision is the request's
+/// (2026 era) or the one its session negotiated at `initialize` (rmcp keeps it in the peer's
+/// info); none known means the latest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ContentShape {
+    /// 2025-06-18 and later: the preview and a `resource_link`.
+    Linked,
+    /// Before 2025-06-18: the preview and the resource's URI, as text.
+    TextOnly,
+}
+
+impl ContentShape {
+    fn of(context: &RequestContext<RoleServer>) -> ContentShape {
+        ContentShape::for_revision(context.protocol_version().as_ref())
+    }
+
+    fn for_revision(revision: Option<&ProtocolVersion>) -> ContentShape {
+        match revision {
+            Some(revision) if *revision < ProtocolVersion::V_2025_06_18 => ContentShape::TextOnly,
+            _ => ContentShape::Linked,
+        }
+    }
+}
+
 /// A toold result as MCP's: an unknown tool is a protocol error, any other failure an
 /// `isError` result the model reads.
-fn call_result(result: &ToolResult) -> Result<CallToolResult, ErrorData> {
+fn call_result(result: &ToolResult, shape: ContentShape) -> Result<CallToolResult, ErrorData> {
     if result.error_kind == Some(ErrorKind::UnknownTool) {
         return Err(ErrorData::invalid_params(result.output.clone(), None));
     }
     let mut content = vec![ContentBlock::text(result.output.clone())];
     if let Some(offloaded) = &result.offloaded {
-        content.push(results::resource_link(offloaded));
+        content.push(match shape {
+            ContentShape::Linked => results::resource_link(offloaded),
+            ContentShape::TextOnly => ContentBlock::text(results::resource_pointer(offloaded)),
+        });
     }
     let mut answer = if result.is_error {
         CallToolResult::error(content)
@@ -249,13 +286,41 @@ mod tests {
         let call = ToolCall::new("c", "reed_file", serde_json::json!({}));
         let unknown = ToolResult::refused(&call, ErrorKind::UnknownTool, "unknown tool");
         assert_eq!(
-            call_result(&unknown).unwrap_err().code,
+            call_result(&unknown, ContentShape::Linked)
+                .unwrap_err()
+                .code,
             rmcp::model::ErrorCode::INVALID_PARAMS
         );
         let denied = ToolResult::refused(&call, ErrorKind::PermissionDenied, "no");
-        let answer = call_result(&denied).unwrap();
+        let answer = call_result(&denied, ContentShape::Linked).unwrap();
         assert_eq!(answer.is_error, Some(true));
         let meta = answer.meta.unwrap();
         assert_eq!(meta.0[ERROR_KIND_META], "permission_denied");
+    }
+
+    #[test]
+    fn revisions_before_2025_06_18_get_no_resource_link() {
+        let shape = |revision: &str| {
+            ContentShape::for_revision(Some(&serde_json::from_value(revision.into()).unwrap()))
+        };
+        assert_eq!(shape("2024-11-05"), ContentShape::TextOnly);
+        assert_eq!(shape("2025-03-26"), ContentShape::TextOnly);
+        assert_eq!(shape("2025-06-18"), ContentShape::Linked);
+        assert_eq!(shape("2026-07-28"), ContentShape::Linked);
+        assert_eq!(ContentShape::for_revision(None), ContentShape::Linked);
+        let call = ToolCall::new("c", "bash", serde_json::json!({}));
+        let mut offloaded = ToolResult::refused(&call, ErrorKind::PermissionDenied, "preview");
+        offloaded.is_error = false;
+        offloaded.error_kind = None;
+        offloaded.offloaded = Some(crate::tool::OffloadedResult {
+            result_id: "res_7".into(),
+            total_chars: 99,
+        });
+        let old = call_result(&offloaded, ContentShape::TextOnly).unwrap();
+        assert!(old.content.iter().all(|block| block.as_text().is_some()));
+        let text = old.content[1].as_text().unwrap();
+        assert!(text.text.contains("toold://results/res_7"), "{}", text.text);
+        let new = call_result(&offloaded, ContentShape::Linked).unwrap();
+        assert!(matches!(new.content[1], ContentBlock::ResourceLink(_)));
     }
 }

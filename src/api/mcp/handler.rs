@@ -4,9 +4,20 @@
 //! cancellation and approvals asked of the client), prompts (`prompts`), completion, and the
 //! resources that read offloaded outputs back (`results`). Each request first finds its toold
 //! session: the one a stdio connection's handler was made for (`for_session`), the one its
-//! legacy MCP session was bound to at `initialize` (created then on `/mcp`, the named one on
-//! `/v1/sessions/{id}/mcp`; the MCP session is refused on any other path), the one the path
-//! names, or the caller's default session. Every service call names the request's caller
+//! legacy MCP session was bound to at `initialize` (on `/mcp` the default session of the
+//! principal that opened it, the named one on `/v1/sessions/{id}/mcp`; the MCP session is
+//! refused on any other path), the one the path names, or the caller's default session.
+//!
+//! A legacy (2025-era) MCP session on `/mcp` is bound to its principal's default session, the
+//! one that principal's stateless (2026-era) requests run in (DESIGN §8's "one per token,
+//! created on first use from `[mcp]`"), not to a session of its own: clients that open an
+//! MCP session per call (langchain-mcp-adapters' default) or per window then share one
+//! workspace, file-state cache and shell directory, as a 2026-era client does, instead of
+//! losing their files between calls. Ending the MCP session (DELETE, idle timeout) therefore
+//! closes no toold session; the default session is closed like any other (`DELETE
+//! /v1/sessions/{id}`), and the next request then creates a new one. A client that wants a
+//! session of its own creates one (`POST /v1/sessions`) and speaks MCP on
+//! `/v1/sessions/{id}/mcp`. Every service call names the request's caller
 //! ([`McpCaller`]: the gate's token and principal; `local`, an admin, over stdio), so the
 //! service decides what it may do, as for the other doors: a legacy MCP session opened by one
 //! principal serves another's requests only as far as the service lets that one act.
@@ -99,10 +110,9 @@ pub struct McpHandler {
 /// The toold session a legacy MCP session was bound to at `initialize`. An MCP session lives
 /// on the path that opened it: its later requests on another path are refused.
 struct LegacySession {
-    service: Arc<ToolService>,
     bound: OnceLock<Bound>,
-    /// Who opened the MCP session (at `initialize`): its own session is closed, and its tool
-    /// list watched, as that principal.
+    /// Who opened the MCP session (at `initialize`): its default session is found, and its
+    /// tool list watched, as that principal.
     opened_by: OnceLock<Principal>,
     /// Fires when the MCP session ends (its handler is dropped): what was started for it
     /// (the `list_changed` announcer) stops.
@@ -110,11 +120,11 @@ struct LegacySession {
 }
 
 enum Bound {
-    /// Created at `initialize` on `/mcp`; closed when the MCP session ends (DELETE, idle
-    /// timeout, shutdown), which is when rmcp drops its handler. An rmcp session does not
-    /// outlive the process, so its toold session is not left open for a client that can only
-    /// start a new one.
-    Own(String),
+    /// On `/mcp`: the default session of the principal that opened the MCP session, looked up
+    /// again for each request (a closed one is replaced, as for a stateless request); the id
+    /// is the one it had at `initialize`, whose tool list the MCP session is told about. Left
+    /// open when the MCP session ends.
+    Default(String),
     /// The existing session `/v1/sessions/{id}/mcp` named; left open.
     Existing(String),
     /// The one session of a connection that is not HTTP (`toold mcp` over stdio), bound when
@@ -126,20 +136,6 @@ enum Bound {
 impl Drop for LegacySession {
     fn drop(&mut self) {
         self.ended.cancel();
-        let Some(Bound::Own(id)) = self.bound.take() else {
-            return;
-        };
-        let service = self.service.clone();
-        let caller = self.opened_by();
-        // rmcp drops a session's handler inside its runtime; without one (a process exiting)
-        // the session stays open, as any session does over a restart.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(err) = service.close_session(&caller, &id).await {
-                    tracing::debug!(session = %id, %err, "closing an MCP session's own session");
-                }
-            });
-        }
     }
 }
 
@@ -156,7 +152,6 @@ impl McpHandler {
     pub fn new(service: Arc<ToolService>, template: Arc<CreateSessionRequest>) -> McpHandler {
         McpHandler {
             legacy: Arc::new(LegacySession {
-                service: service.clone(),
                 bound: OnceLock::new(),
                 opened_by: OnceLock::new(),
                 ended: CancellationToken::new(),
@@ -185,11 +180,15 @@ impl McpHandler {
         let path = parts.and_then(|p| p.extensions.get::<McpBinding>());
         match (self.legacy.bound.get(), path) {
             (Some(Bound::Connection(id)), _) => Ok(id.clone()),
-            (Some(Bound::Own(id)), Some(McpBinding::Own)) => Ok(id.clone()),
+            (Some(Bound::Default(_)), Some(McpBinding::Own)) => self
+                .service
+                .default_session(&self.legacy.opened_by(), &self.template)
+                .await
+                .map_err(rpc_error),
             (Some(Bound::Existing(id)), Some(McpBinding::Session(named))) if id == named => {
                 Ok(id.clone())
             }
-            (Some(Bound::Own(id) | Bound::Existing(id)), _) => Err(ErrorData::invalid_request(
+            (Some(Bound::Default(id) | Bound::Existing(id)), _) => Err(ErrorData::invalid_request(
                 format!("this MCP session is bound to session \"{id}\" on the path that opened it"),
                 None,
             )),
@@ -204,29 +203,21 @@ impl McpHandler {
         }
     }
 
-    /// Binds a legacy MCP session at `initialize`: to a session created now on `/mcp`, to the
-    /// named one on `/v1/sessions/{id}/mcp`.
+    /// Binds a legacy MCP session at `initialize`: to its principal's default session on
+    /// `/mcp` (created now if it has none), to the named one on `/v1/sessions/{id}/mcp`.
     async fn bind(&self, path: Option<&McpBinding>, caller: &Principal) -> Result<(), ErrorData> {
         let _ = self.legacy.opened_by.set(caller.clone());
         let bound = match path {
             Some(McpBinding::Session(id)) => Bound::Existing(id.clone()),
-            Some(McpBinding::Own) | None => {
-                let info = self
-                    .service
-                    .create_session(caller, (*self.template).clone())
+            Some(McpBinding::Own) | None => Bound::Default(
+                self.service
+                    .default_session(caller, &self.template)
                     .await
-                    .map_err(rpc_error)?;
-                Bound::Own(info.id)
-            }
+                    .map_err(rpc_error)?,
+            ),
         };
-        // rmcp runs `initialize` once per handler; were it to run twice, a created session
-        // that lost the race is closed at once rather than left open.
-        if let Err(Bound::Own(id)) = self.legacy.bound.set(bound) {
-            self.service
-                .close_session(caller, &id)
-                .await
-                .map_err(rpc_error)?;
-        }
+        // rmcp runs `initialize` once per handler; a second binding would change nothing.
+        let _ = self.legacy.bound.set(bound);
         Ok(())
     }
 }
@@ -268,7 +259,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        if let Some(Bound::Own(id) | Bound::Existing(id) | Bound::Connection(id)) =
+        if let Some(Bound::Default(id) | Bound::Existing(id) | Bound::Connection(id)) =
             self.legacy.bound.get()
         {
             list_changed::announce_to_peer(

@@ -3,6 +3,11 @@
 //! `resources/read` pages through by character range (the template
 //! `toold://results/{result_id}{?offset,limit}`), as `GET /v1/results/{id}` does.
 //!
+//! A page is capped at [`MAX_RESULT_PAGE`] characters: a `limit` above it is clamped, and the
+//! answer says so in its `_meta` (`dev.toold/page`: the offset, the limit asked and the one
+//! served, the total, where the next page starts), since a 2025-era answer is one SSE event
+//! and the Python SDK refuses an event past 1 MiB.
+//!
 //! Only the URIs and the MCP shapes live here; reading is [`ToolService::read_result`].
 //! Results are not listed (`resources/list` is empty): a client learns of one from its call.
 
@@ -21,8 +26,13 @@ const SCHEME_AND_HOST: &str = "toold://results/";
 /// 1 MiB by default (`max_sse_event_size`), so a page of 1 Mi characters, JSON-escaped, failed
 /// there. 256 Ki characters stay under it for text of up to 3 bytes a character.
 const DEFAULT_RESULT_PAGE: u64 = 256 << 10;
-/// Characters a read returns at most, whatever the URI asks (as the HTTP door).
-const MAX_RESULT_PAGE: u64 = 16 << 20;
+/// Characters a read returns at most, whatever the URI asks: the default page. A bigger page
+/// would not reach a client that keeps the Python SDK's 1 MiB SSE event cap (the HTTP door's
+/// `GET /v1/results/{id}` allows more; it is not one event).
+const MAX_RESULT_PAGE: u64 = DEFAULT_RESULT_PAGE;
+
+/// The `_meta` key of a page's bounds.
+const PAGE_META: &str = "dev.toold/page";
 
 /// The link a call's result carries to its offloaded output.
 pub fn resource_link(offloaded: &OffloadedResult) -> ContentBlock {
@@ -37,6 +47,15 @@ pub fn resource_link(offloaded: &OffloadedResult) -> ContentBlock {
     .with_mime_type("text/plain")
     .with_size(offloaded.total_chars);
     ContentBlock::resource_link(resource)
+}
+
+/// The same pointer as text, for revisions without `resource_link` (before 2025-06-18).
+pub fn resource_pointer(offloaded: &OffloadedResult) -> String {
+    format!(
+        "[the full output ({} characters) is also the resource {SCHEME_AND_HOST}{}; \
+         page it with resources/read and ?offset=&limit=]",
+        offloaded.total_chars, offloaded.result_id
+    )
 }
 
 /// The one resource template: an offloaded output, by character range.
@@ -55,6 +74,8 @@ struct ResultRange {
     result_id: String,
     offset: u64,
     limit: u64,
+    /// The `limit` the URI asked for when it was above the cap (and clamped to it).
+    clamped_from: Option<u64>,
 }
 
 impl ResultRange {
@@ -75,6 +96,7 @@ impl ResultRange {
             result_id: result_id.to_owned(),
             offset: 0,
             limit: DEFAULT_RESULT_PAGE,
+            clamped_from: None,
         };
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -85,7 +107,11 @@ impl ResultRange {
             };
             match key {
                 "offset" => range.offset = number()?,
-                "limit" => range.limit = number()?.min(MAX_RESULT_PAGE),
+                "limit" => {
+                    let asked = number()?;
+                    range.limit = asked.min(MAX_RESULT_PAGE);
+                    range.clamped_from = (asked > MAX_RESULT_PAGE).then_some(asked);
+                }
                 _ => {
                     return Err(ErrorData::invalid_params(
                         format!("unknown parameter \"{key}\" in \"{uri}\"; expected offset, limit"),
@@ -111,10 +137,28 @@ pub async fn read(
         .map_err(|err| {
             ErrorData::resource_not_found(err.message, Some(serde_json::json!({ "uri": uri })))
         })?;
-    Ok(ReadResourceResult::new(vec![ResourceContents::text(
-        page.content,
-        uri,
-    )]))
+    let served = page.content.chars().count() as u64;
+    let next = page.offset + served;
+    let mut bounds = serde_json::json!({
+        "offset": page.offset,
+        "limit": range.limit,
+        "total_chars": page.total_chars,
+        "next_offset": (next < page.total_chars).then_some(next),
+    });
+    if let Some(asked) = range.clamped_from {
+        bounds["clamped"] = true.into();
+        bounds["limit_asked"] = asked.into();
+        bounds["note"] = format!(
+            "limit {asked} is above the page cap of {MAX_RESULT_PAGE} characters; \
+             {served} characters served, read on from offset {next}"
+        )
+        .into();
+    }
+    let mut meta = serde_json::Map::new();
+    meta.insert(PAGE_META.to_owned(), bounds);
+    let mut answer = ReadResourceResult::new(vec![ResourceContents::text(page.content, uri)]);
+    answer.meta = Some(rmcp::model::MetaObject(meta));
+    Ok(answer)
 }
 
 #[cfg(test)]
@@ -129,13 +173,19 @@ mod tests {
             ResultRange {
                 result_id: "res_1".into(),
                 offset: 0,
-                limit: DEFAULT_RESULT_PAGE
+                limit: DEFAULT_RESULT_PAGE,
+                clamped_from: None,
             }
         );
         let ranged = parse("toold://results/res_1?offset=10&limit=5").unwrap();
         assert_eq!((ranged.offset, ranged.limit), (10, 5));
         let capped = parse("toold://results/res_1?limit=999999999999").unwrap();
         assert_eq!(capped.limit, MAX_RESULT_PAGE);
+        assert_eq!(capped.clamped_from, Some(999999999999));
+        assert_eq!(
+            parse("toold://results/res_1?limit=5").unwrap().clamped_from,
+            None
+        );
         for bad in [
             "file:///etc/passwd",
             "toold://results/",

@@ -264,3 +264,66 @@ async fn an_agents_global_event_stream_shows_only_its_own_sessions() {
     }
     assert!(seen.contains(&a) && seen.contains(&b), "{seen:?}");
 }
+
+#[tokio::test]
+async fn every_401_names_the_bearer_scheme() {
+    let toold = daemon();
+    let url = |path: &str| format!("{}{path}", toold.base);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let requests = [
+        ("no token", toold.client.get(url("/v1/sessions"))),
+        (
+            "a wrong token",
+            toold.client.get(url("/v1/sessions")).bearer_auth("nope"),
+        ),
+        (
+            "not bearer",
+            toold
+                .client
+                .get(url("/v1/mcp/servers"))
+                .basic_auth("user", Some("pass")),
+        ),
+        (
+            "/mcp, no token",
+            toold
+                .client
+                .post(url("/mcp"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(initialize.to_string()),
+        ),
+        (
+            "/v1/sessions/{id}/mcp, a wrong token",
+            toold
+                .client
+                .post(url(&format!("/v1/sessions/{MISSING}/mcp")))
+                .bearer_auth("nope")
+                .header("content-type", "application/json")
+                .body(initialize.to_string()),
+        ),
+    ];
+    for (case, request) in requests {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{case}");
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .unwrap_or_else(|| panic!("{case}: no WWW-Authenticate"));
+        assert_eq!(challenge, "Bearer realm=\"toold\"", "{case}");
+    }
+    // An admitted request and a probe carry none.
+    let admitted = toold
+        .client
+        .get(url("/v1/sessions"))
+        .bearer_auth(AGENT_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(admitted.status(), StatusCode::OK);
+    assert!(admitted.headers().get("www-authenticate").is_none());
+    let probe = toold.client.get(url("/healthz")).send().await.unwrap();
+    assert_eq!(probe.status(), StatusCode::OK);
+    assert!(probe.headers().get("www-authenticate").is_none());
+}

@@ -1,6 +1,7 @@
-//! The 2025-11-25 era on `/mcp`: `initialize` opens an MCP session bound to a toold session
-//! of its own (created from `[mcp]`), `tools/list` and `tools/call` run in it, and ending the
-//! MCP session (DELETE) closes it.
+//! The 2025-11-25 era on `/mcp`: `initialize` opens an MCP session bound to its principal's
+//! default session (created from `[mcp]` on first use, shared with the 2026 era's stateless
+//! requests and the principal's other MCP sessions), `tools/list` and `tools/call` run in it,
+//! and ending the MCP session (DELETE) leaves it open.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use super::{LEGACY, McpClient, McpReply, audit_rows, tool_names};
 use crate::http::harness::Toold;
 
 #[tokio::test]
-async fn a_legacy_session_lists_and_calls_tools_in_a_session_of_its_own() {
+async fn a_legacy_session_lists_and_calls_tools_in_the_default_session() {
     let toold = Toold::start();
     let mut mcp = McpClient::new(&toold, "/mcp");
     let init = mcp.initialize().await;
@@ -67,42 +68,81 @@ async fn a_legacy_session_lists_and_calls_tools_in_a_session_of_its_own() {
         .collect();
     assert_eq!(tools, ["bash", "read_file"], "{rows:?}");
 
-    // Ending the MCP session closes its toold session.
+    // Ending the MCP session leaves the default session open, and the next MCP session, as
+    // a stateless request, finds the file there.
     let ended = in_session(&toold, reqwest::Method::DELETE, &init)
         .send()
         .await
         .unwrap();
     assert_eq!(ended.status(), StatusCode::NO_CONTENT);
-    let mut closed = false;
-    for _ in 0..100 {
-        // A closed session is unknown to `GET /v1/sessions/{id}`.
-        let info = toold.get(&format!("/v1/sessions/{session}")).await;
-        if info.status == StatusCode::NOT_FOUND {
-            closed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(closed, "the MCP session's own session is still open");
+    let info = toold.get(&format!("/v1/sessions/{session}")).await;
+    assert_eq!(info.status, StatusCode::OK, "{}", info.body);
+    let mut next = McpClient::new(&toold, "/mcp");
+    next.initialize().await;
+    let again = next
+        .call_tool("read_file", json!({"file_path": "note.txt"}))
+        .await;
+    assert!(again.text_content().contains("hello"), "{}", again.text);
+    let mut stateless = McpClient::new(&toold, "/mcp");
+    let same = stateless
+        .call_tool("read_file", json!({"file_path": "note.txt"}))
+        .await;
+    assert!(same.text_content().contains("hello"), "{}", same.text);
+    let sessions = toold.get("/v1/sessions").await.body["sessions"].clone();
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
+    assert_eq!(audit_rows(&toold, &session).await.len(), 4);
 }
 
 #[tokio::test]
-async fn each_legacy_session_gets_its_own_session_and_a_bad_cursor_is_invalid_params() {
-    let toold = Toold::start();
+async fn legacy_sessions_share_their_principals_default_session_and_a_bad_cursor_is_invalid_params()
+{
+    let toold = Toold::start_with(
+        std::sync::Arc::new(tempfile::tempdir().unwrap()),
+        &["--auth-token", "secret-one", "--auth-token", "secret-two"],
+    );
     let mut first = McpClient::new(&toold, "/mcp");
     let mut second = McpClient::new(&toold, "/mcp");
     first.initialize().await;
     second.initialize().await;
     let sessions = toold.get("/v1/sessions").await.body["sessions"].clone();
-    assert_eq!(sessions.as_array().unwrap().len(), 2, "{sessions}");
+    assert_eq!(sessions.as_array().unwrap().len(), 1, "{sessions}");
 
+    let default = sessions[0]["id"].as_str().unwrap().to_owned();
     first
         .call_tool("bash", json!({"command": "echo one > mine.txt"}))
         .await;
-    let other = second
+    let shared = second
         .call_tool("read_file", json!({"file_path": "mine.txt"}))
         .await;
-    assert_eq!(other.result()["isError"], true, "{}", other.text);
+    assert_eq!(shared.result()["isError"], false, "{}", shared.text);
+    assert!(shared.text_content().contains("one"), "{}", shared.text);
+
+    // Another principal's MCP session is bound to that principal's default session.
+    let mut other = McpClient::new(&toold, "/mcp").token("secret-two");
+    other.initialize().await;
+    let elsewhere = other
+        .call_tool("read_file", json!({"file_path": "mine.txt"}))
+        .await;
+    assert_eq!(elsewhere.result()["isError"], true, "{}", elsewhere.text);
+    let sessions = toold.get("/v1/sessions").await.body["sessions"].clone();
+    assert_eq!(sessions.as_array().unwrap().len(), 2, "{sessions}");
+
+    // A default session closed over HTTP is replaced for the MCP sessions bound to it.
+    let closed = toold.delete(&format!("/v1/sessions/{default}")).await;
+    assert!(closed.status.is_success(), "{}", closed.body);
+    let fresh = first
+        .call_tool("read_file", json!({"file_path": "mine.txt"}))
+        .await;
+    assert_eq!(fresh.result()["isError"], true, "{}", fresh.text);
+    let sessions = toold.get("/v1/sessions").await.body["sessions"].clone();
+    let open: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(!open.contains(&default.as_str()), "{sessions}");
+    assert_eq!(open.len(), 2, "{sessions}");
 
     let bad = first.legacy("tools/list", json!({"cursor": "nope"})).await;
     assert_eq!(bad.status, StatusCode::OK);

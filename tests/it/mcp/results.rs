@@ -61,3 +61,57 @@ async fn an_offloaded_output_is_a_resource_link_read_back_in_pages() {
     assert!(foreign.message["error"].is_object(), "{}", foreign.text);
     assert_eq!(foreign.message.get("result"), None::<&Value>);
 }
+
+#[tokio::test]
+async fn a_page_asked_past_the_cap_is_clamped_and_says_so_within_one_sse_event() {
+    let toold = Toold::start();
+    let mut legacy = McpClient::new(&toold, "/mcp");
+    legacy.initialize().await;
+    // About 14.9 million characters.
+    let called = legacy
+        .call_tool("bash", json!({"command": "seq 1 2000000"}))
+        .await;
+    let link = &called.result()["content"][1];
+    let uri = link["uri"].as_str().unwrap().to_owned();
+    let total = link["size"].as_u64().unwrap();
+    assert!(total > 5_000_000, "{total}");
+
+    let page = legacy
+        .legacy(
+            "resources/read",
+            json!({"uri": format!("{uri}?offset=0&limit=5000000")}),
+        )
+        .await;
+    let text = page.result()["contents"][0]["text"].as_str().unwrap();
+    let cap = 256 * 1024;
+    assert_eq!(text.chars().count(), cap, "a page of the cap");
+    let expected: String = (1..=2_000_000).map(|n| format!("{n}\n")).collect();
+    assert!(expected.starts_with(text));
+    let bounds = &page.result()["_meta"]["dev.toold/page"];
+    assert_eq!(bounds["clamped"], true, "{bounds}");
+    assert_eq!(bounds["limit_asked"], 5_000_000, "{bounds}");
+    assert_eq!(bounds["limit"], cap, "{bounds}");
+    assert_eq!(bounds["next_offset"], cap, "{bounds}");
+    assert!(bounds["note"].as_str().unwrap().contains("cap"), "{bounds}");
+    // The answer is one SSE event, under the Python SDK's 1 MiB event limit.
+    let content_type = page.headers["content-type"].to_str().unwrap();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    let largest = page
+        .text
+        .split("\n\n")
+        .map(str::len)
+        .max()
+        .unwrap_or_default();
+    assert!(largest < 1 << 20, "an SSE event of {largest} bytes");
+
+    // A limit within the cap is served as asked, and says nothing of a clamp.
+    let small = legacy
+        .legacy("resources/read", json!({"uri": format!("{uri}?limit=6")}))
+        .await;
+    assert_eq!(small.result()["contents"][0]["text"], "1\n2\n3\n");
+    let bounds = &small.result()["_meta"]["dev.toold/page"];
+    assert_eq!(bounds.get("clamped"), None, "{bounds}");
+}

@@ -41,6 +41,11 @@ impl StdioMcp {
             .arg(workspace(dir))
             .args(["--permission-mode", mode])
             .args(crate::support::daemon::sandbox_flag());
+        StdioMcp::spawn(command)
+    }
+
+    /// `command` (a `toold mcp`, whatever its flags) started with its stdio piped.
+    fn spawn(mut command: Command) -> StdioMcp {
         // None of the caller's settings reach it; the logs are at the default level, info,
         // so the test sees that they stay off stdout.
         crate::support::daemon::without_settings(&mut command);
@@ -374,4 +379,65 @@ fn a_bad_permission_mode_is_refused_before_anything_starts() {
         "{stderr}"
     );
     assert!(!dir.path().join("data").exists());
+}
+
+#[test]
+fn toold_mcp_serves_the_directory_it_was_started_in_and_keeps_its_data_outside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("code");
+    let project = root.join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("README.txt"), "the project's readme\n").unwrap();
+    std::fs::write(project.join("src/main.txt"), "fn main\n").unwrap();
+    let state = dir.path().join("state");
+    // No flag names a directory: the client starts it in the project, as `claude mcp add
+    // toold -- toold mcp` does.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toold"));
+    command
+        .arg("mcp")
+        .arg("--allowed-root")
+        .arg(&root)
+        .current_dir(&project)
+        .env("XDG_STATE_HOME", &state);
+    let mut mcp = StdioMcp::spawn(command);
+    mcp.initialize();
+
+    let found = mcp.request(
+        "tools/call",
+        json!({"name": "glob_search", "arguments": {"pattern": "**/*.txt"}}),
+    );
+    let listing = found["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(found["result"]["isError"], false, "{found}");
+    assert!(listing.contains("README.txt"), "{listing}");
+    assert!(listing.contains("main.txt"), "{listing}");
+    let read = mcp.request(
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"file_path": "README.txt"}}),
+    );
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    let text = read["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("the project's readme"), "{text}");
+    // A relative path is the project's too, for a shell.
+    let wrote = mcp.request(
+        "tools/call",
+        json!({"name": "bash", "arguments": {"command": "pwd && echo made > made.txt"}}),
+    );
+    let pwd = wrote["result"]["content"][0]["text"].as_str().unwrap();
+    let canonical = project.canonicalize().unwrap();
+    assert!(pwd.contains(canonical.to_str().unwrap()), "{pwd}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("made.txt")).unwrap(),
+        "made\n"
+    );
+
+    let (status, _seen, stderr) = mcp.end();
+    assert!(status.success(), "{status}: {stderr}");
+    // The data went to $XDG_STATE_HOME/toold, nothing of it into the project.
+    assert!(state.join("toold/toold.db").is_file());
+    let mut entries: Vec<String> = std::fs::read_dir(&project)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert_eq!(entries, ["README.txt", "made.txt", "src"]);
 }

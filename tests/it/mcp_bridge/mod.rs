@@ -18,6 +18,7 @@ mod door;
 mod grpc;
 mod names;
 pub mod observed;
+mod offloads;
 mod processes;
 mod restart;
 mod safety;

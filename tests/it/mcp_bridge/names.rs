@@ -225,3 +225,41 @@ async fn a_name_over_64_characters_is_cut_stably_and_still_calls_the_server_s_to
     }
     assert_eq!(seen[0], seen[1]);
 }
+
+#[tokio::test]
+async fn a_configured_session_server_is_listed_before_any_session_starts_it() {
+    let Some(servers) = servers("a session server listed before it starts") else {
+        return;
+    };
+    let toold = start("", &[eager(servers.filesystem("fs", "."))]);
+    let before = listing(&toold).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let configured = &before[0];
+    assert_eq!(configured["name"], "fs", "{configured}");
+    assert_eq!(configured["scope"], "session", "{configured}");
+    assert_eq!(configured["transport"], "stdio", "{configured}");
+    assert_eq!(configured["state"], "not_started", "{configured}");
+    assert_eq!(configured["session_id"], json!(null), "{configured}");
+    assert_eq!(configured["pid"], json!(null), "{configured}");
+    assert_eq!(configured["tools"], json!([]), "{configured}");
+
+    // Once a session runs it, its instance is the entry; once that session closes, the
+    // configured entry is back.
+    let id = session(&toold, &["fs"]).await;
+    ready_pid(&toold, "fs", Some(&id)).await;
+    let running = listing(&toold).await;
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(running[0]["session_id"], json!(id), "{running:?}");
+    assert_eq!(running[0]["state"], "ready", "{running:?}");
+    let closed = toold.delete(&format!("/v1/sessions/{id}")).await;
+    assert!(closed.status.is_success(), "{}", closed.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let after = listing(&toold).await;
+        if after.len() == 1 && after[0]["state"] == "not_started" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{after:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
