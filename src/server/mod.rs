@@ -95,7 +95,7 @@ pub enum ServerError {
     #[error("serving HTTP: {0}")]
     Serve(std::io::Error),
     #[error(
-        "data directory \"{path}\" is in use by another toold serve ({holder}); stop it, or give this one its own --data-dir"
+        "data directory \"{path}\" is in use by {holder}; a toold serve needs its data directory to itself: stop the other, or give this one its own --data-dir"
     )]
     DataDirInUse { path: PathBuf, holder: String },
     #[error("creating the MCP session: {0}")]
@@ -115,15 +115,15 @@ pub struct Core {
     relay: Option<tokio::task::JoinHandle<()>>,
     node_id: String,
     data_dir: PathBuf,
-    /// A daemon's exclusive hold on its data directory (`daemon.lock`), released when the
-    /// process ends, however it ends.
-    _daemon_lock: Option<std::fs::File>,
+    /// The hold on the data directory (`daemon.lock`: a daemon's exclusive, a stdio MCP
+    /// process's shared), released when the process ends, however it ends.
+    _hold: std::fs::File,
 }
 
 /// Who runs on a [`Core`]: the daemon owns the data directory's node id (its sessions, its
-/// interrupted calls) and holds the directory against a second daemon; a stdio MCP process
-/// is one of many clients of the directory and runs under a node id of its own, so that a
-/// daemon starting beside it never takes its session for one it left behind.
+/// interrupted calls), numbers its events in its own bus and holds the directory alone; a
+/// stdio MCP process is one of many clients of the directory (two editor windows), runs under
+/// a node id of its own and has the store number its events.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Occupant {
     Daemon,
@@ -139,14 +139,21 @@ impl Core {
         // The metrics recorder goes in first, so nothing recorded at start is lost.
         let _ = crate::telemetry::prometheus();
         let data_dir = create_dir(&server.data_dir)?;
-        let (node_id, daemon_lock) = match occupant {
-            Occupant::Daemon => (node_id(&data_dir)?, Some(hold_for_daemon(&data_dir)?)),
-            Occupant::Stdio => (format!("mcp-{}", uuid::Uuid::now_v7().simple()), None),
+        let hold = hold_directory(&data_dir, occupant)?;
+        let node_id = match occupant {
+            Occupant::Daemon => node_id(&data_dir)?,
+            Occupant::Stdio => format!("mcp-{}", uuid::Uuid::now_v7().simple()),
         };
         let store = crate::store::open(&server.database_location(), &node_id).await?;
         let last_seq = store.last_event_seq().await?;
         let (stored, persisted) = watch::channel(last_seq);
-        let (events, persister, relay) = if store.numbers_events() {
+        // `toold mcp` processes share the directory with each other, so the store numbers
+        // their events (a bus would number alone what another process numbers too); a daemon
+        // has an SQLite directory to itself and numbers its own, live, as its subscribers
+        // expect; a shared store (Postgres) numbers every daemon's.
+        let store_numbers =
+            store.numbers_events() && (store.is_shared() || occupant == Occupant::Stdio);
+        let (events, persister, relay) = if store_numbers {
             let (events, sink) =
                 EventBus::numbered_by_store(server.event_buffer, last_seq).with_sink();
             let persister = EventPersister::spawn(store.clone(), sink, None);
@@ -172,7 +179,7 @@ impl Core {
             relay,
             node_id,
             data_dir,
-            _daemon_lock: daemon_lock,
+            _hold: hold,
         })
     }
 
@@ -646,11 +653,14 @@ fn create_dir(dir: &Path) -> Result<PathBuf, ServerError> {
     dir.canonicalize().map_err(fail)
 }
 
-/// Takes `<data_dir>/daemon.lock` exclusively (an `flock`, freed by the kernel when the
-/// process dies) and writes this process's id into it; a second daemon on the directory would
-/// restore the first one's sessions and mark its running calls interrupted, so it is refused,
-/// naming the holder.
-fn hold_for_daemon(data_dir: &Path) -> Result<std::fs::File, ServerError> {
+/// Holds `<data_dir>/daemon.lock` (an `flock`, freed by the kernel when the process dies,
+/// however it dies): a daemon exclusively, with its pid written inside; a stdio MCP process
+/// shared, beside any number of others. A daemon restores the sessions its node owns, marks
+/// their running calls interrupted and numbers events in its own bus, so it must be the
+/// directory's only process: a second daemon, or a daemon beside `toold mcp` processes (or
+/// one of those beside a daemon), is refused, naming the holder.
+fn hold_directory(data_dir: &Path, occupant: Occupant) -> Result<std::fs::File, ServerError> {
+    use std::fs::TryLockError;
     use std::io::{Read, Seek, Write};
     let path = data_dir.join("daemon.lock");
     let fail = |source| ServerError::DataDir {
@@ -664,25 +674,37 @@ fn hold_for_daemon(data_dir: &Path) -> Result<std::fs::File, ServerError> {
         .truncate(false)
         .open(&path)
         .map_err(fail)?;
-    match file.try_lock() {
+    let taken = match occupant {
+        Occupant::Daemon => file.try_lock(),
+        Occupant::Stdio => file.try_lock_shared(),
+    };
+    match taken {
         Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = match holder.trim() {
-                "" => "a process that has not written its pid yet".to_owned(),
-                pid => format!("pid {pid}"),
+        Err(TryLockError::WouldBlock) => {
+            // Shared holders only (a shared lock can still be had): `toold mcp` processes.
+            let holder = if file.try_lock_shared().is_ok() {
+                let _ = file.unlock();
+                "toold mcp processes".to_owned()
+            } else {
+                let mut pid = String::new();
+                let _ = file.read_to_string(&mut pid);
+                match pid.trim() {
+                    "" => "a toold serve starting".to_owned(),
+                    pid => format!("a toold serve, pid {pid}"),
+                }
             };
             return Err(ServerError::DataDirInUse {
                 path: data_dir.to_owned(),
                 holder,
             });
         }
-        Err(std::fs::TryLockError::Error(err)) => return Err(fail(err)),
+        Err(TryLockError::Error(err)) => return Err(fail(err)),
     }
-    file.set_len(0).map_err(fail)?;
-    file.rewind().map_err(fail)?;
-    writeln!(file, "{}", std::process::id()).map_err(fail)?;
+    if occupant == Occupant::Daemon {
+        file.set_len(0).map_err(fail)?;
+        file.rewind().map_err(fail)?;
+        writeln!(file, "{}", std::process::id()).map_err(fail)?;
+    }
     Ok(file)
 }
 

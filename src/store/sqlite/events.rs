@@ -2,13 +2,14 @@
 //! with the session/tool/type filter (the query and the decoding are `store::rows`'), pruned
 //! by age.
 //!
-//! `seq` is the primary key. The daemon has the store number its events
+//! `seq` is the primary key. A `toold mcp` process has the store number its events
 //! (`append_events_numbered`: max + 1 inside the writer's transaction, which holds the
-//! database's write lock), since several processes may write to one file (two `toold mcp`
-//! beside a `toold serve`) and a seq one process numbered alone could be another's: the
-//! bus's subscribers get the events with their stored seqs through the relay
-//! (`server/relay.rs`), woken by this process's appends ([`EventStore::event_wakeups`]) and
-//! polling for other processes'. `append_events` (seqs as a bus numbered them) stays for a
+//! database's write lock), since several of them may write to one file (two editor windows)
+//! and a seq one process numbered alone could be another's: the bus's subscribers get the
+//! events with their stored seqs through the relay (`server/relay.rs`), woken by this
+//! process's appends ([`EventStore::event_wakeups`]) and polling for other processes'. A
+//! `toold serve` has its directory to itself (`server::Occupant`) and appends with
+//! `append_events`, seqs as its bus numbered them, for a
 //! store only one bus writes to; a seq stored twice is a conflict, not silently dropped.
 
 use std::ops::Range;

@@ -294,51 +294,54 @@ fn the_journal_of_a_process_killed_with_kill_9_is_replayed_by_the_next() {
     );
 }
 
-/// A `toold serve` started on the directory while a `toold mcp` runs a call leaves that
-/// process's session alone (it runs under a node id of its own: the daemon neither marks its
-/// calls interrupted nor restores its session), and a second `toold serve` on the directory
-/// is refused, naming the first one's pid.
-#[test]
-fn a_daemon_beside_an_mcp_process_leaves_it_alone_and_a_second_daemon_is_refused() {
-    use crate::support::daemon::{DaemonProcess, command};
-
-    let dir = tempfile::tempdir().unwrap();
-    project(dir.path());
-    let mut mcp = Mcp::start(dir.path());
-    mcp.initialize();
-    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "bash", "arguments": {"command": "sleep 3"}}}));
-    std::thread::sleep(Duration::from_millis(500));
-
-    let first = DaemonProcess::start(dir.path(), &[]);
-    let mut second = command(dir.path(), &[])
+/// `command` spawned with its stderr piped, which must exit unsuccessfully before the
+/// deadline; its stderr.
+fn refused(mut command: Command) -> String {
+    let mut child = command
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("toold starts");
     let deadline = Instant::now() + WAIT;
     let status = loop {
-        if let Some(status) = second.try_wait().unwrap() {
+        if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if Instant::now() > deadline {
-            let _ = second.kill();
-            panic!("a second toold serve on the directory did not exit");
+            let _ = child.kill();
+            panic!("toold was not refused: still running at the deadline");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
+    stderr
+}
+
+/// A `toold serve` needs its data directory to itself (it restores its node's sessions and
+/// numbers its events in its own bus): started beside a running `toold mcp` it is refused,
+/// naming the holder, and the `toold mcp` goes on untouched; a `toold mcp` beside a daemon,
+/// and a second daemon, are refused naming the daemon's pid.
+#[test]
+fn a_daemon_needs_its_directory_to_itself_and_says_who_holds_it() {
+    use crate::support::daemon::{DaemonProcess, command};
+
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    std::fs::create_dir_all(dir.path().join("projects")).unwrap();
+    let mut mcp = Mcp::start(dir.path());
+    mcp.initialize();
+    mcp.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": "sleep 2"}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    let stderr = refused(command(dir.path(), &[]));
     assert!(
-        stderr.contains(&format!(
-            "in use by another toold serve (pid {})",
-            first.pid()
-        )),
+        stderr.contains("is in use by toold mcp processes"),
         "{stderr}"
     );
-
-    // The call that ran while the daemon started finishes as it would have alone.
+    // The call that ran meanwhile finishes as it would have alone.
     let answer = mcp.answers(1, Instant::now() + WAIT).remove(0);
     assert_eq!(answer["result"]["isError"], false, "{answer}");
     mcp.send_calls(5);
@@ -346,11 +349,26 @@ fn a_daemon_beside_an_mcp_process_leaves_it_alone_and_a_second_daemon_is_refused
         assert_eq!(answer["result"]["isError"], false, "{answer}");
     }
     mcp.end();
-    drop(first);
     let db = database(dir.path());
     assert_eq!(
         number(&db, "SELECT count(*) FROM calls WHERE interrupted = 1"),
         0
     );
     assert_eq!(number(&db, "SELECT count(*) FROM calls"), 6);
+    drop(db);
+
+    // With the MCP process gone the daemon starts; then it holds the directory.
+    let daemon = DaemonProcess::start(dir.path(), &[]);
+    let holder = format!("is in use by a toold serve, pid {}", daemon.pid());
+    let stderr = refused(command(dir.path(), &[]));
+    assert!(stderr.contains(&holder), "{stderr}");
+    let mut mcp = Command::new(env!("CARGO_BIN_EXE_toold"));
+    mcp.arg("mcp")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--working-directory")
+        .arg(dir.path().join("ws"));
+    crate::support::daemon::without_settings(&mut mcp);
+    let stderr = refused(mcp);
+    assert!(stderr.contains(&holder), "{stderr}");
 }
