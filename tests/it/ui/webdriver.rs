@@ -37,21 +37,39 @@ pub struct Browser {
     client: reqwest::Client,
     screenshots: PathBuf,
     _profile: tempfile::TempDir,
+    /// One browser at a time in this test binary: two chromedrivers starting together on
+    /// this 2-core machine were seen to exit before listening (CI, 2026-12-03).
+    _alone: tokio::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl Browser {
     /// Starts chromedriver on a free port and a headless chromium window of 1400×1000;
     /// screenshots go to `screenshots`.
     pub async fn start(screenshots: PathBuf) -> Browser {
+        let alone = ONE_BROWSER.lock().await;
         // A process group of its own: chromium and its helpers are in it, and go with it.
-        let mut driver = Command::new(CHROMEDRIVER)
-            .arg("--port=0")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
-        let port = read_port(&mut driver);
+        // Started again (three tries) if it exits before it listens.
+        let mut tries = 0;
+        let (driver, port) = loop {
+            tries += 1;
+            let mut driver = Command::new(CHROMEDRIVER)
+                .arg("--port=0")
+                .process_group(0)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("chromedriver starts");
+            match read_port(&mut driver) {
+                Some(port) => break (driver, port),
+                None if tries < 3 => {
+                    let _ = driver.kill();
+                    let _ = driver.wait();
+                }
+                None => panic!("chromedriver exited before listening, {tries} times"),
+            }
+        };
         let profile = tempfile::tempdir().unwrap();
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
@@ -77,6 +95,7 @@ impl Browser {
             client,
             screenshots,
             _profile: profile,
+            _alone: alone,
         }
     }
 
@@ -184,18 +203,19 @@ impl Drop for Browser {
     }
 }
 
-/// The port from chromedriver's "ChromeDriver was started successfully on port N." line.
-fn read_port(driver: &mut Child) -> u16 {
+/// The port from chromedriver's "ChromeDriver was started successfully on port N." line;
+/// `None` when it exits first.
+fn read_port(driver: &mut Child) -> Option<u16> {
     let mut lines = BufReader::new(driver.stdout.take().unwrap()).lines();
     for line in lines.by_ref() {
         let line = line.unwrap();
         if let Some(rest) = line.split("started successfully on port ").nth(1) {
             // Whatever it prints later is read and dropped, so it never writes to a closed pipe.
             std::thread::spawn(move || lines.for_each(drop));
-            return rest.trim_end_matches('.').trim().parse().unwrap();
+            return Some(rest.trim_end_matches('.').trim().parse().unwrap());
         }
     }
-    panic!("chromedriver exited before listening");
+    None
 }
 
 /// A WebDriver answer's `value`; an `error` in it fails the test with the driver's message.
