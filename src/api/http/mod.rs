@@ -166,4 +166,5 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ui::style))
         .routes(routes!(ui::script))
         .routes(routes!(ui::tail_script))
+        .routes(routes!(ui::audit_script))
 }
