@@ -154,39 +154,16 @@ fn error_kind(text: &str) -> Result<ErrorKind, ApiError> {
     ErrorKind::parse(text).ok_or_else(|| invalid(format!("unknown error_kind \"{text}\"")))
 }
 
+/// An RFC 3339 time (`2026-01-31T12:00:00Z`, an offset, fractions of a second), by chrono's
+/// parser: any year, `Z` or a numeric offset, upper or lower case `T`/`Z`.
 fn rfc3339(name: &str, text: &str) -> Result<SystemTime, ApiError> {
-    humantime::parse_rfc3339(text)
-        .ok()
-        .or_else(|| offset_time(text))
-        .ok_or_else(|| {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(SystemTime::from)
+        .map_err(|err| {
             invalid(format!(
-                "{name} must be an RFC 3339 time (2026-01-31T12:00:00Z), got \"{text}\""
+                "{name} must be an RFC 3339 time (2026-01-31T12:00:00Z), got \"{text}\": {err}"
             ))
         })
-}
-
-/// An RFC 3339 time with a numeric offset (`+02:00`, `-05:00`), which humantime's parser
-/// takes only as `Z`.
-fn offset_time(text: &str) -> Option<SystemTime> {
-    let (local, offset) = text.split_at_checked(text.len().checked_sub(6)?)?;
-    let sign = match offset.as_bytes().first()? {
-        b'+' => 1i64,
-        b'-' => -1,
-        _ => return None,
-    };
-    let (hours, minutes) = offset[1..].split_once(':')?;
-    let (hours, minutes) = (hours.parse::<i64>().ok()?, minutes.parse::<i64>().ok()?);
-    if !local.contains('T') || hours > 23 || minutes > 59 {
-        return None;
-    }
-    let local = humantime::parse_rfc3339(&format!("{local}Z")).ok()?;
-    let seconds = sign * (hours * 3600 + minutes * 60);
-    let shift = std::time::Duration::from_secs(seconds.unsigned_abs());
-    if seconds >= 0 {
-        local.checked_sub(shift)
-    } else {
-        local.checked_add(shift)
-    }
 }
 
 /// The audit log across sessions, newest first; `cursor` pages on while rows are inserted,
