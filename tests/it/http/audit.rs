@@ -135,7 +135,7 @@ fn passes(row: &Value, name: &str, value: &str) -> bool {
         "tool" => row["tool"] == value || row["requested_name"] == value,
         "decision" => row["decision"]["decision"] == value,
         "decided_by" => row["decision"]["decided_by"]["by"] == value,
-        "is_error" => row["is_error"].to_string() == value,
+        "is_error" => row["is_error"].as_bool() == value.parse().ok(),
         "since" => time(&row["started_at"]) >= at(),
         "until" => time(&row["started_at"]) < at(),
         other => panic!("no such filter {other}"),

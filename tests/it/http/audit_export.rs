@@ -30,7 +30,7 @@ fn row(i: usize, started_at: SystemTime) -> AuditRecord {
         tool: Some("bash".to_owned()),
         // ~300 bytes of input, so that an export held whole would weigh ~100 MB.
         input: json!({"command": format!("echo {i} {}", "x".repeat(250)), "timeout": 1000}),
-        decision: Some(if i % 7 == 0 {
+        decision: Some(if i.is_multiple_of(7) {
             PermissionDecision::Deny {
                 decided_by: DecidedBy::Rule {
                     rule: "bash(rm:*)".to_owned(),
@@ -45,15 +45,24 @@ fn row(i: usize, started_at: SystemTime) -> AuditRecord {
                 },
             }
         }),
-        is_error: i % 7 == 0,
-        error_kind: (i % 7 == 0).then_some(toold::tool::ErrorKind::PermissionDenied),
+        is_error: i.is_multiple_of(7),
+        error_kind: i
+            .is_multiple_of(7)
+            .then_some(toold::tool::ErrorKind::PermissionDenied),
         output_chars: 12,
         offloaded: None,
         started_at,
         duration_ms: 1.5,
         cancelled_by: None,
         trace_id: None,
-        principal: Some(if i % 2 == 0 { "ci-agent" } else { "dev" }.to_owned()),
+        principal: Some(
+            if i.is_multiple_of(2) {
+                "ci-agent"
+            } else {
+                "dev"
+            }
+            .to_owned(),
+        ),
     }
 }
 
@@ -146,7 +155,7 @@ async fn an_export_of_200000_rows_streams_in_little_memory_and_equals_the_paged_
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             exported.push(serde_json::from_slice(&line).unwrap());
-            if exported.len() % 5_000 == 0 {
+            if exported.len().is_multiple_of(5_000) {
                 peak = peak.max(rss_kib(pid));
             }
         }
