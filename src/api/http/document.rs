@@ -178,6 +178,18 @@ fn audit_parameters(paths: &mut serde_json::Map<String, Value>) {
             json!({"type": "string", "pattern": "^(input|output)?(,(input|output))*$"}),
         ),
     ];
+    // The export answers NDJSON or, with `format=csv`, CSV: both are documented.
+    if let Some(ok) = paths
+        .get_mut("/v1/calls/export")
+        .and_then(|operations| operations.get_mut("get"))
+        .and_then(|operation| operation.get_mut("responses"))
+        .and_then(|responses| responses.get_mut("200"))
+    {
+        ok["content"] = json!({
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "text/csv": {"schema": {"type": "string"}},
+        });
+    }
     for path in ["/v1/calls", "/v1/calls/export"] {
         let parameters = paths
             .get_mut(path)
