@@ -18,7 +18,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::{ApprovalDecision, ClientCommand, Connection, Output, TailRequest};
+use crate::client::{
+    ApprovalDecision, AuditRequest, ClientCommand, Connection, Output, TailRequest,
+};
 use crate::config::{McpFlags, PermissionLevel, ServerFlags, Settings};
 use crate::tools::SandboxMode;
 
@@ -85,6 +87,9 @@ pub enum ClientSubcommand {
     /// List pending approvals, or allow or deny one (client).
     #[command(after_help = EXIT_CODES)]
     Approvals(ApprovalsArgs),
+    /// Read the audit log across sessions, newest first: table, json or csv (client).
+    #[command(after_help = EXIT_CODES)]
+    Audit(AuditArgs),
 }
 
 /// Where the daemon is and how to print, for the client subcommands: global, so they may
@@ -118,14 +123,15 @@ pub struct ConnectArgs {
         help_heading = "Client options"
     )]
     ca_certificate: Option<PathBuf>,
-    /// `text` (tab-separated columns under a header; tail: one line per event) or `json`
-    /// (the API's JSON; tail: NDJSON, the server's event JSON).
+    /// `text` or `table` (tab-separated columns under a header; tail: one line per event),
+    /// `json` (the API's JSON; tail: NDJSON, the server's event JSON), or `csv` (audit only:
+    /// the export's CSV).
     #[arg(
         short = 'o',
         long = "output",
         global = true,
         default_value = "text",
-        value_parser = ["text", "json"],
+        value_parser = ["text", "table", "json", "csv"],
         help_heading = "Client options"
     )]
     output: String,
@@ -135,6 +141,7 @@ impl ConnectArgs {
     fn connection(self) -> (Connection, Output) {
         let output = match self.output.as_str() {
             "json" => Output::Json,
+            "csv" => Output::Csv,
             _ => Output::Text,
         };
         let connection = Connection {
@@ -198,6 +205,46 @@ pub enum ApprovalAction {
     Allow { id: String },
     /// Refuse the waiting call.
     Deny { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this session's calls.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only this batch's calls.
+    #[arg(long)]
+    batch: Option<String>,
+    /// Only calls run by this principal.
+    #[arg(long)]
+    principal: Option<String>,
+    /// Only calls of this tool (resolved or requested name).
+    #[arg(long)]
+    tool: Option<String>,
+    /// allowed or denied.
+    #[arg(long)]
+    decision: Option<String>,
+    /// Who decided: mode, rule, hook, approver, timeout.
+    #[arg(long)]
+    decided_by: Option<String>,
+    /// Only failed calls of this kind (permission_denied, timeout, ...).
+    #[arg(long)]
+    error_kind: Option<String>,
+    /// Only failed calls.
+    #[arg(long)]
+    errors: bool,
+    /// Calls started since: a duration back from now (24h, 7d) or an RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Calls started before: a duration back from now or an RFC 3339 time.
+    #[arg(long)]
+    until: Option<String>,
+    /// Only calls of this trace.
+    #[arg(long)]
+    trace_id: Option<String>,
+    /// Rows printed as a table or JSON, newest first (0: all); csv prints all.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
 }
 
 /// Flags of `toold sandbox-spawner`, set by the daemon that starts it.
@@ -385,6 +432,20 @@ fn client_command(subcommand: ClientSubcommand) -> ClientCommand {
                 decision,
             }
         }
+        ClientSubcommand::Audit(args) => ClientCommand::Audit(AuditRequest {
+            session: args.session,
+            batch_id: args.batch,
+            principal: args.principal,
+            tool: args.tool,
+            decision: args.decision,
+            decided_by: args.decided_by,
+            error_kind: args.error_kind,
+            errors_only: args.errors,
+            since: args.since,
+            until: args.until,
+            trace_id: args.trace_id,
+            limit: args.limit,
+        }),
     }
 }
 

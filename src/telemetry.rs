@@ -80,6 +80,8 @@ pub const OFFLOADED_BYTES: &str = "toold_offloaded_bytes_total";
 pub const SANDBOX_SPAWN: &str = "toold_sandbox_spawn_seconds";
 /// Bridged MCP server instances, by state.
 pub const MCP_SERVERS: &str = "toold_mcp_servers";
+/// Audit exports started (`GET /v1/calls/export`), by format.
+pub const AUDIT_EXPORTS: &str = "toold_audit_exports_total";
 /// Always 1, labelled with the daemon's version.
 pub const BUILD_INFO: &str = "toold_build_info";
 
@@ -191,6 +193,7 @@ fn describe() {
         "Sandboxed process spawn time."
     );
     describe_gauge!(MCP_SERVERS, "Bridged MCP server instances, by state.");
+    describe_counter!(AUDIT_EXPORTS, "Audit exports started, by format.");
     describe_gauge!(BUILD_INFO, "Always 1, labelled with the daemon's version.");
 }
 
@@ -232,6 +235,11 @@ impl Drop for SubscriberGuard {
     fn drop(&mut self) {
         metrics::gauge!(EVENT_SUBSCRIBERS).decrement(1.0);
     }
+}
+
+/// An audit export started, in `format` (`ndjson`, `csv`).
+pub fn record_audit_export(format: &'static str) {
+    metrics::counter!(AUDIT_EXPORTS, "format" => format).increment(1);
 }
 
 /// A subscriber fell behind and was cut off.

@@ -1,5 +1,5 @@
 //! The terminal client (DESIGN §9, "Client subcommands"): `toold sessions | tools | call |
-//! tail | approvals`, for a person at a terminal, over the daemon's HTTP API. It knows the
+//! tail | approvals | audit`, for a person at a terminal, over the daemon's HTTP API. It knows the
 //! API only as JSON on the wire: no module of the daemon is imported, so the client cannot
 //! drift into calling the core directly, and the wire is what it tests.
 //!
@@ -34,6 +34,7 @@
 //!   `--since-seq N` to make that gap impossible too. It keeps retrying (every 0.25 s, backing
 //!   off to 5 s) once it has been connected; a first connection that fails exits 4.
 
+mod audit;
 mod listing;
 mod run_call;
 mod sse;
@@ -42,6 +43,7 @@ mod wire;
 
 use std::io::IsTerminal;
 
+pub use audit::AuditRequest;
 pub use wire::{ApiClient, ClientError};
 
 /// The daemon's address when neither `--url` nor `TOOLD_URL` names one.
@@ -77,12 +79,13 @@ pub struct TailRequest {
     pub since_seq: Option<u64>,
 }
 
-/// `-o text|json`: how the listings and `tail` print (`call` prints the tool's output either
-/// way).
+/// `-o text|table|json|csv`: how the listings and `tail` print (`call` prints the tool's
+/// output either way; `table` is `text`; `csv` is `audit`'s alone).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
     Text,
     Json,
+    Csv,
 }
 
 /// A client subcommand, as the command line parsed it.
@@ -103,6 +106,7 @@ pub enum ClientCommand {
         session: Option<String>,
         decision: Option<(ApprovalDecision, String)>,
     },
+    Audit(AuditRequest),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,7 +156,13 @@ async fn dispatch(
 ) -> Result<ExitStatus, ClientError> {
     let client = ApiClient::new(&connection)?;
     let json = output == Output::Json;
+    if output == Output::Csv && !matches!(command, ClientCommand::Audit(_)) {
+        return Err(ClientError::Usage(
+            "-o csv is for toold audit; the other commands print text or json".to_owned(),
+        ));
+    }
     match command {
+        ClientCommand::Audit(request) => audit::audit(&client, &request, output).await,
         ClientCommand::Sessions => listing::sessions(&client, json).await,
         ClientCommand::Tools { format, session } => {
             listing::tools(&client, format.as_deref(), session.as_deref(), json).await

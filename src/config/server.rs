@@ -41,6 +41,9 @@ pub struct ServerSettings {
     pub event_buffer: usize,
     /// Persisted events older than this many hours are pruned (hourly); 0 keeps them forever.
     pub event_retention_hours: u64,
+    /// Audit rows of calls started more than this many days ago are deleted (hourly, in small
+    /// chunks), with their offloaded results; 0 (the default) keeps them forever.
+    pub audit_retention_days: u64,
     /// Log filter (`info`, `toold=debug,tower_http=info`, …).
     pub log: String,
     /// The address other daemons and clients are told to reach this one at (`http://host:port`
@@ -103,6 +106,7 @@ impl Default for ServerSettings {
             shutdown_grace: Duration::from_secs(30),
             event_buffer: 4096,
             event_retention_hours: 168,
+            audit_retention_days: 0,
             log: "info".into(),
             advertise_address: String::new(),
             heartbeat_interval: Duration::from_secs(2),
@@ -120,6 +124,11 @@ impl ServerSettings {
     /// How long persisted events are kept (zero: forever).
     pub fn event_retention(&self) -> Duration {
         Duration::from_secs(self.event_retention_hours.saturating_mul(3600))
+    }
+
+    /// How long audit rows are kept (zero: forever).
+    pub fn audit_retention(&self) -> Duration {
+        Duration::from_secs(self.audit_retention_days.saturating_mul(86_400))
     }
 
     /// The address to advertise: the setting (with the scheme added when it has none), else

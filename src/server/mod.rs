@@ -297,6 +297,8 @@ impl Daemon {
         let server = &settings.server;
         let draining = CancellationToken::new();
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
+        let pruning_calls =
+            retention::spawn_audit(store.clone(), server.audit_retention(), draining.clone());
         let mut api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
         api.requests_per_second_per_principal = settings.limits.requests_per_second_per_principal;
         let beating = fleet::spawn(
@@ -324,9 +326,9 @@ impl Daemon {
                 drain(&service, &settings, &mut serving).await
             }
         };
-        if let Some(pruning) = pruning {
-            // Stopped with the drain (cancelled here too when serving ended on its own);
-            // awaited so no prune runs against a closing store.
+        // Stopped with the drain (cancelled here too when serving ended on its own); awaited
+        // so no prune runs against a closing store.
+        for pruning in [pruning, pruning_calls].into_iter().flatten() {
             draining.cancel();
             let _ = pruning.await;
         }

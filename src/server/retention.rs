@@ -1,8 +1,10 @@
-//! Event retention: a task that deletes persisted events older than
-//! `[server] event_retention_hours`, once at start and then every [`PRUNE_INTERVAL`].
+//! Retention: tasks that delete persisted events older than `[server] event_retention_hours`
+//! ([`spawn`]) and audit rows older than `[server] audit_retention_days` ([`spawn_audit`]),
+//! once at start and then every [`PRUNE_INTERVAL`].
 //!
-//! It only calls `Store::prune_events`; what "older" means (the event's `ts`) is the store's.
-//! A retention of 0 keeps events forever and starts no task.
+//! They only call `Store::prune_events` and `Store::prune_calls`; what "older" means (the
+//! event's `ts`, the call's `started_at`) and the chunking are the store's. A retention of 0
+//! keeps forever and starts no task. The two are independent (`docs/decisions/audit.md`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -25,6 +27,44 @@ pub async fn prune_once(
         return Ok(0);
     };
     store.prune_events(cutoff).await
+}
+
+/// Deletes the audit rows of calls started more than `retention` before `now`, with their
+/// offloaded results; returns how many.
+pub async fn prune_calls_once(
+    store: &dyn Store,
+    retention: Duration,
+    now: SystemTime,
+) -> Result<u64, StoreError> {
+    let Some(cutoff) = now.checked_sub(retention) else {
+        return Ok(0);
+    };
+    store.prune_calls(cutoff).await
+}
+
+/// Starts the periodic audit prune, until `stop`; `None` when audit retention is off (0).
+pub fn spawn_audit(
+    store: Arc<dyn Store>,
+    retention: Duration,
+    stop: CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if retention.is_zero() {
+        return None;
+    }
+    Some(tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(PRUNE_INTERVAL);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            match prune_calls_once(store.as_ref(), retention, SystemTime::now()).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "old audit rows pruned"),
+                Err(err) => tracing::warn!(error = %err, "pruning old audit rows failed"),
+            }
+        }
+    }))
 }
 
 /// Starts the periodic prune, until `stop`; `None` when retention is off (0).

@@ -10,6 +10,7 @@
 
 mod access;
 mod approvals;
+mod audit;
 mod batches;
 mod children;
 mod default_sessions;
@@ -32,6 +33,7 @@ use std::time::SystemTime;
 
 pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
+pub use audit::{EXPORT_PAGE, ExportedCall};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use children::SessionTokens;
 pub use error::{ErrorCode, ServiceError};

@@ -35,6 +35,7 @@ use crate::registry::calls::BatchFormat;
 use crate::tool::ToolResult;
 
 mod approval_ledger;
+mod call_query;
 mod columns;
 pub mod postgres;
 mod reads;
@@ -43,6 +44,7 @@ mod rows;
 pub mod sqlite;
 
 pub use approval_ledger::StoreApprovals;
+pub use call_query::{CallDecision, CallFilter, CallOrder, CallQuery, MAX_CALL_PAGE};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -232,6 +234,10 @@ impl BehindWrites {
     }
 }
 
+/// Audit rows deleted per transaction when pruning ([`AuditStore::prune_calls`]): small, so
+/// that the audit writes waiting behind a chunk wait for one short transaction at most.
+pub const PRUNE_CHUNK_CALLS: u64 = 1_000;
+
 /// Events deleted per statement when pruning ([`EventStore::prune_events`]).
 pub const PRUNE_CHUNK_EVENTS: u64 = 10_000;
 
@@ -369,6 +375,31 @@ pub trait AuditStore: AuditSink {
         session_id: &str,
         batch_id: &str,
     ) -> Result<Vec<CallRow>, StoreError>;
+    /// The rows `query` selects across sessions, a page at a time (see [`CallQuery`]): every
+    /// row recorded before the call is visible to it, and a cursor stays valid while rows are
+    /// inserted (nothing is skipped or repeated between pages).
+    async fn query_calls(&self, query: &CallQuery) -> Result<CallPage, StoreError>;
+    /// Deletes the audit rows of calls started before `before`, with their offloaded results;
+    /// returns how many rows went. Deletes [`PRUNE_CHUNK_CALLS`] rows per transaction, so that
+    /// a long backlog never holds the writer for long.
+    async fn prune_calls(&self, before: SystemTime) -> Result<u64, StoreError>;
+}
+
+/// Runs `delete_chunk` (one transaction deleting at most [`PRUNE_CHUNK_CALLS`] old rows with
+/// their results) until a chunk comes back short; the rows deleted in all.
+async fn prune_calls_in_chunks<F, D>(mut delete_chunk: F) -> Result<u64, StoreError>
+where
+    F: FnMut() -> D,
+    D: std::future::Future<Output = Result<u64, StoreError>>,
+{
+    let mut pruned = 0;
+    loop {
+        let deleted = delete_chunk().await?;
+        pruned += deleted;
+        if deleted < PRUNE_CHUNK_CALLS {
+            return Ok(pruned);
+        }
+    }
 }
 
 /// Events kept for replay.

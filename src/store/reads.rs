@@ -149,6 +149,9 @@ macro_rules! call_columns {
     };
 }
 
+/// The columns [`call_row`] reads, for the queries built at run time (`call_query`).
+pub(crate) const CALL_COLUMNS: &str = call_columns!();
+
 /// The columns [`approval_record`] reads.
 macro_rules! approval_columns {
     () => {

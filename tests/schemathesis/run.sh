@@ -29,7 +29,7 @@ status=0
 # A request that hangs (an event stream the stateful phase opened) ends after 10 s. Run from
 # the scratch directory: schemathesis keeps a cache (.schemathesis/) where it runs.
 cd "$WORK"
-"$VENV/bin/st" --config-file "$CONFIG" run "$BASE/openapi.json" --checks all --continue-on-failure \
+"$VENV/bin/st" --config-file "$CONFIG" run "$BASE/openapi.json" ${TOOLD_SCHEMATHESIS_ONLY:+--include-path-regex "$TOOLD_SCHEMATHESIS_ONLY"} --checks all --continue-on-failure \
   --header "Authorization: Bearer $TOKEN" --request-timeout 10 \
   --max-examples "${TOOLD_SCHEMATHESIS_EXAMPLES:-50}" --no-color || status=$?
 if ! curl -fsS "$BASE/healthz" >/dev/null; then

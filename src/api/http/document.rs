@@ -19,6 +19,8 @@
 //! - **Observers**: every write under `/v1` may answer 403 (DESIGN §10).
 //! - **Links** from a created session to its audit log, and from a batch to its status and
 //!   audit rows, so a client (or a stateful tester) can follow the ids.
+//! - **The audit log's parameters** (`GET /v1/calls`, `/v1/calls/export`): the words each
+//!   takes, RFC 3339 times, `include`'s list.
 //! - **`Last-Event-ID`**: a non-negative integer that fits a signed 64-bit seq; `type` of
 //!   `/v1/events` one of the event types, or empty.
 
@@ -97,6 +99,7 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
             }
         }
     }
+    audit_parameters(paths);
     link(
         paths,
         "/v1/sessions",
@@ -147,6 +150,58 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
         "get",
         json!({"session": "$request.path.id", "batch_id": batch_id}),
     );
+}
+
+/// The audit log's query parameters as `api::http::audit` parses them: a decision, an error
+/// kind, an order, a format are one of their words; `since`/`until` RFC 3339 times;
+/// `include` a comma-separated list of `input` and `output`.
+fn audit_parameters(paths: &mut serde_json::Map<String, Value>) {
+    let kinds: Vec<&str> = crate::tool::ErrorKind::ALL
+        .iter()
+        .map(|kind| kind.as_str())
+        .collect();
+    let schemas = [
+        (
+            "decision",
+            json!({"type": "string", "enum": ["allow", "deny"]}),
+        ),
+        ("error_kind", json!({"type": "string", "enum": kinds})),
+        ("since", json!({"type": "string", "format": "date-time"})),
+        ("until", json!({"type": "string", "format": "date-time"})),
+        ("order", json!({"type": "string", "enum": ["asc", "desc"]})),
+        (
+            "format",
+            json!({"type": "string", "enum": ["ndjson", "csv"]}),
+        ),
+        (
+            "include",
+            json!({"type": "string", "pattern": "^(input|output)?(,(input|output))*$"}),
+        ),
+    ];
+    // The export answers NDJSON or, with `format=csv`, CSV: both are documented.
+    if let Some(ok) = paths
+        .get_mut("/v1/calls/export")
+        .and_then(|operations| operations.get_mut("get"))
+        .and_then(|operation| operation.get_mut("responses"))
+        .and_then(|responses| responses.get_mut("200"))
+    {
+        ok["content"] = json!({
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "text/csv": {"schema": {"type": "string"}},
+        });
+    }
+    for path in ["/v1/calls", "/v1/calls/export"] {
+        let parameters = paths
+            .get_mut(path)
+            .and_then(|operations| operations.get_mut("get"))
+            .and_then(|operation| operation.get_mut("parameters"))
+            .and_then(Value::as_array_mut);
+        for parameter in parameters.into_iter().flatten() {
+            if let Some((_, schema)) = schemas.iter().find(|(name, _)| parameter["name"] == *name) {
+                parameter["schema"] = schema.clone();
+            }
+        }
+    }
 }
 
 /// Every write answers an observer 403 (DESIGN §10).

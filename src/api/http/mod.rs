@@ -8,6 +8,7 @@
 //! the service's. Every route is documented by its handler (`openapi`) and counted by
 //! `middleware::count_request`.
 
+mod audit;
 mod batches;
 mod document;
 mod error;
@@ -145,7 +146,8 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(sessions::resolve_approval))
         .routes(routes!(sessions::calls))
         .routes(routes!(sessions::batch_calls))
-        .routes(routes!(sessions::audit))
+        .routes(routes!(audit::list))
+        .routes(routes!(audit::export))
         .routes(routes!(events::session))
         .routes(routes!(events::all))
         .routes(routes!(events::result))
@@ -164,4 +166,5 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ui::style))
         .routes(routes!(ui::script))
         .routes(routes!(ui::tail_script))
+        .routes(routes!(ui::audit_script))
 }

@@ -181,49 +181,6 @@ pub async fn calls(
     Ok(Json(calls_page(&page.rows, page.next_cursor)))
 }
 
-/// `GET /v1/calls`: the audit log of one session, closed or not.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct AuditQuery {
-    /// The session whose calls to list.
-    session: String,
-    /// Only this batch's calls (one page, in call order; `cursor` and `limit` are not used).
-    batch_id: Option<String>,
-    /// `next_cursor` of the previous page.
-    cursor: Option<i64>,
-    /// Rows per page (default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    limit: Option<u32>,
-}
-
-/// A session's audit log, also once the session is closed (its own `/calls` is then gone,
-/// like the rest of it): the dashboard and auditors read history here.
-#[utoipa::path(get, path = "/v1/calls", tag = "sessions", params(AuditQuery),
-    responses((status = 200, body = CallsPage), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn audit(
-    State(service): Service,
-    Extension(caller): Extension<Principal>,
-    ApiQuery(query): ApiQuery<AuditQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let AuditQuery {
-        session,
-        batch_id,
-        cursor,
-        limit,
-    } = query;
-    if let Some(batch_id) = batch_id {
-        let rows = service
-            .batch_calls(&caller, &session, &batch_id, Closed::Readable)
-            .await?;
-        return Ok(Json(calls_page(&rows, None)));
-    }
-    let limit = CallsQuery { cursor, limit }.limit()?;
-    let page = service
-        .list_calls(&caller, &session, cursor, limit, Closed::Readable)
-        .await?;
-    Ok(Json(calls_page(&page.rows, page.next_cursor)))
-}
-
 fn calls_page(rows: &[CallRow], next_cursor: Option<i64>) -> Value {
     let calls: Vec<Value> = rows.iter().map(call_json).collect();
     json!({"calls": calls, "next_cursor": next_cursor})
@@ -245,7 +202,8 @@ pub async fn batch_calls(
     Ok(Json(calls_page(&rows, None)))
 }
 
-fn call_json(row: &CallRow) -> Value {
+/// An audit row as every listing gives it (`GET /v1/calls` too).
+pub(super) fn call_json(row: &CallRow) -> Value {
     let record = &row.record;
     json!({
         "cursor": row.cursor,

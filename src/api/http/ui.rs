@@ -9,7 +9,12 @@
 //! headers), opening with the events among the newest 10 000 seqs (`?recent=`) and resuming
 //! after a dropped connection from the last seq it delivered (`Last-Event-ID`). Everything
 //! the page shows comes from the ordinary API (`/v1/events`, `/v1/sessions`, `/v1/approvals`,
-//! `…/batches/{id}` and its `calls`, `/v1/results/{id}`).
+//! `…/batches/{id}` and its `calls`, `/v1/results/{id}`, `/v1/calls` for the audit view).
+//!
+//! The audit view (`ui/audit.js`) pages `GET /v1/calls` newest first with the filters kept in
+//! the URL as `audit.<filter>` (the tail's filters keep their plain names beside them), and
+//! links each row's session and trace to the same view filtered by them: the dashboard has no
+//! page per session, and a trace's calls are what an operator following a trace wants.
 //!
 //! Every file is served with a Content-Security-Policy that allows only this origin
 //! (`default-src 'none'`; script, style, image and `connect` from `'self'`; no inline script
@@ -101,6 +106,13 @@ pub async fn style() -> Response {
     responses((status = 200, description = "the dashboard's script", body = String, content_type = "text/javascript")))]
 pub async fn script() -> Response {
     serve(JAVASCRIPT, include_str!("ui/app.js"))
+}
+
+/// The dashboard's audit view.
+#[utoipa::path(get, path = "/ui/audit.js", tag = "ui",
+    responses((status = 200, description = "the dashboard's audit view", body = String, content_type = "text/javascript")))]
+pub async fn audit_script() -> Response {
+    serve(JAVASCRIPT, include_str!("ui/audit.js"))
 }
 
 /// The dashboard's event stream reader and virtualised tail.

@@ -9,6 +9,7 @@
 //! gathers, so the group size follows the load.
 
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use sqlx::postgres::PgPool;
@@ -20,8 +21,12 @@ use super::PostgresStore;
 use super::convert::database_error;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::columns::AuditRow;
+use crate::store::columns::millis;
 use crate::store::reads;
-use crate::store::{AuditStore, CallPage, CallRow, StoreError};
+use crate::store::{
+    AuditStore, CallPage, CallQuery, CallRow, PRUNE_CHUNK_CALLS, StoreError, call_query,
+    prune_calls_in_chunks,
+};
 use crate::tool::ErrorKind;
 
 /// Rows per INSERT at most (17 parameters each, under Postgres' 65 535).
@@ -158,5 +163,44 @@ impl AuditStore for PostgresStore {
         batch_id: &str,
     ) -> Result<Vec<CallRow>, StoreError> {
         reads::batch_calls(&self.pool, session_id, batch_id).await
+    }
+
+    async fn query_calls(&self, query: &CallQuery) -> Result<CallPage, StoreError> {
+        call_query::filtered_calls(&self.pool, query).await
+    }
+
+    async fn prune_calls(&self, before: SystemTime) -> Result<u64, StoreError> {
+        let before = millis(before);
+        prune_calls_in_chunks(|| self.prune_chunk(before)).await
+    }
+}
+
+impl PostgresStore {
+    /// One chunk of old rows deleted with their offloaded results (whose chunks go by
+    /// cascade), in one transaction; how many rows went.
+    async fn prune_chunk(&self, before: i64) -> Result<u64, StoreError> {
+        let failed =
+            |err| database_error(&format!("pruning calls started before {before} ms"), err);
+        let mut transaction = self.pool.begin().await.map_err(failed)?;
+        let gone: Vec<Option<String>> = sqlx::query_scalar(
+            "DELETE FROM calls WHERE cursor IN \
+             (SELECT cursor FROM calls WHERE started_at < $1 ORDER BY started_at LIMIT $2) \
+             RETURNING result_id",
+        )
+        .bind(before)
+        .bind(PRUNE_CHUNK_CALLS as i64)
+        .fetch_all(&mut *transaction)
+        .await
+        .map_err(failed)?;
+        let results: Vec<String> = gone.iter().flatten().cloned().collect();
+        if !results.is_empty() {
+            sqlx::query("DELETE FROM results WHERE id = ANY($1)")
+                .bind(&results)
+                .execute(&mut *transaction)
+                .await
+                .map_err(failed)?;
+        }
+        transaction.commit().await.map_err(failed)?;
+        Ok(gone.len() as u64)
     }
 }

@@ -8,6 +8,8 @@
 //! back flushes the journal first, so every answered call is listed; rows are decoded by
 //! `store::rows`.
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
 use rusqlite::params;
 
@@ -16,8 +18,12 @@ use super::convert::sqlite_error;
 use super::journal::Insert;
 use crate::dispatch::{AuditRecord, AuditSink, SinkError};
 use crate::store::columns::AuditRow;
+use crate::store::columns::millis;
 use crate::store::reads;
-use crate::store::{AuditStore, CallPage, CallRow, StoreError};
+use crate::store::{
+    AuditStore, CallPage, CallQuery, CallRow, PRUNE_CHUNK_CALLS, StoreError, call_query,
+    prune_calls_in_chunks,
+};
 use crate::tool::ErrorKind;
 
 /// A journalled row: SQLite gives its cursor; a key already in the table (a retried ingest
@@ -134,4 +140,50 @@ impl AuditStore for SqliteStore {
         self.journal.flush(&self.writer).await?;
         reads::batch_calls(&self.readers, session_id, batch_id).await
     }
+
+    async fn query_calls(&self, query: &CallQuery) -> Result<CallPage, StoreError> {
+        self.journal.flush(&self.writer).await?;
+        call_query::filtered_calls(&self.readers, query).await
+    }
+
+    async fn prune_calls(&self, before: SystemTime) -> Result<u64, StoreError> {
+        // Rows still in the journal are pruned too.
+        self.journal.flush(&self.writer).await?;
+        let before = millis(before);
+        prune_calls_in_chunks(|| {
+            self.writer
+                .write_one(move |connection| prune_chunk(connection, before))
+        })
+        .await
+    }
+}
+
+/// One chunk of old rows deleted with their offloaded results (whose chunks go by cascade),
+/// in the writer's transaction; how many rows went.
+fn prune_chunk(connection: &rusqlite::Connection, before: i64) -> Result<u64, StoreError> {
+    let failed = |err| sqlite_error(&format!("pruning calls started before {before} ms"), err);
+    let mut select = connection
+        .prepare_cached(
+            "SELECT cursor, result_id FROM calls WHERE started_at < ?1 ORDER BY started_at LIMIT ?2",
+        )
+        .map_err(failed)?;
+    let gone = select
+        .query_map(params![before, PRUNE_CHUNK_CALLS as i64], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, Option<String>>(1)?))
+        })
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(failed)?;
+    let mut delete_row = connection
+        .prepare_cached("DELETE FROM calls WHERE cursor = ?1")
+        .map_err(failed)?;
+    let mut delete_result = connection
+        .prepare_cached("DELETE FROM results WHERE id = ?1")
+        .map_err(failed)?;
+    for (cursor, result_id) in &gone {
+        delete_row.execute(params![cursor]).map_err(failed)?;
+        if let Some(result_id) = result_id {
+            delete_result.execute(params![result_id]).map_err(failed)?;
+        }
+    }
+    Ok(gone.len() as u64)
 }

@@ -9,6 +9,7 @@
 //! `TOOLD_*` settings.
 
 mod approvals;
+mod audit;
 mod call;
 mod cli;
 mod harness;

@@ -4,6 +4,8 @@
 //! endpoints (`/openapi.json`, `/metrics`) and scheduling judged from persisted events).
 
 pub mod approvals;
+pub mod audit;
+mod audit_export;
 pub mod bad_input;
 mod batches;
 mod contract;

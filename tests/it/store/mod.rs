@@ -5,6 +5,7 @@
 //! ones about several daemons on one database.
 
 mod approvals;
+mod audit_queries;
 mod batches;
 mod calls;
 mod events;
@@ -42,6 +43,12 @@ macro_rules! conformance {
 }
 
 conformance! {
+    audit_queries: [
+        each_filter_and_their_combinations_select_exactly_their_rows,
+        a_zero_limit_page_says_whether_rows_remain_and_continues_from_the_start,
+        paging_newest_first_while_rows_are_inserted_skips_and_repeats_nothing,
+        pruning_deletes_only_rows_older_than_the_cutoff_with_their_results,
+    ],
     approvals: [
         pending_approvals_are_the_sessions_unresolved_ones_oldest_first,
         an_approval_resolves_once_and_an_unknown_one_not_at_all,

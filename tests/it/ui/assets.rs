@@ -84,6 +84,7 @@ async fn the_files_are_served_without_a_token_with_a_strict_policy_and_nothing_f
             ("/ui/app.css", "text/css; charset=utf-8"),
             ("/ui/app.js", "text/javascript; charset=utf-8"),
             ("/ui/tail.js", "text/javascript; charset=utf-8"),
+            ("/ui/audit.js", "text/javascript; charset=utf-8"),
         ])
     );
     for (path, (_, body)) in &files {

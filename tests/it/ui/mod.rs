@@ -5,6 +5,7 @@
 //! unknown tools, the chart).
 
 mod assets;
+mod audit;
 mod browser;
 mod endpoints;
 mod figures;

@@ -3,6 +3,7 @@
 // as HTML. The token lives in sessionStorage and travels only in the Authorization header.
 
 import { EventFeed, VirtualList } from "/ui/tail.js";
+import { AuditView } from "/ui/audit.js";
 
 const TOKEN_KEY = "toold.token";
 const MAX_EVENTS = 10000;
@@ -156,8 +157,12 @@ function writeFilters() {
   state.filters.session = $("filter-session").value.trim();
   state.filters.tool = $("filter-tool").value.trim();
   state.filters.type = $("filter-type").value;
-  const params = new URLSearchParams();
-  for (const [name, value] of Object.entries(state.filters)) if (value) params.set(name, value);
+  // Other views' parameters (the audit view's `audit.*`) stay.
+  const params = new URLSearchParams(location.search);
+  for (const [name, value] of Object.entries(state.filters)) {
+    if (value) params.set(name, value);
+    else params.delete(name);
+  }
   const query = params.toString();
   history.replaceState(null, "", location.pathname + (query ? "?" + query : ""));
   state.shown = state.events.filter(matches);
@@ -676,6 +681,8 @@ function startDashboard() {
   renderStats();
   loadSessions().catch(() => {});
   loadApprovals().catch(() => {});
+  if (!state.audit) state.audit = new AuditView({ api, el });
+  state.audit.start();
 }
 
 async function boot() {

@@ -1,0 +1,362 @@
+//! The audit log as a security team reads it (issue 41), on SQLite: N audit rows written
+//! through the store's own writer (`AuditSink::record_many`, the journal and the writer
+//! thread; not HTTP), then
+//!
+//! - the write time and rows/s;
+//! - the database's bytes per call (the file after a checkpoint, divided by N);
+//! - the p50/p95 of a newest-first page of 100 for `tool` + `decision` + a 24 h window, for
+//!   `principal` alone, and for `decided_by=hook` (targets: ≤ 50 ms);
+//! - export throughput: the rows/s of reading every row of one principal (N/20) page after
+//!   page as `GET /v1/calls/export` does, each row also encoded as a JSON line
+//!   (target: ≥ 100,000 rows/s);
+//! - the cost of the new indexes on writes: one `record` awaited at a time (a single call's
+//!   audit write: p50/p99) and batched rows/s, on a fresh database with the indexes of
+//!   `migrations/sqlite/0010_audit_queries.sql` beside one with them dropped, alternating.
+//!
+//! `cargo bench --bench audit` (N = 1,000,000); `TOOLD_BENCH_AUDIT_ROWS=10000000` for ten
+//! million (long on a small machine: the write time of the default run says how long).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::json;
+use toold::dispatch::{AuditRecord, AuditSink};
+use toold::permission::{DecidedBy, PermissionDecision, PermissionLevel, RuleSource};
+use toold::store::{AuditStore, CallDecision, CallFilter, CallQuery, SqliteStore, StoreLifecycle};
+use toold::tool::ErrorKind;
+
+const TOOLS: [&str; 8] = [
+    "bash",
+    "bash",
+    "read_file",
+    "read_file",
+    "grep_search",
+    "write_file",
+    "edit_file",
+    "glob_search",
+];
+const PRINCIPALS: usize = 20;
+const SESSIONS: usize = 2_000;
+/// The rows span 30 days, the newest now.
+const SPAN: Duration = Duration::from_secs(30 * 86_400);
+
+/// Row `n` of `total`: a mix of tools, principals, decisions and errors like a busy fleet's.
+fn record(n: usize, total: usize, now: SystemTime) -> AuditRecord {
+    let tool = TOOLS[n % TOOLS.len()];
+    let mode = DecidedBy::Mode {
+        mode: PermissionLevel::WorkspaceWrite,
+    };
+    let (decision, error_kind) = match n % 41 {
+        0 => (
+            Some(PermissionDecision::Deny {
+                decided_by: DecidedBy::Rule {
+                    rule: "bash(rm:*)".to_owned(),
+                    source: RuleSource::Server,
+                },
+                reason: "denied by rule".to_owned(),
+            }),
+            Some(ErrorKind::PermissionDenied),
+        ),
+        1 => (
+            Some(PermissionDecision::Deny {
+                decided_by: DecidedBy::Hook {
+                    hook: "no-secrets".to_owned(),
+                },
+                reason: "blocked".to_owned(),
+            }),
+            Some(ErrorKind::HookBlocked),
+        ),
+        2..=4 => (
+            Some(PermissionDecision::Allow {
+                decided_by: mode.clone(),
+            }),
+            Some(ErrorKind::Execution),
+        ),
+        _ => (
+            Some(PermissionDecision::Allow {
+                decided_by: mode.clone(),
+            }),
+            None,
+        ),
+    };
+    let age = SPAN.mul_f64(1.0 - n as f64 / total as f64);
+    AuditRecord {
+        session_id: format!("sess_{:032x}", (n / 50) % SESSIONS),
+        batch_id: format!("batch_{:032x}", n / 10),
+        call_id: format!("toolu_{n:012}"),
+        index: n % 10,
+        requested_name: tool.to_owned(),
+        tool: Some(tool.to_owned()),
+        input: json!({"command": format!("cargo test --package p{}", n % 97), "path": format!("src/m{}.rs", n % 50)}),
+        is_error: error_kind.is_some(),
+        error_kind,
+        decision,
+        output_chars: 2048,
+        offloaded: None,
+        started_at: now - age,
+        duration_ms: 3.25,
+        cancelled_by: None,
+        trace_id: Some(format!("{:032x}", n / 10)),
+        principal: Some(format!("principal-{}", (n / 7) % PRINCIPALS)),
+    }
+}
+
+async fn open(path: &std::path::Path) -> SqliteStore {
+    SqliteStore::open(path.to_str().unwrap(), "bench-node")
+        .await
+        .unwrap()
+}
+
+/// Writes `total` rows through the store's writer, 16 writers of 500-row batches at once.
+async fn fill(store: &Arc<SqliteStore>, total: usize, now: SystemTime) -> Duration {
+    let started = Instant::now();
+    let chunk = 500;
+    let mut next = 0;
+    let mut tick = Instant::now();
+    while next < total {
+        let mut writes = Vec::new();
+        for _ in 0..16 {
+            if next >= total {
+                break;
+            }
+            let end = (next + chunk).min(total);
+            let rows: Vec<AuditRecord> = (next..end).map(|n| record(n, total, now)).collect();
+            let store = Arc::clone(store);
+            writes.push(tokio::spawn(async move { store.record_many(rows).await }));
+            next = end;
+        }
+        for write in writes {
+            write.await.unwrap().unwrap();
+        }
+        if tick.elapsed() > Duration::from_secs(30) {
+            println!("  … {next} rows in {:.0?}", started.elapsed());
+            tick = Instant::now();
+        }
+    }
+    started.elapsed()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn time_query(store: &SqliteStore, name: &str, filter: CallFilter) {
+    let query = CallQuery {
+        filter,
+        limit: 100,
+        ..CallQuery::default()
+    };
+    let mut times = Vec::new();
+    let mut rows = 0;
+    for _ in 0..30 {
+        let started = Instant::now();
+        rows = store.query_calls(&query).await.unwrap().rows.len();
+        times.push(started.elapsed());
+    }
+    times.sort();
+    println!(
+        "  {name:<40} p50 {:>8.2?}  p95 {:>8.2?}  ({rows} rows)",
+        percentile(&times, 0.5),
+        percentile(&times, 0.95)
+    );
+}
+
+async fn export_rate(store: &SqliteStore, filter: CallFilter) -> (usize, Duration) {
+    let started = Instant::now();
+    let mut query = CallQuery {
+        filter,
+        limit: 1000,
+        ..CallQuery::default()
+    };
+    let mut rows = 0;
+    let mut bytes = 0;
+    loop {
+        let page = store.query_calls(&query).await.unwrap();
+        for row in &page.rows {
+            let record = &row.record;
+            let line = json!({
+                "cursor": row.cursor, "session_id": record.session_id, "batch_id": record.batch_id,
+                "call_id": record.call_id, "tool": record.tool, "decision": record.decision,
+                "is_error": record.is_error, "error_kind": record.error_kind,
+                "principal": record.principal, "trace_id": record.trace_id,
+                "started_at": humantime::format_rfc3339_millis(record.started_at).to_string(),
+            })
+            .to_string();
+            bytes += line.len() + 1;
+        }
+        rows += page.rows.len();
+        match page.next_cursor {
+            Some(cursor) => query.after = Some(cursor),
+            None => break,
+        }
+    }
+    std::hint::black_box(bytes);
+    (rows, started.elapsed())
+}
+
+const NEW_INDEXES: [&str; 8] = [
+    "calls_by_principal",
+    "calls_by_tool",
+    "calls_by_requested_name",
+    "calls_by_decided_by",
+    "calls_by_error_kind",
+    "calls_by_batch",
+    "calls_by_trace",
+    "calls_by_started_at",
+];
+
+/// One round of the write cost: (single-record latencies, batched rows/s).
+async fn write_round(with_indexes: bool, now: SystemTime) -> (Vec<Duration>, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toold.db");
+    if !with_indexes {
+        let migrated = open(&path).await;
+        migrated.close().await;
+        drop(migrated);
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        for index in NEW_INDEXES {
+            connection
+                .execute_batch(&format!("DROP INDEX {index}"))
+                .unwrap();
+        }
+    }
+    let store = Arc::new(open(&path).await);
+    // A table that is not empty: 100,000 rows first.
+    fill(&store, 100_000, now).await;
+    let mut single = Vec::new();
+    for n in 0..2_000 {
+        let row = record(200_000 + n, 300_000, now);
+        let started = Instant::now();
+        store.record(row).await.unwrap();
+        single.push(started.elapsed());
+    }
+    let batched = 100_000;
+    let started = Instant::now();
+    let mut filled = 0;
+    while filled < batched {
+        let rows: Vec<AuditRecord> = (filled..filled + 1000)
+            .map(|n| record(400_000 + n, 600_000, now))
+            .collect();
+        store.record_many(rows).await.unwrap();
+        filled += 1000;
+    }
+    let rate = batched as f64 / started.elapsed().as_secs_f64();
+    store.close().await;
+    (single, rate)
+}
+
+async fn index_cost(now: SystemTime) {
+    println!("\nthe new indexes' cost on writes (fresh databases of 100,000 rows, alternating):");
+    let mut results = [(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+    for _round in 0..3 {
+        for (slot, with) in [(0, false), (1, true)] {
+            let (single, rate) = write_round(with, now).await;
+            results[slot].0.extend(single);
+            results[slot].1.push(rate);
+        }
+    }
+    for (slot, name) in [(0, "without the new indexes"), (1, "with the new indexes")] {
+        let (single, rates) = &mut results[slot];
+        single.sort();
+        rates.sort_by(f64::total_cmp);
+        println!(
+            "  {name:<26} one record awaited: p50 {:>8.2?} p99 {:>8.2?}; batched rows/s median {:>9.0} (runs {:?})",
+            percentile(single, 0.5),
+            percentile(single, 0.99),
+            rates[rates.len() / 2],
+            rates.iter().map(|r| r.round() as u64).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let total: usize = std::env::var("TOOLD_BENCH_AUDIT_ROWS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
+    let only_indexes = std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "indexes");
+    let now = SystemTime::now();
+    if !only_indexes {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toold.db");
+        let store = Arc::new(open(&path).await);
+        println!("writing {total} audit rows through the store's writer …");
+        let took = fill(&store, total, now).await;
+        println!(
+            "  {total} rows in {took:.1?}: {:.0} rows/s",
+            total as f64 / took.as_secs_f64()
+        );
+        store.close().await;
+        drop(store);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        println!(
+            "  database {:.1} MiB: {:.0} bytes per call",
+            bytes as f64 / 1048576.0,
+            bytes as f64 / total as f64
+        );
+        let store = open(&path).await;
+        println!("a newest-first page of 100:");
+        let day = Duration::from_secs(86_400);
+        time_query(
+            &store,
+            "tool=bash + decision=deny + last 24 h",
+            CallFilter {
+                tool: Some("bash".into()),
+                decision: Some(CallDecision::Deny),
+                since: Some(now - day),
+                ..CallFilter::default()
+            },
+        )
+        .await;
+        time_query(
+            &store,
+            "principal alone",
+            CallFilter {
+                principal: Some("principal-7".into()),
+                ..CallFilter::default()
+            },
+        )
+        .await;
+        time_query(
+            &store,
+            "decided_by=hook",
+            CallFilter {
+                decided_by: Some("hook".into()),
+                ..CallFilter::default()
+            },
+        )
+        .await;
+        time_query(
+            &store,
+            "tool=bash + decision=deny, 10 to 11 days ago",
+            CallFilter {
+                tool: Some("bash".into()),
+                decision: Some(CallDecision::Deny),
+                since: Some(now - 11 * day),
+                until: Some(now - 10 * day),
+                ..CallFilter::default()
+            },
+        )
+        .await;
+        let (rows, took) = export_rate(
+            &store,
+            CallFilter {
+                principal: Some("principal-3".into()),
+                ..CallFilter::default()
+            },
+        )
+        .await;
+        println!(
+            "export of one principal's rows: {rows} rows in {took:.2?}: {:.0} rows/s",
+            rows as f64 / took.as_secs_f64()
+        );
+        let (rows, took) = export_rate(&store, CallFilter::default()).await;
+        println!(
+            "export of every row: {rows} rows in {took:.2?}: {:.0} rows/s",
+            rows as f64 / took.as_secs_f64()
+        );
+        store.close().await;
+    }
+    index_cost(now).await;
+}
