@@ -89,6 +89,8 @@ pub enum ServerError {
         "refusing to listen on non-loopback address {0} without auth tokens (set --auth-token or TOOLD_AUTH_TOKENS)"
     )]
     NoAuthOnPublicAddress(SocketAddr),
+    #[error("[auth.oidc]: building the key-set client: {0}")]
+    Oidc(String),
     #[error(transparent)]
     HalfTls(#[from] HalfTlsError),
     #[error(transparent)]
@@ -252,7 +254,7 @@ impl Daemon {
             source,
         })?;
         let tokens = settings.auth_principals()?;
-        if !address.ip().is_loopback() && tokens.is_empty() {
+        if !address.ip().is_loopback() && tokens.is_empty() && settings.auth.oidc.is_empty() {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
         if let Some(warning) = tls::clear_text_warning(address, tls.is_some()) {
@@ -299,6 +301,8 @@ impl Daemon {
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
         let mut api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
         api.requests_per_second_per_principal = settings.limits.requests_per_second_per_principal;
+        api.oidc = crate::api::oidc::OidcVerifier::configured(&settings.auth.oidc.0)
+            .map_err(|err| ServerError::Oidc(err.to_string()))?;
         let beating = fleet::spawn(
             store.clone(),
             service.clone(),
@@ -686,6 +690,8 @@ fn api_settings(
         },
         mcp: mcp_door_settings(server, mcp),
         auth_tokens,
+        // `[auth.oidc]`, set by the caller.
+        oidc: None,
         body_limit_bytes: server.body_limit_bytes,
         request_timeout: server.request_timeout,
         max_concurrent_requests: server.max_concurrent_requests,

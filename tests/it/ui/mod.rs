@@ -5,7 +5,7 @@
 //! unknown tools, the chart).
 
 mod assets;
-mod browser;
+pub(crate) mod browser;
 mod endpoints;
 mod figures;
-mod webdriver;
+pub(crate) mod webdriver;
