@@ -242,6 +242,11 @@ async fn each_bad_token_is_refused_for_its_reason() {
         ),
         (hs256, TokenRefusal::UnsupportedAlgorithm),
         (valid[..valid.len() / 2].to_owned(), TokenRefusal::Malformed),
+        // Cut in the signature on a base64 quantum: it decodes, and does not verify.
+        (
+            valid[..valid.rfind('.').unwrap() + 41].to_owned(),
+            TokenRefusal::BadSignature,
+        ),
         ("a.b.c".to_owned(), TokenRefusal::Malformed),
         (
             ed_token("k1", &json!({"iss": ISSUER, "aud": AUDIENCE, "sub": "x"})),

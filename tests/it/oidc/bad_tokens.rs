@@ -49,6 +49,8 @@ async fn each_bad_token_is_a_401_with_the_rfc_6750_challenge_counted_by_reason()
         &EncodingKey::from_secret(pem.as_bytes()).unwrap(),
     )
     .unwrap();
+    // Cut in half (as a copy-paste that lost its end): no signature part left.
+    let truncated = valid[..valid.len() / 2].to_owned();
     // Garbled in transit: part of the payload is no longer base64url.
     let payload_at = valid.find('.').unwrap() + 1;
     let garbled = format!(
@@ -142,7 +144,13 @@ async fn each_bad_token_is_a_401_with_the_rfc_6750_challenge_counted_by_reason()
             assert!(!text.contains(&token), "{what}: the token came back");
         }
         let after = counter(toold, REFUSED, &format!("reason=\"{reason}\"")).await;
-        assert_eq!(after - before, 2.0, "{what}: counted under {reason}");
+        let (_, metrics) = toold.get_text("/metrics").await;
+        let refused: Vec<&str> = metrics.lines().filter(|l| l.starts_with(REFUSED)).collect();
+        assert_eq!(
+            after - before,
+            2.0,
+            "{what}: counted under {reason}: {refused:?}"
+        );
     }
     // The good token passes and is counted as accepted.
     let reply = call(toold, &valid, Method::GET, "/v1/sessions", None).await;

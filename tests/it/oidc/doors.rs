@@ -94,6 +94,20 @@ async fn http_and_sse_enforce_the_role_a_provider_token_carries() {
     assert_eq!(created.status, StatusCode::FORBIDDEN, "{}", created.body);
     assert_eq!(open(observer).await, StatusCode::OK);
 
+    // The terminal client's --token takes the JWT as any token: A's session, not B's.
+    let mut client = std::process::Command::new(env!("CARGO_BIN_EXE_toold"));
+    client.args(["--url", &toold.base, "--token", &agent_a, "sessions"]);
+    crate::support::daemon::without_settings(&mut client);
+    let listed = crate::support::deadline::output_within(
+        &mut client,
+        std::time::Duration::from_secs(60),
+        "toold sessions",
+    )
+    .unwrap();
+    let printed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.status.success(), "{printed}");
+    assert!(printed.contains(&a) && !printed.contains(&b), "{printed}");
+
     // The static admin beside the issuer sees both sessions.
     let all = get(toold, STATIC_ADMIN, "/v1/sessions").await;
     assert_eq!(
@@ -199,10 +213,11 @@ async fn both_mcp_eras_accept_a_provider_token_and_an_observer_runs_nothing() {
     );
     assert!(!header.contains("error="), "{header}");
 
-    // The observer's call runs nothing.
+    // The observer's call in the agent's session (its own endpoint) runs nothing.
     let observer = provider.token("observer", "toold.read").await;
-    let mut as_observer = McpClient::new(toold, "/mcp").token(&observer);
-    as_observer.initialize().await;
+    let session = crate::auth::session_of(toold, &agent, json!({})).await;
+    let path = format!("/v1/sessions/{session}/mcp");
+    let mut as_observer = McpClient::new(toold, &path).token(&observer);
     let refused = as_observer
         .call_tool("bash", json!({"command": "echo observed > o.txt"}))
         .await;
@@ -211,6 +226,8 @@ async fn both_mcp_eras_accept_a_provider_token_and_an_observer_runs_nothing() {
         "{}",
         refused.text
     );
+    let rows = get(toold, &agent, &format!("/v1/sessions/{session}/calls")).await;
+    assert_eq!(rows.body["calls"], json!([]), "the observer's call ran");
 }
 
 #[tokio::test]

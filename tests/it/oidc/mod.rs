@@ -145,7 +145,9 @@ impl Provider {
             .send()
             .await
             .unwrap();
-        let body: Value = reply.json().await.unwrap();
+        let text = reply.text().await.unwrap();
+        let body: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
         body["access_token"]
             .as_str()
             .unwrap_or_else(|| panic!("no access token: {body}"))
@@ -178,7 +180,8 @@ impl Provider {
         let reply = self
             .http
             .post(format!("{}/test/{what}", self.issuer))
-            .json(&body)
+            .header("content-type", "application/json")
+            .body(body.to_string())
             .send()
             .await
             .unwrap();

@@ -72,9 +72,21 @@ async fn the_python_sdk_discovers_the_provider_gets_a_token_and_calls_tools() {
     // The calls ran as the token's principal: an agent (its roles claim), so its sessions
     // are its own; the static admin reads their audit rows.
     let principal = principal_of(provider, "mcp-sdk");
-    let audit = toold.get("/v1/calls").await;
-    assert_eq!(audit.status, StatusCode::OK, "{}", audit.body);
-    let rows = audit.body["calls"].as_array().unwrap().clone();
+    // The sessions the SDK's calls ran in (the legacy one is closed by now): from the store,
+    // their audit rows then through the API.
+    let store = rusqlite::Connection::open(toold.dir.path().join("data/toold.db")).unwrap();
+    let mut statement = store.prepare("SELECT id FROM sessions").unwrap();
+    let sessions: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut rows = Vec::new();
+    for session in &sessions {
+        let audit = toold.get(&format!("/v1/calls?session={session}")).await;
+        assert_eq!(audit.status, StatusCode::OK, "{}", audit.body);
+        rows.extend(audit.body["calls"].as_array().unwrap().clone());
+    }
     let bash_rows: Vec<&Value> = rows.iter().filter(|row| row["tool"] == "bash").collect();
     assert_eq!(bash_rows.len(), 2, "{rows:?}");
     for row in bash_rows {
