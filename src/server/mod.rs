@@ -301,7 +301,7 @@ impl Daemon {
         let pruning = retention::spawn(store.clone(), server.event_retention(), draining.clone());
         let mut api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
         api.requests_per_second_per_principal = settings.limits.requests_per_second_per_principal;
-        api.oidc = crate::api::oidc::OidcVerifier::configured(&settings.auth.oidc.0)
+        api.oidc = crate::api::oidc::OidcVerifier::configured(&oidc_issuers(&settings.auth.oidc))
             .map_err(|err| ServerError::Oidc(err.to_string()))?;
         let beating = fleet::spawn(
             store.clone(),
@@ -662,6 +662,26 @@ fn mcp_door_settings(server: &ServerSettings, mcp: &McpSettings) -> McpDoorSetti
         allowed_hosts,
         body_limit_bytes: server.body_limit_bytes,
     }
+}
+
+/// `[auth.oidc]` as the doors take it.
+fn oidc_issuers(issuers: &crate::config::OidcIssuers) -> Vec<crate::api::oidc::IssuerSettings> {
+    issuers
+        .0
+        .iter()
+        .map(|issuer| crate::api::oidc::IssuerSettings {
+            issuer: issuer.issuer.clone(),
+            jwks_uri: issuer.jwks_uri.clone(),
+            audience: issuer.audience.clone(),
+            principal_claim: issuer.principal_claim.clone(),
+            roles_claim: issuer.roles_claim.clone(),
+            roles: crate::api::oidc::RoleNames {
+                admin: issuer.roles.admin.clone(),
+                agent: issuer.roles.agent.clone(),
+                observer: issuer.roles.observer.clone(),
+            },
+        })
+        .collect()
 }
 
 /// What the sessions the MCP door creates itself are created with (`[mcp]`).

@@ -8,8 +8,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::Algorithm;
 use serde_json::{Map, Value};
 
+use super::IssuerSettings;
 use super::{ACCEPTED_ALGORITHMS, TokenRefusal, Verified};
-use crate::config::OidcSettings;
 use crate::permission::{Principal, Role};
 
 /// The scopes that name roles when the roles claim maps to none, strongest first.
@@ -70,7 +70,7 @@ fn json_object(part: &str) -> Result<Map<String, Value>, TokenRefusal> {
 /// The principal a verified token names, and its role: the roles claim through the mapping,
 /// else the scopes; neither is [`Verified::NoRole`].
 pub fn principal_of(
-    issuer: &OidcSettings,
+    issuer: &IssuerSettings,
     claims: &Map<String, Value>,
 ) -> Result<Verified, TokenRefusal> {
     let name = principal_name(issuer, claims)?;
@@ -84,7 +84,7 @@ pub fn principal_of(
 /// `sub` qualified by its issuer (`{issuer}#{sub}`: two issuers' `sub`s never meet), or the
 /// configured claim's value as is.
 fn principal_name(
-    issuer: &OidcSettings,
+    issuer: &IssuerSettings,
     claims: &Map<String, Value>,
 ) -> Result<String, TokenRefusal> {
     let value = claims
@@ -100,7 +100,7 @@ fn principal_name(
 }
 
 /// The strongest role whose mapped values the roles claim holds.
-fn mapped_role(issuer: &OidcSettings, claims: &Map<String, Value>) -> Option<Role> {
+fn mapped_role(issuer: &IssuerSettings, claims: &Map<String, Value>) -> Option<Role> {
     let values = strings_of(claims.get(&issuer.roles_claim)?);
     let mapping = &issuer.roles;
     [

@@ -19,8 +19,8 @@
 use axum::http::HeaderValue;
 use serde_json::{Value, json};
 
+use super::IssuerSettings;
 use super::claims::ROLE_SCOPES;
-use crate::config::OidcSettings;
 
 /// The well-known path of the document (RFC 9728 §3).
 pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
@@ -33,7 +33,7 @@ pub struct ResourceMetadata {
 }
 
 impl ResourceMetadata {
-    pub fn new(issuers: &[OidcSettings]) -> ResourceMetadata {
+    pub fn new(issuers: &[IssuerSettings]) -> ResourceMetadata {
         let resource = issuers
             .first()
             .map(|issuer| issuer.audience.clone())
@@ -104,8 +104,8 @@ fn header_value(text: String) -> HeaderValue {
 mod tests {
     use super::*;
 
-    fn issuer(issuer: &str, audience: &str) -> OidcSettings {
-        OidcSettings {
+    fn issuer(issuer: &str, audience: &str) -> IssuerSettings {
+        IssuerSettings {
             issuer: issuer.to_owned(),
             jwks_uri: None,
             audience: audience.to_owned(),

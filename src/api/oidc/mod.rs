@@ -48,8 +48,27 @@ use sha2::{Digest, Sha256};
 
 pub use self::jwks::REFETCH_INTERVAL;
 use self::jwks::{KeyMiss, KeySet};
-use crate::config::OidcSettings;
 use crate::permission::Principal;
+
+/// One issuer, as the server hands it over from `[auth.oidc]` (`config/oidc.rs` says what
+/// each field means): the doors do not read the settings file's types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IssuerSettings {
+    pub issuer: String,
+    pub jwks_uri: Option<String>,
+    pub audience: String,
+    pub principal_claim: String,
+    pub roles_claim: String,
+    pub roles: RoleNames,
+}
+
+/// `[auth.oidc.roles]`: the roles claim's values naming each role.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoleNames {
+    pub admin: Vec<String>,
+    pub agent: Vec<String>,
+    pub observer: Vec<String>,
+}
 
 /// Seconds of clock skew allowed on `exp` and `nbf`.
 pub const LEEWAY_SECONDS: u64 = 60;
@@ -128,7 +147,7 @@ pub enum Verified {
 
 /// One configured issuer, ready to verify its tokens.
 struct Issuer {
-    settings: OidcSettings,
+    settings: IssuerSettings,
     keys: KeySet,
 }
 
@@ -166,7 +185,7 @@ impl fmt::Debug for OidcVerifier {
 impl OidcVerifier {
     /// A verifier for `issuers` (checked settings; at least one). Keys are fetched on first
     /// need, with `client`.
-    pub fn new(issuers: &[OidcSettings], client: reqwest::Client) -> OidcVerifier {
+    pub fn new(issuers: &[IssuerSettings], client: reqwest::Client) -> OidcVerifier {
         OidcVerifier {
             metadata: metadata::ResourceMetadata::new(issuers),
             issuers: issuers
@@ -187,7 +206,7 @@ impl OidcVerifier {
     /// The verifier of the configured issuers, `None` when there are none; its key fetches go
     /// direct (no proxy from the environment) and follow no redirect.
     pub fn configured(
-        issuers: &[OidcSettings],
+        issuers: &[IssuerSettings],
     ) -> Result<Option<Arc<OidcVerifier>>, reqwest::Error> {
         if issuers.is_empty() {
             return Ok(None);
@@ -292,7 +311,7 @@ impl OidcVerifier {
 }
 
 /// What `jsonwebtoken` checks for `issuer`'s tokens signed with `alg`.
-fn validation(issuer: &OidcSettings, alg: Algorithm) -> Validation {
+fn validation(issuer: &IssuerSettings, alg: Algorithm) -> Validation {
     let mut validation = Validation::new(alg);
     validation.algorithms = vec![alg];
     validation.leeway = LEEWAY_SECONDS;

@@ -10,7 +10,6 @@ use jsonwebtoken::{EncodingKey, Header, encode};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::OidcRoleMapping;
 use crate::permission::Role;
 
 const ED_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIMyIkGUZSDXpHJMumm7QxBs9vS1aQW0rTJhWC/zTcMUV\n-----END PRIVATE KEY-----\n";
@@ -56,14 +55,14 @@ fn ec_jwk(kid: &str) -> Value {
     json!({"kty": "EC", "crv": "P-256", "x": EC_X, "y": EC_Y, "kid": kid})
 }
 
-fn settings(jwks_uri: &str) -> OidcSettings {
-    OidcSettings {
+fn settings(jwks_uri: &str) -> IssuerSettings {
+    IssuerSettings {
         issuer: ISSUER.to_owned(),
         jwks_uri: Some(jwks_uri.to_owned()),
         audience: AUDIENCE.to_owned(),
         principal_claim: "sub".to_owned(),
         roles_claim: "roles".to_owned(),
-        roles: OidcRoleMapping {
+        roles: RoleNames {
             admin: vec!["toold-admin".to_owned()],
             agent: vec!["toold-agent".to_owned()],
             observer: vec!["toold-observer".to_owned()],
