@@ -84,6 +84,10 @@ pub const MCP_SERVERS: &str = "toold_mcp_servers";
 pub const AUDIT_EXPORTS: &str = "toold_audit_exports_total";
 /// Always 1, labelled with the daemon's version.
 pub const BUILD_INFO: &str = "toold_build_info";
+/// Bearer tokens accepted, by kind (`static`, `session`, `oidc`) (DESIGN §13).
+pub const AUTH_TOKENS_ACCEPTED: &str = "toold_auth_tokens_accepted_total";
+/// Bearer tokens refused, by reason (`expired`, `bad_signature`, `wrong_audience`, …).
+pub const AUTH_TOKENS_REFUSED: &str = "toold_auth_tokens_refused_total";
 
 /// The states an MCP server instance can be in (`mcp::Phase::as_str`), each always reported.
 const MCP_STATES: &[&str] = &["starting", "ready", "restarting", "failed", "stopped"];
@@ -195,6 +199,14 @@ fn describe() {
     describe_gauge!(MCP_SERVERS, "Bridged MCP server instances, by state.");
     describe_counter!(AUDIT_EXPORTS, "Audit exports started, by format.");
     describe_gauge!(BUILD_INFO, "Always 1, labelled with the daemon's version.");
+    describe_counter!(
+        AUTH_TOKENS_ACCEPTED,
+        "Bearer tokens accepted, by kind (static, session, oidc)."
+    );
+    describe_counter!(
+        AUTH_TOKENS_REFUSED,
+        "Bearer tokens refused, by reason (expired, bad_signature, wrong_audience, ...)."
+    );
 }
 
 /// The metrics in Prometheus text format (empty when no recorder of ours is installed),
@@ -272,6 +284,16 @@ pub fn record_http_request(route: &str, method: &str, status: u16) {
         "status" => status.to_string()
     )
     .increment(1);
+}
+
+/// A bearer token accepted, of `kind` (`static`, `session`, `oidc`).
+pub fn record_token_accepted(kind: &'static str) {
+    metrics::counter!(AUTH_TOKENS_ACCEPTED, "kind" => kind).increment(1);
+}
+
+/// A bearer token refused, for `reason` (a fixed word per refusal: the label set is bounded).
+pub fn record_token_refused(reason: &'static str) {
+    metrics::counter!(AUTH_TOKENS_REFUSED, "reason" => reason).increment(1);
 }
 
 /// One gRPC request answered (see [`GRPC_REQUESTS`] for the labels).

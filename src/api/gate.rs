@@ -4,7 +4,9 @@
 //! timeout (`Timeout`). Probes (`/healthz`, `/readyz`, gRPC
 //! health) pass every gate but the first, so they work without a token and under load; so do
 //! the dashboard's static files (`/ui`, `/ui/…`), which hold no data: the page asks for its
-//! token in a login form and sends it on every API request it makes.
+//! token in a login form and sends it on every API request it makes; and the OAuth
+//! protected-resource metadata (`/.well-known/oauth-protected-resource…`), which a client
+//! reads to find where to get a token.
 //!
 //! [`Gate::admit`] answers with an [`Admission`] (the caller's token, a load-shedding permit
 //! and the deadline) or a refusal as a [`ServiceError`]; each door turns a refusal into its own
@@ -18,7 +20,11 @@
 //! Without configured tokens every caller is [`Principal::local`] (an admin). A child
 //! session's token (the `agent` tool's, minted by the service: `SessionTokens`) is looked up
 //! too, in either case, the same way (digests, constant time), and names a principal scoped
-//! to that session; it is accepted only while the child is open. What a principal may do is
+//! to that session; it is accepted only while the child is open. A token that is neither is
+//! checked as an access token of the configured issuers (`[auth.oidc]`, `api::oidc`): that is
+//! the same step for every door, and a bad one is `Unauthenticated` (a valid one that maps to
+//! no role `Forbidden`). Every presented token is counted, accepted (by kind) or refused (by
+//! reason: `toold_auth_tokens_*_total`). What a principal may do is
 //! decided once, in the service; the gate only says who it is. No token is ever logged.
 //!
 //! Not here: what a door adds on top (gRPC's `grpc-timeout`, which may shorten the deadline
@@ -36,6 +42,7 @@ use axum::http::{Extensions, HeaderMap};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::oidc::{OidcVerifier, TokenRefusal, Verified};
 use super::rate_limit::RateLimiter;
 use crate::permission::{Principal, digests_equal};
 use crate::service::{ErrorCode, ServiceError, SessionTokens};
@@ -78,6 +85,13 @@ pub fn is_dashboard_file(path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// Whether an HTTP request's path is the OAuth protected-resource metadata (RFC 9728), which
+/// a client reads before it has a token.
+pub fn is_resource_metadata(path: &str) -> bool {
+    path.strip_prefix(super::oidc::metadata::WELL_KNOWN)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// The dashboard's path.
 const DASHBOARD: &str = "/ui";
 
@@ -98,6 +112,8 @@ pub struct Gate {
     pub request_timeout: Duration,
     /// `requests_per_second_per_principal`.
     pub rate: RateLimiter,
+    /// The configured issuers (`[auth.oidc]`), whose access tokens are accepted too.
+    pub oidc: Option<Arc<OidcVerifier>>,
 }
 
 /// A request past the gates.
@@ -144,7 +160,8 @@ impl Door {
     /// Whether a request's path passes every gate but the first: a probe, or (HTTP) a file
     /// of the dashboard.
     fn is_open(self, path: &str) -> bool {
-        self.is_probe(path) || (self == Door::Http && is_dashboard_file(path))
+        self.is_probe(path)
+            || (self == Door::Http && (is_dashboard_file(path) || is_resource_metadata(path)))
     }
 
     /// What a refused caller is told, in this door's terms.
@@ -158,7 +175,7 @@ impl Door {
 
 impl Gate {
     /// Runs the gates in order over a request that came through `door` for `path`.
-    pub fn admit(
+    pub async fn admit(
         &self,
         door: Door,
         path: &str,
@@ -174,7 +191,7 @@ impl Gate {
         if open {
             return Ok(Admission::Probe);
         }
-        let (caller, principal) = self.caller(door, headers)?;
+        let (caller, principal) = self.caller(door, headers).await?;
         self.rate.admit(&principal)?;
         // Shed at once rather than queue: a client under back-pressure should retry elsewhere.
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
@@ -194,28 +211,65 @@ impl Gate {
         }))
     }
 
-    fn caller(
+    /// Who presents the request's token: a child session's token, a static one, or an
+    /// access token of a configured issuer (`api::oidc`), in that order; every door's one
+    /// authentication step. Each presented token is counted, accepted or refused.
+    async fn caller(
         &self,
         door: Door,
         headers: &HeaderMap,
     ) -> Result<(CallerToken, Principal), ServiceError> {
+        let presented = bearer(headers);
         // A child session's token narrows even a daemon without auth to that session.
-        if let Some(presented) = bearer(headers)
+        if let Some(presented) = presented
             && let Some(principal) = self.session_tokens.principal_for(presented)
         {
+            crate::telemetry::record_token_accepted("session");
             return Ok((CallerToken(Some(presented.to_owned())), principal));
         }
-        if self.auth_tokens.is_empty() {
+        if self.auth_tokens.is_empty() && self.oidc.is_none() {
             return Ok((CallerToken(None), Principal::local()));
         }
-        match authorised(&self.auth_tokens, headers) {
-            Some((token, principal)) => Ok((CallerToken(Some(token)), principal.clone())),
-            None => Err(ServiceError::new(
-                ErrorCode::Unauthenticated,
-                door.token_required(),
-            )),
+        let Some(presented) = presented else {
+            crate::telemetry::record_token_refused("missing");
+            return Err(unauthenticated(door.token_required()));
+        };
+        if let Some(principal) = static_principal(&self.auth_tokens, presented) {
+            crate::telemetry::record_token_accepted("static");
+            return Ok((CallerToken(Some(presented.to_owned())), principal.clone()));
+        }
+        // Not a JWT at all (no `.`): a wrong static token, whether or not issuers are set.
+        let verifier = self.oidc.as_ref().filter(|_| presented.contains('.'));
+        let Some(verifier) = verifier else {
+            crate::telemetry::record_token_refused(TokenRefusal::UnknownToken.reason());
+            return Err(unauthenticated(door.token_required()));
+        };
+        match verifier.verify(presented).await {
+            Ok(Verified::Principal(principal)) => {
+                crate::telemetry::record_token_accepted("oidc");
+                Ok((CallerToken(Some(presented.to_owned())), principal))
+            }
+            Ok(Verified::NoRole { principal }) => {
+                crate::telemetry::record_token_refused("insufficient_scope");
+                Err(ServiceError::new(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "the access token of \"{principal}\" carries no toold role: it needs a \
+                         roles claim mapped in [auth.oidc.roles] or the scope toold.read, \
+                         toold.execute or toold.admin"
+                    ),
+                ))
+            }
+            Err(refusal) => {
+                crate::telemetry::record_token_refused(refusal.reason());
+                Err(unauthenticated(&format!("invalid access token: {refusal}")))
+            }
         }
     }
+}
+
+fn unauthenticated(message: &str) -> ServiceError {
+    ServiceError::new(ErrorCode::Unauthenticated, message)
 }
 
 impl Admitted {
@@ -271,25 +325,18 @@ impl Deadline {
     }
 }
 
-/// The configured token the request presents (`authorization: Bearer TOKEN`: an HTTP header,
-/// or gRPC metadata, which travels as headers) and the principal it names. The presented
-/// token's digest is compared in full with every configured digest, so timing does not tell
-/// which prefix (or which token) matched.
-pub fn authorised<'t>(
-    tokens: &'t [KnownToken],
-    headers: &HeaderMap,
-) -> Option<(String, &'t Principal)> {
-    let presented = bearer(headers)?;
+/// The principal of the configured token `presented` is. Its digest is compared in full with
+/// every configured digest, so timing does not tell which prefix (or which token) matched.
+fn static_principal<'t>(tokens: &'t [KnownToken], presented: &str) -> Option<&'t Principal> {
     let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-    let found = tokens.iter().fold(None, |found, (known, principal)| {
+    tokens.iter().fold(None, |found, (known, principal)| {
         let matches = digests_equal(known, &digest);
         found.or(matches.then_some(principal))
-    })?;
-    Some((presented.to_owned(), found))
+    })
 }
 
 /// The token of `authorization: Bearer TOKEN`, if the request presents one.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())

@@ -9,6 +9,8 @@
 //!   HTTP door's middleware proxies it, the gRPC door's RPCs relay it).
 //! - `listener`: the one listener serving both doors (the accept loop, the HTTP/gRPC split,
 //!   `RepollOnSelfWake`).
+//! - `oidc`: access tokens of the platform's provider (`[auth.oidc]`), verified for the gate,
+//!   and the OAuth protected-resource metadata.
 //! - `rate_limit`: each principal's request rate, checked by the gate.
 //! - `trace_parent`: each request's span and the `traceparent` it brought (HTTP and gRPC).
 //!
@@ -21,6 +23,7 @@ pub mod grpc;
 pub mod http;
 pub mod listener;
 pub mod mcp;
+pub mod oidc;
 pub mod rate_limit;
 pub mod trace_parent;
 
@@ -33,8 +36,10 @@ pub use self::listener::serve;
 /// it, so the doors need not know the settings file).
 #[derive(Clone, Debug)]
 pub struct ApiSettings {
-    /// Each accepted token's digest and principal; empty: no auth.
+    /// Each accepted token's digest and principal; empty (and no `oidc`): no auth.
     pub auth_tokens: Vec<gate::KnownToken>,
+    /// The configured issuers' verifier (`[auth.oidc]`), `None` when there are none.
+    pub oidc: Option<std::sync::Arc<oidc::OidcVerifier>>,
     pub body_limit_bytes: usize,
     pub request_timeout: Duration,
     pub max_concurrent_requests: usize,

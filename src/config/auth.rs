@@ -18,6 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::oidc::OidcIssuers;
 use crate::permission::{Principal, Role};
 
 /// `[auth]` in the settings file.
@@ -25,6 +26,8 @@ use crate::permission::{Principal, Role};
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSettings {
     pub tokens: Vec<AuthToken>,
+    /// `[auth.oidc]`: the issuers whose JWT access tokens are accepted too (`config/oidc.rs`).
+    pub oidc: OidcIssuers,
 }
 
 /// One `[[auth.tokens]]` entry.

@@ -7,11 +7,13 @@
 mod auth;
 mod limits;
 mod mcp;
+mod oidc;
 mod server;
 
 pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
 pub use limits::LimitSettings;
 pub use mcp::{McpFlags, McpSettings, stdio_state_dir};
+pub use oidc::{OidcIssuers, OidcRoleMapping, OidcSettings, OidcSettingsError};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
 pub use crate::permission::PermissionLevel;
 pub use server::{HalfTlsError, ServerFlags, ServerSettings, TlsFiles};
@@ -184,6 +186,8 @@ pub enum ConfigError {
     Telemetry(crate::telemetry::traces::TracesError),
     #[error("invalid settings: {0}")]
     Auth(AuthSettingsError),
+    #[error("invalid settings: {0}")]
+    Oidc(OidcSettingsError),
 }
 
 impl From<HookConfigError> for ConfigError {
@@ -314,6 +318,7 @@ impl Settings {
             return Err(ConfigError::EmptyServiceName);
         }
         self.auth_principals()?;
+        self.auth.oidc.check().map_err(ConfigError::Oidc)?;
         Ok(())
     }
 

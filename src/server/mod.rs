@@ -89,6 +89,8 @@ pub enum ServerError {
         "refusing to listen on non-loopback address {0} without auth tokens (set --auth-token or TOOLD_AUTH_TOKENS)"
     )]
     NoAuthOnPublicAddress(SocketAddr),
+    #[error("[auth.oidc]: building the key-set client: {0}")]
+    Oidc(String),
     #[error(transparent)]
     HalfTls(#[from] HalfTlsError),
     #[error(transparent)]
@@ -252,7 +254,7 @@ impl Daemon {
             source,
         })?;
         let tokens = settings.auth_principals()?;
-        if !address.ip().is_loopback() && tokens.is_empty() {
+        if !address.ip().is_loopback() && tokens.is_empty() && settings.auth.oidc.is_empty() {
             return Err(ServerError::NoAuthOnPublicAddress(address));
         }
         if let Some(warning) = tls::clear_text_warning(address, tls.is_some()) {
@@ -301,6 +303,8 @@ impl Daemon {
             retention::spawn_audit(store.clone(), server.audit_retention(), draining.clone());
         let mut api = api_settings(server, &settings.mcp, &node.node_id, tls, tokens);
         api.requests_per_second_per_principal = settings.limits.requests_per_second_per_principal;
+        api.oidc = crate::api::oidc::OidcVerifier::configured(&oidc_issuers(&settings.auth.oidc))
+            .map_err(|err| ServerError::Oidc(err.to_string()))?;
         let beating = fleet::spawn(
             store.clone(),
             service.clone(),
@@ -662,6 +666,26 @@ fn mcp_door_settings(server: &ServerSettings, mcp: &McpSettings) -> McpDoorSetti
     }
 }
 
+/// `[auth.oidc]` as the doors take it.
+fn oidc_issuers(issuers: &crate::config::OidcIssuers) -> Vec<crate::api::oidc::IssuerSettings> {
+    issuers
+        .0
+        .iter()
+        .map(|issuer| crate::api::oidc::IssuerSettings {
+            issuer: issuer.issuer.clone(),
+            jwks_uri: issuer.jwks_uri.clone(),
+            audience: issuer.audience.clone(),
+            principal_claim: issuer.principal_claim.clone(),
+            roles_claim: issuer.roles_claim.clone(),
+            roles: crate::api::oidc::RoleNames {
+                admin: issuer.roles.admin.clone(),
+                agent: issuer.roles.agent.clone(),
+                observer: issuer.roles.observer.clone(),
+            },
+        })
+        .collect()
+}
+
 /// What the sessions the MCP door creates itself are created with (`[mcp]`).
 fn mcp_session_template(mcp: &McpSettings) -> CreateSessionRequest {
     let working_directory =
@@ -688,6 +712,8 @@ fn api_settings(
         },
         mcp: mcp_door_settings(server, mcp),
         auth_tokens,
+        // `[auth.oidc]`, set by the caller.
+        oidc: None,
         body_limit_bytes: server.body_limit_bytes,
         request_timeout: server.request_timeout,
         max_concurrent_requests: server.max_concurrent_requests,

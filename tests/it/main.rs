@@ -28,6 +28,7 @@ mod mcp;
 mod mcp_bridge;
 mod metrics;
 mod misc;
+mod oidc;
 mod providers;
 mod search;
 mod service;

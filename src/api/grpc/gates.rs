@@ -69,7 +69,9 @@ fn code_label(code: tonic::Code) -> &'static str {
 }
 
 async fn pass(gate: &Gate, mut request: Request, next: Next) -> Response {
-    let admission = gate.admit(Door::Grpc, request.uri().path(), request.headers());
+    let admission = gate
+        .admit(Door::Grpc, request.uri().path(), request.headers())
+        .await;
     let mut admitted = match admission {
         Ok(Admission::Admitted(admitted)) => admitted,
         Ok(Admission::Probe) => return next.run(request).await,

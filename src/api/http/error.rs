@@ -4,7 +4,8 @@
 //! `api`. axum's own rejections (a body over the limit, a bad query string) are converted to
 //! that body here, and JSON bodies are parsed by [`JsonBody`] so malformed JSON, non-UTF-8
 //! bytes and over-deep nesting (serde_json's recursion limit) are all a plain 400. A 401
-//! carries `WWW-Authenticate: Bearer realm="toold"`.
+//! carries `WWW-Authenticate: Bearer realm="toold"` (with `[auth.oidc]`, the OAuth challenge
+//! of `api::oidc::metadata`, set by the gate's middleware).
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -51,8 +52,8 @@ impl IntoResponse for ApiError {
             );
         }
         // RFC 6750 §3: a 401 names the scheme it wants (Claude Code and other MCP clients say
-        // only "failed to connect" without it). No OAuth protected-resource metadata is
-        // served, so there is no `resource_metadata` to point at: the realm alone.
+        // only "failed to connect" without it). With `[auth.oidc]` the gate's middleware
+        // replaces this with the OAuth challenge (`resource_metadata`, `error`).
         if self.0.code == ErrorCode::Unauthenticated {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -14,6 +14,7 @@ mod document;
 mod error;
 mod events;
 mod middleware;
+mod oauth;
 mod openapi;
 mod ops;
 mod providers;
@@ -50,6 +51,8 @@ pub struct HttpState {
     pub openapi: Arc<Result<String, String>>,
     /// HTTP provider connections registered whose stream is not open yet.
     pub providers: Arc<providers::Parked>,
+    /// The configured issuers (`[auth.oidc]`), for the protected-resource metadata.
+    pub oidc: Option<Arc<crate::api::oidc::OidcVerifier>>,
 }
 
 impl FromRef<HttpState> for Arc<ToolService> {
@@ -73,6 +76,7 @@ pub fn router(
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
         rate: crate::api::rate_limit::RateLimiter::new(settings.requests_per_second_per_principal),
+        oidc: settings.oidc.clone(),
     });
     let forward = Forwarder::new(settings.fleet.clone());
     app(service, settings, gate, forward)
@@ -102,6 +106,7 @@ pub fn app(
         event_buffer: settings.event_buffer,
         openapi: Arc::new(document::render(&api, &facts)),
         providers: Arc::default(),
+        oidc: gate.oidc.clone(),
     };
     let mcp = crate::api::mcp::routes(state.service.clone(), &settings.mcp);
     routes
@@ -162,6 +167,8 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ops::readyz))
         .routes(routes!(ops::metrics))
         .routes(routes!(openapi::document))
+        .routes(routes!(oauth::protected_resource))
+        .routes(routes!(oauth::protected_resource_mcp))
         .routes(routes!(ui::page))
         .routes(routes!(ui::style))
         .routes(routes!(ui::script))

@@ -47,6 +47,7 @@ pub async fn serve(
         permits: Arc::new(Semaphore::new(settings.max_concurrent_requests)),
         request_timeout: settings.request_timeout,
         rate: crate::api::rate_limit::RateLimiter::new(settings.requests_per_second_per_principal),
+        oidc: settings.oidc.clone(),
     });
     let forward = crate::api::forward::Forwarder::new(settings.fleet.clone());
     let grpc =

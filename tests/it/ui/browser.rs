@@ -21,7 +21,7 @@ const XSS: &str = "<img src=x onerror=\"document.title='owned'\">";
 const CONFIG: &str = "[permissions]\nask = [\"write_file\"]\napproval_timeout_ms = 120000\n";
 
 /// `TARGET/ui-screenshots`, beside the test binary's `debug/`.
-pub(super) fn screenshot_dir() -> PathBuf {
+pub(crate) fn screenshot_dir() -> PathBuf {
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_toold"));
     binary
         .parent()

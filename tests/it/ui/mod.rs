@@ -6,7 +6,7 @@
 
 mod assets;
 mod audit;
-mod browser;
+pub(crate) mod browser;
 mod endpoints;
 mod figures;
-mod webdriver;
+pub(crate) mod webdriver;
