@@ -588,7 +588,8 @@ async fn build_service(
         .with_fleet(FleetPolicy {
             node_timeout: settings.server.node_timeout,
             max_sessions: settings.server.max_sessions,
-        }),
+        })
+        .with_workspaces(workspace_settings(settings, data_dir)),
     );
     // The `agent` tool opens its child sessions through the service; weak, as the service owns
     // the hub.
@@ -596,6 +597,26 @@ async fn build_service(
     let children: std::sync::Weak<dyn crate::provider::ChildSessions> = weak;
     service.provider_hub().set_child_sessions(children);
     Ok(service)
+}
+
+/// Where views and snapshots live and what an upload may hold. Snapshots' layers go under the
+/// data directory, except in a fleet (a Postgres store) with allowed roots: there they go
+/// under the first root, which every daemon of the fleet sees (docs/decisions/workspace.md).
+fn workspace_settings(settings: &Settings, data_dir: &Path) -> crate::workspace::WorkspaceSettings {
+    let url = &settings.server.database_url;
+    let fleet = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let snapshot_root = match settings.server.allowed_roots.first() {
+        Some(root) if fleet => root.join(".toold-snapshots"),
+        _ => data_dir.join("snapshots"),
+    };
+    crate::workspace::WorkspaceSettings {
+        data_dir: data_dir.to_path_buf(),
+        snapshot_root,
+        max_upload_bytes: settings.environments.max_upload_mb.saturating_mul(1 << 20),
+        max_upload_entries: settings.environments.max_upload_entries,
+        snapshots_per_principal: settings.limits.snapshots_per_principal,
+        snapshot_bytes_per_principal: settings.limits.snapshot_bytes_per_principal,
+    }
 }
 
 /// Probes what this machine can confine a shell with, tries each candidate `[sandbox] mode`

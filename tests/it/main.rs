@@ -36,3 +36,4 @@ mod store;
 mod telemetry;
 mod tls;
 mod ui;
+mod workspace;

@@ -18,6 +18,7 @@ mod ops;
 mod providers;
 mod sessions;
 mod ui;
+mod workspace;
 
 use std::sync::Arc;
 
@@ -164,4 +165,10 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ui::style))
         .routes(routes!(ui::script))
         .routes(routes!(ui::tail_script))
+        .routes(routes!(workspace::put_file, workspace::get_file))
+        .route(
+            "/v1/sessions/{id}/files/{path}/{*rest}",
+            axum::routing::put(workspace::put_nested_file).get(workspace::get_nested_file),
+        )
+        .routes(routes!(workspace::post_archive, workspace::get_archive))
 }

@@ -138,6 +138,19 @@ pub struct ToolFilterBody {
     pub mode: Option<String>,
 }
 
+/// What an upload put in place.
+#[derive(Serialize, ToSchema)]
+pub struct UploadedBody {
+    /// The file written (file uploads).
+    pub path: Option<String>,
+    /// `tar`, `tar.gz` or `zip` (archive uploads).
+    pub format: Option<String>,
+    /// Entries unpacked (archive uploads).
+    pub entries: Option<u64>,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
 /// A session.
 #[derive(Serialize, ToSchema)]
 pub struct SessionBody {
