@@ -194,6 +194,8 @@ impl Core {
     /// audit log.
     pub async fn stop(self) {
         self.service.stop_mcp_servers().await;
+        // Sessions' views come down; the next daemon mounts them again from the store.
+        self.service.unmount_views();
         self.service.flush_writes().await;
         self.persister.flush_and_stop().await;
         if let Some(relay) = self.relay {

@@ -22,6 +22,7 @@ mod providers;
 mod recent_batches;
 mod run_to_completion;
 mod sessions;
+mod snapshots;
 mod streams;
 mod transfers;
 mod write_behind;
@@ -43,6 +44,7 @@ pub use limits::ServiceLimits;
 pub use ownership::{TakeOver, nobody_runs};
 pub use placement::{FleetPolicy, SessionPlace};
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
+pub use snapshots::{ForkInfo, ForkRequest, MAX_FORKS, SnapshotInfo, SnapshotRequest};
 pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamRequest};
 pub use transfers::{ArchiveDownload, BodyStream, FileDownload};
 

@@ -17,6 +17,7 @@ mod openapi;
 mod ops;
 mod providers;
 mod sessions;
+mod snapshots;
 mod ui;
 mod workspace;
 
@@ -171,4 +172,8 @@ fn routes() -> OpenApiRouter<HttpState> {
             axum::routing::put(workspace::put_nested_file).get(workspace::get_nested_file),
         )
         .routes(routes!(workspace::post_archive, workspace::get_archive))
+        .routes(routes!(snapshots::take))
+        .routes(routes!(snapshots::list))
+        .routes(routes!(snapshots::get, snapshots::delete))
+        .routes(routes!(snapshots::fork))
 }

@@ -5,6 +5,7 @@
 mod archives;
 mod files;
 mod hostile;
+mod snapshots;
 
 use reqwest::Method;
 use serde_json::Value;
