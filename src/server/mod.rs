@@ -601,19 +601,14 @@ async fn build_service(
     Ok(service)
 }
 
-/// Where views and snapshots live and what an upload may hold. Snapshots' layers go under the
-/// data directory, except in a fleet (a Postgres store) with allowed roots: there they go
-/// under the first root, which every daemon of the fleet sees (docs/decisions/workspace.md).
+/// Where views and snapshots live and what an upload may hold. A snapshot's layers go beside
+/// the allowed root its session's workspace lies under (which a fleet's daemons share), else
+/// under the data directory (docs/decisions/workspace.md).
 fn workspace_settings(settings: &Settings, data_dir: &Path) -> crate::workspace::WorkspaceSettings {
-    let url = &settings.server.database_url;
-    let fleet = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let snapshot_root = match settings.server.allowed_roots.first() {
-        Some(root) if fleet => root.join(".toold-snapshots"),
-        _ => data_dir.join("snapshots"),
-    };
     crate::workspace::WorkspaceSettings {
         data_dir: data_dir.to_path_buf(),
-        snapshot_root,
+        snapshot_root: data_dir.join("snapshots"),
+        allowed_roots: settings.server.allowed_roots.clone(),
         max_upload_bytes: settings.environments.max_upload_mb.saturating_mul(1 << 20),
         max_upload_entries: settings.environments.max_upload_entries,
         snapshots_per_principal: settings.limits.snapshots_per_principal,

@@ -332,9 +332,11 @@ impl ToolService {
         if !self.store.delete_snapshot(id).await? {
             return Err(unknown_snapshot(id));
         }
-        let own = self.workspaces.layer_dir(id);
-        if !self.layer_in_use(&own).await? {
-            self.workspaces.remove_snapshot(id);
+        // Its own layer is its topmost; the ones below belong to the snapshots it stacks on.
+        if let Some(own) = record.layers.first()
+            && !self.layer_in_use(own).await?
+        {
+            self.workspaces.remove_snapshot(own);
         }
         Ok(info(&record))
     }

@@ -27,14 +27,21 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 pub use view::{CopyKind, Frozen, MountedView, ViewError, ViewMethod, ViewSpec};
 
+/// The directory of an allowed root that holds its sessions' snapshots.
+pub const SHARED_SNAPSHOTS: &str = ".toold-snapshots";
+
 /// Where the hub keeps things and how much an upload may hold.
 #[derive(Clone, Debug)]
 pub struct WorkspaceSettings {
     /// The daemon's data directory: views' private directories go under `views/`.
     pub data_dir: PathBuf,
-    /// Where snapshots' layers live: the data directory's `snapshots/`, or in a fleet the
-    /// workspace root every daemon shares (`docs/decisions/workspace.md`).
+    /// Where the layers of a fresh workspace's snapshots live: the data directory's
+    /// `snapshots/`.
     pub snapshot_root: PathBuf,
+    /// The allowed workspace roots: a session whose workspace lies under one keeps its
+    /// snapshots' layers in that root's `.toold-snapshots/`, which every daemon of a fleet
+    /// sharing the root sees (`docs/decisions/workspace.md`).
+    pub allowed_roots: Vec<PathBuf>,
     /// `[environments] max_upload_mb`, in bytes.
     pub max_upload_bytes: u64,
     /// `[environments] max_upload_entries`.
@@ -51,6 +58,7 @@ impl WorkspaceSettings {
         WorkspaceSettings {
             data_dir: data_dir.to_path_buf(),
             snapshot_root: data_dir.join("snapshots"),
+            allowed_roots: Vec::new(),
             max_upload_bytes: 4096 << 20,
             max_upload_entries: 200_000,
             snapshots_per_principal: 0,
@@ -106,19 +114,40 @@ impl Workspaces {
         self.settings.data_dir.join("views").join(session_id)
     }
 
-    /// Where snapshot `id`'s own layer goes.
-    pub fn layer_dir(&self, snapshot_id: &str) -> PathBuf {
-        self.settings.snapshot_root.join(snapshot_id).join("layer")
+    /// The directories snapshots' layers may lie in: the data directory's, and each allowed
+    /// root's `.toold-snapshots`.
+    fn snapshot_roots(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        std::iter::once(self.settings.snapshot_root.clone()).chain(
+            self.settings.allowed_roots.iter().map(|root| {
+                root.canonicalize()
+                    .unwrap_or_else(|_| root.clone())
+                    .join(SHARED_SNAPSHOTS)
+            }),
+        )
     }
 
-    /// Whether `layer` is one of this hub's snapshot layers (a path read back from the store
+    /// Where the own layer of snapshot `snapshot_id` of a session at `root` goes: beside the
+    /// allowed root the workspace lies under, else under the data directory.
+    pub fn layer_dir(&self, snapshot_id: &str, root: &Path) -> PathBuf {
+        let shared = self.settings.allowed_roots.iter().find_map(|allowed| {
+            let allowed = allowed.canonicalize().ok()?;
+            root.starts_with(&allowed)
+                .then(|| allowed.join(SHARED_SNAPSHOTS))
+        });
+        shared
+            .unwrap_or_else(|| self.settings.snapshot_root.clone())
+            .join(snapshot_id)
+            .join("layer")
+    }
+
+    /// Whether `layer` is a snapshot layer this hub may mount (a path read back from the store
     /// is only mounted if it is).
     pub fn owns_layer(&self, layer: &Path) -> bool {
         layer.is_absolute()
-            && layer.starts_with(&self.settings.snapshot_root)
             && !layer
                 .components()
                 .any(|c| c == std::path::Component::ParentDir)
+            && self.snapshot_roots().any(|root| layer.starts_with(root))
     }
 
     /// Makes session `session_id`'s view over `lowers` at `root` (its working directory) and
@@ -151,7 +180,7 @@ impl Workspaces {
         snapshot_id: &str,
         movable: bool,
     ) -> Result<Frozen, ViewError> {
-        let layer = self.layer_dir(snapshot_id);
+        let layer = self.layer_dir(snapshot_id, root);
         let mut views = self.views();
         if !views.contains_key(session_id) {
             // A plain session opened before views: its root is its own upper.
@@ -203,13 +232,15 @@ impl Workspaces {
         }
     }
 
-    /// Removes snapshot `snapshot_id`'s files.
-    pub fn remove_snapshot(&self, snapshot_id: &str) {
-        let dir = self.settings.snapshot_root.join(snapshot_id);
-        if let Err(err) = std::fs::remove_dir_all(&dir)
+    /// Removes the files of the snapshot whose own layer is `layer` (`<root>/<id>/layer`).
+    pub fn remove_snapshot(&self, layer: &Path) {
+        let Some(dir) = layer.parent().filter(|_| self.owns_layer(layer)) else {
+            return;
+        };
+        if let Err(err) = std::fs::remove_dir_all(dir)
             && err.kind() != std::io::ErrorKind::NotFound
         {
-            tracing::warn!(snapshot = snapshot_id, error = %err, "snapshot files not removed");
+            tracing::warn!(dir = %dir.display(), error = %err, "snapshot files not removed");
         }
     }
 }

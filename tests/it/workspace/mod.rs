@@ -4,6 +4,7 @@
 
 mod archives;
 mod files;
+mod fleet;
 mod hostile;
 mod snapshots;
 
