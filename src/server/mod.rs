@@ -601,6 +601,12 @@ async fn build_service(
     Ok(service)
 }
 
+/// Enters a mount namespace of the daemon's own, for sessions' views (see
+/// `workspace::view::private_mount_namespace`); call it before any thread starts.
+pub fn enter_private_mounts() -> bool {
+    crate::workspace::view::private_mount_namespace()
+}
+
 /// Where views and snapshots live and what an upload may hold. A snapshot's layers go beside
 /// the allowed root its session's workspace lies under (which a fleet's daemons share), else
 /// under the data directory (docs/decisions/workspace.md).

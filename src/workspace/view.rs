@@ -30,6 +30,10 @@
 //!   through `/proc/<pid>/root` is the way to copy-on-write without privilege; not built yet,
 //!   see `docs/decisions/workspace.md`.)
 //!
+//! The mounts live in the daemon's own mount namespace ([`private_mount_namespace`], entered
+//! at start when the daemon may): on the host, a session's root reads as an empty directory;
+//! `/proc/<daemon pid>/root/<root>` shows the view.
+//!
 //! Deliberately absent: which lowers a session has (the service and the store keep that),
 //! quotas, and anything about images (an environment passes its layers as lowers).
 
@@ -278,6 +282,33 @@ impl MountedView {
             copy: CopyKind::Cow,
         })
     }
+}
+
+/// Gives this process a mount namespace of its own, when it may (root, or `CAP_SYS_ADMIN`),
+/// so the views it mounts are its alone and vanish with it: a daemon killed with `kill -9`
+/// leaves no mount behind, and a restarted one mounts its sessions' views again. Mounts of
+/// the host still reach it (the root is made a *slave*), its own never reach the host.
+/// Must be called while the process has one thread (`unshare(CLONE_NEWNS)` refuses a
+/// threaded process); `false` when it could not (the views are then mounted on the host's
+/// namespace, or copied).
+pub fn private_mount_namespace() -> bool {
+    // SAFETY: plain system calls on NUL-terminated constants; no memory is handed over.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return false;
+        }
+        let slave = libc::mount(
+            c"none".as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        );
+        if slave != 0 {
+            tracing::warn!(error = %io::Error::last_os_error(), "views may show on the host: / not made a slave mount");
+        }
+    }
+    true
 }
 
 fn mkdir(path: &Path) -> Result<(), ViewError> {
