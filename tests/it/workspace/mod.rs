@@ -6,6 +6,7 @@ mod archives;
 mod files;
 mod fleet;
 mod hostile;
+mod memory;
 mod snapshots;
 
 use reqwest::Method;
