@@ -46,13 +46,29 @@ fn daemon() -> Daemon {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     out.read_line(&mut line).unwrap();
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let base = line.trim().strip_prefix("toold listening on ").unwrap().to_owned();
-    Daemon { child, base, _dir: dir }
+    let base = line
+        .trim()
+        .strip_prefix("toold listening on ")
+        .unwrap()
+        .to_owned();
+    Daemon {
+        child,
+        base,
+        _dir: dir,
+    }
 }
 
 fn curl(args: &[&str]) -> String {
-    let out = Command::new("curl").args(["-sS", "--fail-with-body"]).args(args).output().unwrap();
-    assert!(out.status.success(), "curl {args:?}: {}", String::from_utf8_lossy(&out.stdout));
+    let out = Command::new("curl")
+        .args(["-sS", "--fail-with-body"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "curl {args:?}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -61,7 +77,15 @@ fn json(text: &str) -> serde_json::Value {
 }
 
 fn session(daemon: &Daemon) -> String {
-    let body = curl(&["-X", "POST", "-d", "{}", "-H", "content-type: application/json", &format!("{}/v1/sessions", daemon.base)]);
+    let body = curl(&[
+        "-X",
+        "POST",
+        "-d",
+        "{}",
+        "-H",
+        "content-type: application/json",
+        &format!("{}/v1/sessions", daemon.base),
+    ]);
     json(&body)["id"].as_str().unwrap().to_owned()
 }
 
@@ -82,7 +106,14 @@ fn make_tree(dir: &Path, files: u64, bytes: u64) {
 }
 
 fn tar_of(dir: &Path, out: &Path) {
-    let status = Command::new("tar").arg("cf").arg(out).arg("-C").arg(dir).arg(".").status().unwrap();
+    let status = Command::new("tar")
+        .arg("cf")
+        .arg(out)
+        .arg("-C")
+        .arg(dir)
+        .arg(".")
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -104,14 +135,19 @@ fn sink() -> String {
                     length = v.trim().parse().unwrap();
                 }
                 if lower.starts_with("expect:") {
-                    reader.get_mut().write_all(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap();
+                    reader
+                        .get_mut()
+                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        .unwrap();
                 }
                 if line == "\r\n" {
                     break;
                 }
             }
             std::io::copy(&mut (&mut reader).take(length), &mut std::io::sink()).unwrap();
-            let _ = reader.get_mut().write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = reader
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
     });
     format!("http://{address}/")
@@ -145,19 +181,43 @@ fn transfers(scratch: &Path) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.split("port ").nth(1).and_then(|p| p.split_whitespace().next()).unwrap().to_owned();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .split("port ")
+        .nth(1)
+        .and_then(|p| p.split_whitespace().next())
+        .unwrap()
+        .to_owned();
     let floor_down = timed(|| {
-        curl(&["-o", "/dev/null", &format!("http://127.0.0.1:{port}/gib.tar")]);
+        curl(&[
+            "-o",
+            "/dev/null",
+            &format!("http://127.0.0.1:{port}/gib.tar"),
+        ]);
     });
     let _ = server.kill();
+    let _ = server.wait();
     let daemon = daemon();
     let id = session(&daemon);
     let up = timed(|| {
-        curl(&["-X", "POST", "-H", "Expect:", "-T", &upload, &format!("{}/v1/sessions/{id}/archive", daemon.base)]);
+        curl(&[
+            "-X",
+            "POST",
+            "-H",
+            "Expect:",
+            "-T",
+            &upload,
+            &format!("{}/v1/sessions/{id}/archive", daemon.base),
+        ]);
     });
     let down = timed(|| {
-        curl(&["-o", "/dev/null", &format!("{}/v1/sessions/{id}/archive", daemon.base)]);
+        curl(&[
+            "-o",
+            "/dev/null",
+            &format!("{}/v1/sessions/{id}/archive", daemon.base),
+        ]);
     });
     println!("1 GiB archive ({bytes} bytes)   toold MiB/s   floor MiB/s   ratio");
     let row = |what: &str, toold: f64, floor: f64| {
@@ -174,16 +234,37 @@ fn fork_case(scratch: &Path, name: &str, files: u64, bytes: u64) {
     let archive = scratch.join(format!("{name}.tar"));
     tar_of(&tree, &archive);
     let cp = timed(|| {
-        let status = Command::new("cp").arg("-a").arg(&tree).arg(scratch.join(format!("{name}-copy"))).status().unwrap();
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(&tree)
+            .arg(scratch.join(format!("{name}-copy")))
+            .status()
+            .unwrap();
         assert!(status.success());
     });
     let daemon = daemon();
     let id = session(&daemon);
-    curl(&["-X", "POST", "-H", "Expect:", "-T", &archive.display().to_string(), &format!("{}/v1/sessions/{id}/archive", daemon.base)]);
+    curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Expect:",
+        "-T",
+        &archive.display().to_string(),
+        &format!("{}/v1/sessions/{id}/archive", daemon.base),
+    ]);
     let fork = |session: &str| {
         let mut answer = String::new();
         let seconds = timed(|| {
-            answer = curl(&["-X", "POST", "-H", "content-type: application/json", "-d", "{\"count\": 1}", &format!("{}/v1/sessions/{session}/fork", daemon.base)]);
+            answer = curl(&[
+                "-X",
+                "POST",
+                "-H",
+                "content-type: application/json",
+                "-d",
+                "{\"count\": 1}",
+                &format!("{}/v1/sessions/{session}/fork", daemon.base),
+            ]);
         });
         (seconds, json(&answer))
     };
@@ -207,7 +288,10 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let scratch = tempfile::tempdir_in(std::env::var_os("TOOLD_BENCH_SCRATCH").map_or_else(std::env::temp_dir, PathBuf::from)).unwrap();
+    let scratch = tempfile::tempdir_in(
+        std::env::var_os("TOOLD_BENCH_SCRATCH").map_or_else(std::env::temp_dir, PathBuf::from),
+    )
+    .unwrap();
     transfers(scratch.path());
     let _ = std::fs::remove_dir_all(scratch.path().join("gib"));
     println!("fork (snapshot + 1 session) beside cp -a of the same tree");

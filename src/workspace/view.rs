@@ -250,7 +250,7 @@ impl MountedView {
                 Err(err) => return Err(err),
             }
         }
-        copy_layers(&[self.spec.root.clone()], layer)?;
+        copy_layers(std::slice::from_ref(&self.spec.root), layer)?;
         Ok(Frozen {
             layers: vec![layer.to_path_buf()],
             copy: CopyKind::Full,

@@ -24,17 +24,19 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// A tar of 16 files of 64 MiB, made chunk by chunk as the body is sent.
 fn tar_stream() -> impl futures::Stream<Item = Result<Vec<u8>, std::io::Error>> {
-    futures::stream::iter(0..GIB / FILE).flat_map(|i| {
-        let mut header = tar::Header::new_gnu();
-        header.set_path(format!("big/f{i}")).unwrap();
-        header.set_size(FILE);
-        header.set_mode(0o644);
-        header.set_cksum();
-        let head = futures::stream::once(async move { Ok(header.as_bytes().to_vec()) });
-        let body = futures::stream::iter(0..FILE / (1 << 20)).map(move |j| Ok(vec![(i + j) as u8; 1 << 20]));
-        head.chain(body)
-    })
-    .chain(futures::stream::once(async { Ok(vec![0u8; 1024]) }))
+    futures::stream::iter(0..GIB / FILE)
+        .flat_map(|i| {
+            let mut header = tar::Header::new_gnu();
+            header.set_path(format!("big/f{i}")).unwrap();
+            header.set_size(FILE);
+            header.set_mode(0o644);
+            header.set_cksum();
+            let head = futures::stream::once(async move { Ok(header.as_bytes().to_vec()) });
+            let body = futures::stream::iter(0..FILE / (1 << 20))
+                .map(move |j| Ok(vec![(i + j) as u8; 1 << 20]));
+            head.chain(body)
+        })
+        .chain(futures::stream::once(async { Ok(vec![0u8; 1024]) }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,11 +58,19 @@ async fn a_gib_up_and_down_keeps_the_daemon_under_64_mib_of_growth() {
     let upload = toold
         .request(Method::POST, &format!("/v1/sessions/{session}/archive"))
         .body(reqwest::Body::wrap_stream(tar_stream()));
-    let reply = crate::support::deadline::within(Duration::from_secs(600), "a 1 GiB upload", toold.send(upload)).await;
+    let reply = crate::support::deadline::within(
+        Duration::from_secs(600),
+        "a 1 GiB upload",
+        toold.send(upload),
+    )
+    .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     assert_eq!(reply.body["bytes"], GIB);
     let response = toold
-        .request(Method::GET, &format!("/v1/sessions/{session}/archive?path=big"))
+        .request(
+            Method::GET,
+            &format!("/v1/sessions/{session}/archive?path=big"),
+        )
         .send()
         .await
         .unwrap();
@@ -76,7 +86,9 @@ async fn a_gib_up_and_down_keeps_the_daemon_under_64_mib_of_growth() {
     sampling.abort();
     assert!(received > GIB, "{received} bytes came down");
     let growth = peak.load(Ordering::Relaxed).saturating_sub(before);
-    println!("daemon RSS {before} KiB before, peak growth {growth} KiB over 1 GiB up and 1 GiB down");
+    println!(
+        "daemon RSS {before} KiB before, peak growth {growth} KiB over 1 GiB up and 1 GiB down"
+    );
     assert!(growth < 64 * 1024, "RSS grew by {growth} KiB");
 }
 
@@ -86,19 +98,47 @@ async fn forks_see_their_own_view_under_each_sandbox() {
         let toold = Toold::start_with_config(&format!("[sandbox]\nmode = \"{mode}\"\n"));
         let session = toold.session().await;
         super::put_file(&toold, &session, "x.txt", b"base".to_vec()).await;
-        let fork = toold.post(&format!("/v1/sessions/{session}/fork"), &json!({"count": 2})).await;
+        let fork = toold
+            .post(
+                &format!("/v1/sessions/{session}/fork"),
+                &json!({"count": 2}),
+            )
+            .await;
         assert_eq!(fork.status, StatusCode::CREATED, "{mode}: {}", fork.body);
-        let ids: Vec<String> = fork.body["sessions"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_owned()).collect();
+        let ids: Vec<String> = fork.body["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect();
         for (i, id) in ids.iter().enumerate() {
-            let wrote = toold.call_one(id, "bash", json!({"command": format!("cat x.txt; echo {i} > x.txt")})).await;
-            assert_eq!(wrote["output"].as_str().unwrap().trim(), "base", "{mode}: {wrote}");
+            let wrote = toold
+                .call_one(
+                    id,
+                    "bash",
+                    json!({"command": format!("cat x.txt; echo {i} > x.txt")}),
+                )
+                .await;
+            assert_eq!(
+                wrote["output"].as_str().unwrap().trim(),
+                "base",
+                "{mode}: {wrote}"
+            );
             assert_eq!(wrote["metadata"]["sandbox"], mode, "{mode}: {wrote}");
         }
         for (i, id) in ids.iter().enumerate() {
-            let seen = toold.call_one(id, "bash", json!({"command": "cat x.txt"})).await;
-            assert_eq!(seen["output"].as_str().unwrap().trim(), i.to_string(), "{mode}: {seen}");
+            let seen = toold
+                .call_one(id, "bash", json!({"command": "cat x.txt"}))
+                .await;
+            assert_eq!(
+                seen["output"].as_str().unwrap().trim(),
+                i.to_string(),
+                "{mode}: {seen}"
+            );
         }
-        let parent = toold.call_one(&session, "bash", json!({"command": "cat x.txt"})).await;
+        let parent = toold
+            .call_one(&session, "bash", json!({"command": "cat x.txt"}))
+            .await;
         assert_eq!(parent["output"].as_str().unwrap().trim(), "base", "{mode}");
     }
 }
