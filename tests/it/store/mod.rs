@@ -14,6 +14,7 @@ mod nodes;
 mod restart;
 mod results;
 mod sessions;
+mod snapshots;
 mod sqlite;
 
 /// One `#[tokio::test]` per listed function and backend. A Postgres test without a server
@@ -42,6 +43,10 @@ macro_rules! conformance {
 }
 
 conformance! {
+    snapshots: [
+        snapshots_are_recorded_sized_listed_and_deleted_once,
+        a_sessions_layers_are_replaced_whole,
+    ],
     approvals: [
         pending_approvals_are_the_sessions_unresolved_ones_oldest_first,
         an_approval_resolves_once_and_an_unknown_one_not_at_all,
