@@ -461,6 +461,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let mut settings = load()?;
             args.apply(&mut settings);
+            // While the process has one thread: sessions' views mount in a namespace of its own.
+            crate::server::enter_private_mounts();
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;

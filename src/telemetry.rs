@@ -88,6 +88,12 @@ pub const BUILD_INFO: &str = "toold_build_info";
 pub const AUTH_TOKENS_ACCEPTED: &str = "toold_auth_tokens_accepted_total";
 /// Bearer tokens refused, by reason (`expired`, `bad_signature`, `wrong_audience`, …).
 pub const AUTH_TOKENS_REFUSED: &str = "toold_auth_tokens_refused_total";
+/// Bytes carried into and out of sessions' workspaces (uploads, downloads), by `direction`.
+pub const WORKSPACE_BYTES: &str = "toold_workspace_bytes_total";
+/// Snapshots taken (forks' included).
+pub const SNAPSHOTS: &str = "toold_snapshots_total";
+/// How long a fork took (the snapshot and its sessions).
+pub const FORK_DURATION: &str = "toold_fork_duration_seconds";
 
 /// The states an MCP server instance can be in (`mcp::Phase::as_str`), each always reported.
 const MCP_STATES: &[&str] = &["starting", "ready", "restarting", "failed", "stopped"];
@@ -123,6 +129,9 @@ fn install() -> Option<PrometheusHandle> {
         .and_then(|b| {
             b.set_buckets_for_metric(Matcher::Full(SANDBOX_SPAWN.to_owned()), SPAWN_BUCKETS)
         })
+        .and_then(|b| {
+            b.set_buckets_for_metric(Matcher::Full(FORK_DURATION.to_owned()), SPAWN_BUCKETS)
+        })
         .map_err(|err| tracing::warn!(error = %err, "metrics buckets refused"))
         .ok()?;
     let recorder = builder.build_recorder();
@@ -148,6 +157,9 @@ fn install() -> Option<PrometheusHandle> {
             metrics::gauge!(EVENT_SUBSCRIBERS).set(0.0);
             metrics::counter!(EVENTS_LAGGED).absolute(0);
             metrics::counter!(OFFLOADED_BYTES).absolute(0);
+            metrics::counter!(WORKSPACE_BYTES, "direction" => "in").absolute(0);
+            metrics::counter!(WORKSPACE_BYTES, "direction" => "out").absolute(0);
+            metrics::counter!(SNAPSHOTS).absolute(0);
             Some(handle)
         }
         Err(err) => {
@@ -207,6 +219,17 @@ fn describe() {
         AUTH_TOKENS_REFUSED,
         "Bearer tokens refused, by reason (expired, bad_signature, wrong_audience, ...)."
     );
+    describe_counter!(
+        WORKSPACE_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes uploaded into (in) and downloaded from (out) sessions' workspaces."
+    );
+    describe_counter!(SNAPSHOTS, "Snapshots taken, forks' included.");
+    describe_histogram!(
+        FORK_DURATION,
+        metrics::Unit::Seconds,
+        "Fork time: the snapshot and every session made from it."
+    );
 }
 
 /// The metrics in Prometheus text format (empty when no recorder of ours is installed),
@@ -252,6 +275,21 @@ impl Drop for SubscriberGuard {
 /// An audit export started, in `format` (`ndjson`, `csv`).
 pub fn record_audit_export(format: &'static str) {
     metrics::counter!(AUDIT_EXPORTS, "format" => format).increment(1);
+}
+
+/// `bytes` carried `direction` (`in` or `out`) across a workspace's boundary.
+pub fn record_workspace_bytes(direction: &'static str, bytes: u64) {
+    metrics::counter!(WORKSPACE_BYTES, "direction" => direction).increment(bytes);
+}
+
+/// A snapshot taken.
+pub fn record_snapshot() {
+    metrics::counter!(SNAPSHOTS).increment(1);
+}
+
+/// A fork that took `elapsed`.
+pub fn record_fork(elapsed: Duration) {
+    metrics::histogram!(FORK_DURATION).record(elapsed.as_secs_f64());
 }
 
 /// A subscriber fell behind and was cut off.

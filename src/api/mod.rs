@@ -68,6 +68,7 @@ fn error_table(code: ErrorCode) -> (StatusCode, tonic::Code) {
         ErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
         ErrorCode::Unauthenticated => (StatusCode::UNAUTHORIZED, Code::Unauthenticated),
         ErrorCode::Forbidden => (StatusCode::FORBIDDEN, Code::PermissionDenied),
+        ErrorCode::PermissionDenied => (StatusCode::FORBIDDEN, Code::PermissionDenied),
         ErrorCode::NotFound => (StatusCode::NOT_FOUND, Code::NotFound),
         ErrorCode::Conflict => (StatusCode::CONFLICT, Code::AlreadyExists),
         ErrorCode::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
@@ -96,10 +97,15 @@ mod tests {
 
     #[test]
     fn every_code_has_a_distinct_status() {
-        // Two pairs share a status, told apart by the body's code: `unavailable` and
+        // Three pairs share a status, told apart by the body's code: `unavailable` and
         // `shutting_down` (503), `limit_exceeded` (the caller's own limit) and `overloaded`
-        // (the daemon's) (429).
-        let shared = [ErrorCode::Unavailable, ErrorCode::LimitExceeded];
+        // (the daemon's) (429), `permission_denied` (the session's rules) and `forbidden`
+        // (the caller's role) (403).
+        let shared = [
+            ErrorCode::Unavailable,
+            ErrorCode::LimitExceeded,
+            ErrorCode::PermissionDenied,
+        ];
         let mut statuses: Vec<u16> = ErrorCode::ALL
             .iter()
             .filter(|c| !shared.contains(c))

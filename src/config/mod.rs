@@ -5,12 +5,14 @@
 //! (`telemetry::otlp::EXPORT_VARIABLES`) are handed over as read, for the exporter to parse.
 
 mod auth;
+mod environments;
 mod limits;
 mod mcp;
 mod oidc;
 mod server;
 
 pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
+pub use environments::EnvironmentSettings;
 pub use limits::LimitSettings;
 pub use mcp::{McpFlags, McpSettings, stdio_state_dir};
 pub use oidc::{OidcIssuers, OidcRoleMapping, OidcSettings, OidcSettingsError};
@@ -48,6 +50,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// `[limits]`: per principal and per session (DESIGN §10).
     pub limits: LimitSettings,
+    /// `[environments]`: uploads into a session's filesystem (DESIGN §12).
+    pub environments: EnvironmentSettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,
@@ -127,6 +131,16 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     (
         "TOOLD_LIMITS_BACKGROUND_SHELLS_PER_SESSION",
         "limits.background_shells_per_session",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_SNAPSHOTS_PER_PRINCIPAL",
+        "limits.snapshots_per_principal",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_SNAPSHOT_BYTES_PER_PRINCIPAL",
+        "limits.snapshot_bytes_per_principal",
         EnvKind::Count,
     ),
     (

@@ -196,6 +196,8 @@ impl Core {
     /// audit log.
     pub async fn stop(self) {
         self.service.stop_mcp_servers().await;
+        // Sessions' views come down; the next daemon mounts them again from the store.
+        self.service.unmount_views();
         self.service.flush_writes().await;
         self.persister.flush_and_stop().await;
         if let Some(relay) = self.relay {
@@ -594,7 +596,8 @@ async fn build_service(
         .with_fleet(FleetPolicy {
             node_timeout: settings.server.node_timeout,
             max_sessions: settings.server.max_sessions,
-        }),
+        })
+        .with_workspaces(workspace_settings(settings, data_dir)),
     );
     // The `agent` tool opens its child sessions through the service; weak, as the service owns
     // the hub.
@@ -602,6 +605,27 @@ async fn build_service(
     let children: std::sync::Weak<dyn crate::provider::ChildSessions> = weak;
     service.provider_hub().set_child_sessions(children);
     Ok(service)
+}
+
+/// Enters a mount namespace of the daemon's own, for sessions' views (see
+/// `workspace::view::private_mount_namespace`); call it before any thread starts.
+pub fn enter_private_mounts() -> bool {
+    crate::workspace::view::private_mount_namespace()
+}
+
+/// Where views and snapshots live and what an upload may hold. A snapshot's layers go beside
+/// the allowed root its session's workspace lies under (which a fleet's daemons share), else
+/// under the data directory (docs/decisions/workspace.md).
+fn workspace_settings(settings: &Settings, data_dir: &Path) -> crate::workspace::WorkspaceSettings {
+    crate::workspace::WorkspaceSettings {
+        data_dir: data_dir.to_path_buf(),
+        snapshot_root: data_dir.join("snapshots"),
+        allowed_roots: settings.server.allowed_roots.clone(),
+        max_upload_bytes: settings.environments.max_upload_mb.saturating_mul(1 << 20),
+        max_upload_entries: settings.environments.max_upload_entries,
+        snapshots_per_principal: settings.limits.snapshots_per_principal,
+        snapshot_bytes_per_principal: settings.limits.snapshot_bytes_per_principal,
+    }
 }
 
 /// Probes what this machine can confine a shell with, tries each candidate `[sandbox] mode`

@@ -35,6 +35,8 @@ fn parent() -> SessionInfo {
         metadata: json!({}),
         network: false,
         parent_session_id: None,
+        from_snapshot: None,
+        copy: None,
     }
 }
 

@@ -16,6 +16,9 @@ pub enum ErrorCode {
     Unauthenticated,
     /// The caller's role does not allow the operation: an observer's write (403).
     Forbidden,
+    /// The session's mode, rules or hooks refuse what the request would do to its workspace
+    /// (a PUT into a `read_only` session, a path outside the workspace) (403).
+    PermissionDenied,
     /// An unknown session, batch, result or approval (404).
     NotFound,
     /// Duplicate call ids, or an idempotency key reused with a different body (409).
@@ -39,10 +42,11 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
+        ErrorCode::PermissionDenied,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
@@ -59,6 +63,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",

@@ -23,7 +23,9 @@ mod providers;
 mod recent_batches;
 mod run_to_completion;
 mod sessions;
+mod snapshots;
 mod streams;
+mod transfers;
 mod write_behind;
 
 use std::collections::HashMap;
@@ -32,6 +34,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 pub use crate::registry::tool_names;
+pub use crate::workspace::files::RangeAnswer;
+pub use crate::workspace::transfer_tools::UploadBody;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use audit::{EXPORT_PAGE, ExportedCall};
 pub use batches::{BatchOutcome, BatchStatusView};
@@ -42,7 +46,9 @@ pub use limits::ServiceLimits;
 pub use ownership::{TakeOver, nobody_runs};
 pub use placement::{FleetPolicy, SessionPlace};
 pub use sessions::{CreateSessionRequest, SessionInfo, SessionRuleTexts, ToolFilter};
+pub use snapshots::{ForkInfo, ForkRequest, MAX_FORKS, SnapshotInfo, SnapshotRequest};
 pub use streams::{BatchItem, BatchStream, CallStream, StreamDetail, StreamRequest};
+pub use transfers::{ArchiveDownload, BodyStream, FileDownload};
 
 use crate::dispatch::Dispatcher;
 use crate::dispatch::ResultPage;
@@ -154,6 +160,8 @@ pub struct ToolService {
     providers: Arc<ProviderHub>,
     /// `[limits]` per principal ([`ToolService::with_limits`]; none by default).
     limits: limits::PrincipalLimits,
+    /// Sessions' views, snapshots' layers, upload limits ([`ToolService::with_workspaces`]).
+    workspaces: Arc<crate::workspace::Workspaces>,
 }
 
 impl ToolService {
@@ -174,6 +182,11 @@ impl ToolService {
             .map(|tool| tool.name().to_owned())
             .chain(registry.aliases().map(|(alias, _)| alias.to_owned()))
             .collect::<Vec<_>>();
+        // The workspaces directory lies in the data directory (views and snapshots beside it).
+        let data_dir = settings
+            .workspaces_dir
+            .parent()
+            .map_or_else(|| settings.workspaces_dir.clone(), PathBuf::from);
         ToolService {
             providers: ProviderHub::new(builtins),
             tool_names: tool_names(&registry),
@@ -198,12 +211,21 @@ impl ToolService {
             children: children::Children::default(),
             session_tokens: Arc::default(),
             limits: limits::PrincipalLimits::default(),
+            workspaces: Arc::new(crate::workspace::Workspaces::new(
+                crate::workspace::WorkspaceSettings::under(&data_dir),
+            )),
         }
     }
 
     /// Enforces `limits` (see `limits`); 0 in either is no limit.
     pub fn with_limits(mut self, limits: ServiceLimits) -> ToolService {
         self.limits = limits::PrincipalLimits::new(limits);
+        self
+    }
+
+    /// Keeps sessions' views, snapshots and upload limits as `settings` say.
+    pub fn with_workspaces(mut self, settings: crate::workspace::WorkspaceSettings) -> ToolService {
+        self.workspaces = Arc::new(crate::workspace::Workspaces::new(settings));
         self
     }
 

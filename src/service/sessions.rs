@@ -66,6 +66,9 @@ pub struct CreateSessionRequest {
     pub network: bool,
     /// Makes the session a child of this one (see `children`).
     pub parent_session_id: Option<String>,
+    /// Starts the session's filesystem as this snapshot (DESIGN §12): a fresh workspace whose
+    /// view stacks the snapshot's layers (no `working_directory` with it).
+    pub from_snapshot: Option<String>,
 }
 
 /// A session as the API shows it.
@@ -95,6 +98,13 @@ pub struct SessionInfo {
     /// The session this one is a child of (see `children`); absent for others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<String>,
+    /// The snapshot the session's filesystem started as; absent for others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_snapshot: Option<String>,
+    /// How the session's view was made from its snapshot: `cow` (nothing copied) or `full`;
+    /// in the answer that created it only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<String>,
 }
 
 impl ToolService {
@@ -106,6 +116,11 @@ impl ToolService {
         request: CreateSessionRequest,
     ) -> Result<SessionInfo, ServiceError> {
         self.authorize_create(caller)?;
+        if let Some(snapshot) = &request.from_snapshot {
+            // Another agent's snapshot is not there; its layers must be this daemon's to mount.
+            self.snapshot_layers(&caller.name, caller.role, snapshot)
+                .await?;
+        }
         let (request, principal) = match request.parent_session_id.clone() {
             Some(parent) => {
                 let parent = self.session_for(caller, &parent, Access::Write)?;
@@ -166,6 +181,21 @@ impl ToolService {
             }
         };
         self.session_rules(&working_directory, &request.rules)?;
+        let view = match &request.from_snapshot {
+            Some(snapshot) => {
+                if request.working_directory.is_some() {
+                    return Err(ServiceError::invalid(
+                        "from_snapshot starts a fresh workspace: give no working_directory with it",
+                    ));
+                }
+                let lowers = self
+                    .snapshot_layers("", crate::permission::Role::Admin, snapshot)
+                    .await?;
+                let copy = self.open_view(&id, &working_directory, lowers.clone())?;
+                Some((lowers, copy))
+            }
+            None => None,
+        };
         let record = SessionRecord {
             id: id.clone(),
             working_directory,
@@ -182,6 +212,9 @@ impl ToolService {
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
+        if let Some((lowers, _)) = &view {
+            self.store.set_session_layers(&id, lowers).await?;
+        }
         let live = self.go_live(&record, SessionSnapshot::default(), open)?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
@@ -189,7 +222,12 @@ impl ToolService {
                 .actor(actor)
                 .data(json!({"working_directory": live.info.working_directory})),
         );
-        Ok(live.info.clone())
+        let mut info = live.info.clone();
+        info.copy = view.map(|(_, copy)| match copy {
+            crate::workspace::CopyKind::Cow => "cow".to_owned(),
+            crate::workspace::CopyKind::Full => "full".to_owned(),
+        });
+        Ok(info)
     }
 
     /// Makes a stored session live (after create, or on restart). `open` is its place in
@@ -266,6 +304,13 @@ impl ToolService {
                     tracing::warn!(session = %record.id, error = %err, "unreadable session state; starting it fresh");
                     SessionSnapshot::default()
                 });
+            // A session over a snapshot's layers is mounted again (its upper kept its changes).
+            let lowers = self.store.session_layers(&record.id).await?;
+            if !lowers.is_empty()
+                && let Err(err) = self.open_view(&record.id, &record.working_directory, lowers)
+            {
+                tracing::warn!(session = %record.id, error = %err, "session view not mounted again");
+            }
             self.go_live(&record, snapshot, None)?;
             // No call waits for an approval made before the restart: deny what is left.
             self.approvals.settle_orphans(&record.id).await?;
@@ -329,6 +374,7 @@ impl ToolService {
         let grace = self.dispatcher.settings().cancel_grace + std::time::Duration::from_secs(1);
         let _ = tokio::time::timeout(grace, live.batches_running.write()).await;
         self.shells.kill_session(id).await;
+        self.close_view(id);
         self.bridge.close_session(id).await;
         self.store
             .save_session_state(id, &snapshot_json(&live.state))
@@ -467,5 +513,7 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         },
         network: request.network,
         parent_session_id: request.parent_session_id.clone(),
+        from_snapshot: request.from_snapshot.clone(),
+        copy: None,
     }
 }

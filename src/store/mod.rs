@@ -41,6 +41,7 @@ pub mod postgres;
 mod reads;
 mod results;
 mod rows;
+mod snapshots;
 pub mod sqlite;
 
 pub use approval_ledger::StoreApprovals;
@@ -273,6 +274,7 @@ where
 /// seq) fail with [`StoreError::Conflict`].
 pub trait Store:
     SessionStore
+    + SnapshotStore
     + BatchStore
     + AuditStore
     + EventStore
@@ -285,6 +287,7 @@ pub trait Store:
 
 impl<T> Store for T where
     T: SessionStore
+        + SnapshotStore
         + BatchStore
         + AuditStore
         + EventStore
@@ -307,6 +310,45 @@ pub trait SessionStore: Send + Sync + 'static {
     async fn list_sessions(&self, include_closed: bool) -> Result<Vec<SessionRecord>, StoreError>;
     /// Marks a session closed; `false` if it was unknown or already closed.
     async fn close_session(&self, session_id: &str) -> Result<bool, StoreError>;
+}
+
+/// A snapshot as stored (DESIGN §12): who took it of which session, and the layers a session
+/// made from it stacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub id: String,
+    /// The principal that took it (it belongs to it, DESIGN §10).
+    pub principal: Option<String>,
+    pub session_id: String,
+    pub name: Option<String>,
+    /// Absolute directories, topmost first.
+    pub layers: Vec<PathBuf>,
+    pub size_bytes: u64,
+    /// `cow` or `full`.
+    pub copy: String,
+    pub created_at: SystemTime,
+}
+
+/// Snapshots and the layers each session's view stacks.
+#[async_trait]
+pub trait SnapshotStore: Send + Sync + 'static {
+    /// Records a snapshot; [`StoreError::Conflict`] if its id is taken.
+    async fn insert_snapshot(&self, snapshot: &SnapshotRecord) -> Result<(), StoreError>;
+    async fn get_snapshot(&self, id: &str) -> Result<Option<SnapshotRecord>, StoreError>;
+    /// Every snapshot, oldest first.
+    async fn list_snapshots(&self) -> Result<Vec<SnapshotRecord>, StoreError>;
+    /// Sets a snapshot's size (measured after it was recorded); `false` if it is unknown.
+    async fn set_snapshot_size(&self, id: &str, size_bytes: u64) -> Result<bool, StoreError>;
+    /// Removes a snapshot's row; `false` if it was unknown.
+    async fn delete_snapshot(&self, id: &str) -> Result<bool, StoreError>;
+    /// Replaces the layers session `session_id`'s view stacks (empty: none).
+    async fn set_session_layers(
+        &self,
+        session_id: &str,
+        layers: &[PathBuf],
+    ) -> Result<(), StoreError>;
+    /// The layers session `session_id`'s view stacks (empty when none were set).
+    async fn session_layers(&self, session_id: &str) -> Result<Vec<PathBuf>, StoreError>;
 }
 
 /// Batches and idempotency. A batch belongs to a session, and what a finished batch leaves

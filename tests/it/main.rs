@@ -37,3 +37,4 @@ mod store;
 mod telemetry;
 mod tls;
 mod ui;
+mod workspace;

@@ -19,7 +19,9 @@ mod openapi;
 mod ops;
 mod providers;
 mod sessions;
+mod snapshots;
 mod ui;
+mod workspace;
 
 use std::sync::Arc;
 
@@ -174,4 +176,14 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(ui::script))
         .routes(routes!(ui::tail_script))
         .routes(routes!(ui::audit_script))
+        .routes(routes!(workspace::put_file, workspace::get_file))
+        .route(
+            "/v1/sessions/{id}/files/{path}/{*rest}",
+            axum::routing::put(workspace::put_nested_file).get(workspace::get_nested_file),
+        )
+        .routes(routes!(workspace::post_archive, workspace::get_archive))
+        .routes(routes!(snapshots::take))
+        .routes(routes!(snapshots::list))
+        .routes(routes!(snapshots::get, snapshots::delete))
+        .routes(routes!(snapshots::fork))
 }

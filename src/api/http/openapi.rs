@@ -86,6 +86,9 @@ pub struct CreateSessionBody {
     /// parent's workspace, rules and principal, a mode no wider than the parent's (asking
     /// for more is 403).
     pub parent_session_id: Option<String>,
+    /// Start the session's filesystem as this snapshot (a fresh workspace over its layers;
+    /// no `working_directory` with it). Another agent's snapshot is 404.
+    pub from_snapshot: Option<String>,
 }
 
 /// A permission mode.
@@ -138,6 +141,19 @@ pub struct ToolFilterBody {
     pub mode: Option<String>,
 }
 
+/// What an upload put in place.
+#[derive(Serialize, ToSchema)]
+pub struct UploadedBody {
+    /// The file written (file uploads).
+    pub path: Option<String>,
+    /// `tar`, `tar.gz` or `zip` (archive uploads).
+    pub format: Option<String>,
+    /// Entries unpacked (archive uploads).
+    pub entries: Option<u64>,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
 /// A session.
 #[derive(Serialize, ToSchema)]
 pub struct SessionBody {
@@ -162,6 +178,55 @@ pub struct SessionBody {
     pub network: bool,
     /// The parent of a child session (absent for others).
     pub parent_session_id: Option<String>,
+    /// The snapshot the session started from (absent for others).
+    pub from_snapshot: Option<String>,
+    /// `cow` or `full`: how its view was made from the snapshot (in the create answer only).
+    pub copy: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/snapshots` (the body may be empty).
+#[derive(Serialize, ToSchema)]
+pub struct SnapshotRequestBody {
+    pub name: Option<String>,
+}
+
+/// A snapshot.
+#[derive(Serialize, ToSchema)]
+pub struct SnapshotBody {
+    pub id: String,
+    pub name: Option<String>,
+    pub session_id: String,
+    pub principal: Option<String>,
+    /// Bytes of the files its own layer holds (0 until a fork's snapshot is measured).
+    pub size_bytes: u64,
+    /// `cow` (nothing copied) or `full`.
+    pub copy: String,
+    /// Layers a session from it stacks.
+    pub layers: u64,
+    pub created_at: String,
+}
+
+/// `GET /v1/snapshots`.
+#[derive(Serialize, ToSchema)]
+pub struct SnapshotList {
+    pub snapshots: Vec<SnapshotBody>,
+}
+
+/// `POST /v1/sessions/{id}/fork`.
+#[derive(Serialize, ToSchema)]
+pub struct ForkBody {
+    /// Sessions to make, 1 to 64.
+    #[schema(minimum = 1, maximum = 64)]
+    pub count: u64,
+    pub name: Option<String>,
+}
+
+/// What a fork made.
+#[derive(Serialize, ToSchema)]
+pub struct ForkedBody {
+    pub snapshot_id: String,
+    pub sessions: Vec<SessionBody>,
+    pub copy: String,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -596,7 +596,8 @@ pub(super) fn rpc_error(err: ServiceError) -> ErrorData {
         ErrorCode::InvalidRequest
         | ErrorCode::NotFound
         | ErrorCode::Conflict
-        | ErrorCode::Forbidden => ErrorData::invalid_params(err.message, None),
+        | ErrorCode::Forbidden
+        | ErrorCode::PermissionDenied => ErrorData::invalid_params(err.message, None),
         ErrorCode::LimitExceeded => ErrorData::new(
             LIMIT_EXCEEDED,
             err.message,

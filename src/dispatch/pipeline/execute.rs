@@ -229,6 +229,13 @@ fn finish(
             result.output = kind.format_output(&message);
         }
     }
+    // What the tool learned running (an upload's bytes and entries) joins the recorded input.
+    let mut input = input;
+    if let (Some(serde_json::Value::Object(learned)), serde_json::Value::Object(fields)) =
+        (result.metadata.get("audit"), &mut input)
+    {
+        fields.extend(learned.clone());
+    }
     Box::new(CallOutcome {
         result,
         executed: true,

@@ -25,6 +25,7 @@ mod events;
 mod nodes;
 mod results;
 mod sessions;
+mod snapshots;
 
 use std::str::FromStr;
 use std::sync::Arc;

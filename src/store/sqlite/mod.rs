@@ -50,6 +50,7 @@ mod journal;
 mod nodes;
 mod results;
 mod sessions;
+mod snapshots;
 mod writer;
 
 use std::fs::{File, OpenOptions};

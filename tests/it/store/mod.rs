@@ -15,6 +15,7 @@ mod nodes;
 mod restart;
 mod results;
 mod sessions;
+mod snapshots;
 mod sqlite;
 
 /// One `#[tokio::test]` per listed function and backend. A Postgres test without a server
@@ -48,6 +49,10 @@ conformance! {
         a_zero_limit_page_says_whether_rows_remain_and_continues_from_the_start,
         paging_newest_first_while_rows_are_inserted_skips_and_repeats_nothing,
         pruning_deletes_only_rows_older_than_the_cutoff_with_their_results,
+    ],
+    snapshots: [
+        snapshots_are_recorded_sized_listed_and_deleted_once,
+        a_sessions_layers_are_replaced_whole,
     ],
     approvals: [
         pending_approvals_are_the_sessions_unresolved_ones_oldest_first,
