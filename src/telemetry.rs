@@ -22,6 +22,9 @@
 //! - `toold_event_subscribers`, `toold_events_lagged_total`: the service's event feed.
 //! - `toold_sandbox_spawn_seconds{backend}`: the shell, around its process's spawn (every
 //!   backend, `none` too, so the cost of a sandbox reads against no sandbox).
+//! - `toold_image_pulls_total{outcome}` (`ok`, `error`), `toold_image_cache_bytes` (set when
+//!   `/metrics` is rendered), `toold_limit_kills_total{limit}`: environments (DESIGN §12),
+//!   recorded by the service.
 //! - `toold_build_info{version}` (always 1) and the `process_*` series ([`process`]).
 //!
 //! No label carries a session, batch, call or approval id.
@@ -81,6 +84,9 @@ pub const SANDBOX_SPAWN: &str = "toold_sandbox_spawn_seconds";
 /// Bridged MCP server instances, by state.
 pub const MCP_SERVERS: &str = "toold_mcp_servers";
 /// Always 1, labelled with the daemon's version.
+pub const IMAGE_PULLS: &str = "toold_image_pulls_total";
+pub const IMAGE_CACHE_BYTES: &str = "toold_image_cache_bytes";
+pub const LIMIT_KILLS: &str = "toold_limit_kills_total";
 pub const BUILD_INFO: &str = "toold_build_info";
 
 /// The states an MCP server instance can be in (`mcp::Phase::as_str`), each always reported.
@@ -192,6 +198,15 @@ fn describe() {
     );
     describe_gauge!(MCP_SERVERS, "Bridged MCP server instances, by state.");
     describe_gauge!(BUILD_INFO, "Always 1, labelled with the daemon's version.");
+    describe_counter!(IMAGE_PULLS, "Environment image pulls, by outcome.");
+    describe_gauge!(
+        IMAGE_CACHE_BYTES,
+        "Bytes of unpacked images in the image cache."
+    );
+    describe_counter!(
+        LIMIT_KILLS,
+        "Environment calls ended over a limit, by limit."
+    );
 }
 
 /// The metrics in Prometheus text format (empty when no recorder of ours is installed),
@@ -246,6 +261,23 @@ pub fn time_sandbox_spawn<T>(backend: &'static str, spawn: impl FnOnce() -> T) -
     let spawned = spawn();
     record_sandbox_spawn(backend, started.elapsed());
     spawned
+}
+
+/// One image pull (ahead of time or for a session) ended.
+pub fn record_image_pull(ok: bool) {
+    let outcome = if ok { "ok" } else { "error" };
+    metrics::counter!(IMAGE_PULLS, "outcome" => outcome).increment(1);
+}
+
+/// The image cache's size, set when `/metrics` is rendered.
+pub fn set_image_cache_bytes(bytes: u64) {
+    metrics::gauge!(IMAGE_CACHE_BYTES).set(bytes as f64);
+}
+
+/// A call of an environment session ended over one of its limits (`memory`, `pids`, `disk`,
+/// `cpu`).
+pub fn record_limit_kill(limit: &'static str) {
+    metrics::counter!(LIMIT_KILLS, "limit" => limit).increment(1);
 }
 
 /// Records a shell's spawn under the sandbox `backend` that took `elapsed` (for a spawn that

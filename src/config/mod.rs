@@ -5,11 +5,13 @@
 //! (`telemetry::otlp::EXPORT_VARIABLES`) are handed over as read, for the exporter to parse.
 
 mod auth;
+mod environments;
 mod limits;
 mod mcp;
 mod server;
 
 pub use auth::{AuthSettings, AuthSettingsError, AuthToken, TokenPrincipal};
+pub use environments::EnvironmentSettings;
 pub use limits::LimitSettings;
 pub use mcp::{McpFlags, McpSettings, stdio_state_dir};
 // `toold mcp --permission-mode` names a mode; the command line reaches it through config.
@@ -46,6 +48,8 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// `[limits]`: per principal and per session (DESIGN §10).
     pub limits: LimitSettings,
+    /// `[environments]`: images, isolation, limits and uploads (DESIGN §12).
+    pub environments: EnvironmentSettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]
     pub mcp_servers: Vec<McpServerSettings>,

@@ -35,6 +35,7 @@ fn parent() -> SessionInfo {
         metadata: json!({}),
         network: false,
         parent_session_id: None,
+        environment: None,
     }
 }
 

@@ -13,6 +13,7 @@ mod approvals;
 mod batches;
 mod children;
 mod default_sessions;
+mod environments;
 mod error;
 mod events;
 mod limits;
@@ -30,10 +31,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+pub use crate::environment::{EnvironmentRequest, ImageInfo};
 pub use crate::registry::tool_names;
 pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use children::SessionTokens;
+pub use environments::{EnvironmentInfo, Environments};
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
 pub use limits::ServiceLimits;
@@ -108,6 +111,8 @@ pub struct LiveSession {
     /// Its place in its principal's `sessions_per_principal`, given back when it is dropped
     /// (`None` without that limit).
     _open: Option<limits::LimitSlot>,
+    /// Its hold on its environment's image, if any (the image cannot be deleted meanwhile).
+    _image: Option<crate::environment::ImageLease>,
 }
 
 /// The core service.
@@ -152,6 +157,8 @@ pub struct ToolService {
     providers: Arc<ProviderHub>,
     /// `[limits]` per principal ([`ToolService::with_limits`]; none by default).
     limits: limits::PrincipalLimits,
+    /// Images and environments ([`ToolService::with_environments`]; none by default).
+    environments: environments::Environments,
 }
 
 impl ToolService {
@@ -196,6 +203,7 @@ impl ToolService {
             children: children::Children::default(),
             session_tokens: Arc::default(),
             limits: limits::PrincipalLimits::default(),
+            environments: environments::Environments::default(),
         }
     }
 

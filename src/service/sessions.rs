@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use super::access::{Access, unknown_session};
 use super::children::child_request;
+use super::environments::{EnvironmentInfo, Prepared};
 use super::{LiveSession, ServiceError, ToolService};
+use crate::environment::EnvironmentRequest;
 use crate::event::{EventDraft, EventType};
 use crate::permission::{
     PermissionLevel, Principal, RuleContext, RuleSet, RuleSource, SessionRules,
@@ -66,7 +68,13 @@ pub struct CreateSessionRequest {
     pub network: bool,
     /// Makes the session a child of this one (see `children`).
     pub parent_session_id: Option<String>,
+    /// Runs the session's tools in an image's filesystem (DESIGN §12; `environments`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentRequest>,
 }
+
+/// The key of a stored session's options under which its resolved environment is kept.
+const RESOLVED_ENVIRONMENT: &str = "resolved_environment";
 
 /// A session as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,6 +103,9 @@ pub struct SessionInfo {
     /// The session this one is a child of (see `children`); absent for others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session_id: Option<String>,
+    /// Its environment (image, tier, limits), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentInfo>,
 }
 
 impl ToolService {
@@ -156,6 +167,10 @@ impl ToolService {
             })?;
         }
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
+        let prepared = match &request.environment {
+            Some(environment) => Some(self.environment_for(&id, &actor, environment).await?),
+            None => None,
+        };
         let working_directory = match &request.working_directory {
             Some(dir) => self.allowed_directory(dir)?,
             None => {
@@ -166,6 +181,16 @@ impl ToolService {
             }
         };
         self.session_rules(&working_directory, &request.rules)?;
+        let mut options = serde_json::to_value(&request)
+            .map_err(|err| ServiceError::internal(err.to_string()))?;
+        let (environment, lease) = match prepared {
+            Some(Prepared { info, lease }) => (Some(info), lease),
+            None => (None, None),
+        };
+        if let Some(info) = &environment {
+            options[RESOLVED_ENVIRONMENT] = serde_json::to_value(info)
+                .map_err(|err| ServiceError::internal(err.to_string()))?;
+        }
         let record = SessionRecord {
             id: id.clone(),
             working_directory,
@@ -177,17 +202,19 @@ impl ToolService {
             principal,
             created_at: SystemTime::now(),
             closed_at: None,
-            options: serde_json::to_value(&request)
-                .map_err(|err| ServiceError::internal(err.to_string()))?,
+            options,
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
-        let live = self.go_live(&record, SessionSnapshot::default(), open)?;
+        let live = self.go_live_with(&record, SessionSnapshot::default(), open, Some(lease))?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
                 .actor(actor)
-                .data(json!({"working_directory": live.info.working_directory})),
+                .data(json!({
+                    "working_directory": live.info.working_directory,
+                    "environment": live.info.environment,
+                })),
         );
         Ok(live.info.clone())
     }
@@ -201,14 +228,28 @@ impl ToolService {
         snapshot: SessionSnapshot,
         open: Option<super::limits::LimitSlot>,
     ) -> Result<Arc<LiveSession>, ServiceError> {
+        self.go_live_with(record, snapshot, open, None)
+    }
+
+    /// [`ToolService::go_live`] with the image lease creation took (`None`: take one here,
+    /// for a restored or adopted session).
+    fn go_live_with(
+        &self,
+        record: &SessionRecord,
+        snapshot: SessionSnapshot,
+        open: Option<super::limits::LimitSlot>,
+        lease: Option<Option<crate::environment::ImageLease>>,
+    ) -> Result<Arc<LiveSession>, ServiceError> {
         let open = open.or_else(|| {
             let principal = record.principal.as_deref().unwrap_or_default();
             self.limits.sessions.count(principal)
         });
-        let request: CreateSessionRequest = serde_json::from_value(record.options.clone())
-            .map_err(|err| {
-                ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
-            })?;
+        let (request, environment) = stored_options(record)?;
+        let lease = match (lease, &environment) {
+            (Some(lease), _) => lease,
+            (None, Some(info)) => self.relase(info)?,
+            (None, None) => None,
+        };
         let mut config = SessionConfig::new(record.id.clone(), record.working_directory.clone())
             .permission_mode(record.permission_mode)
             .interactive(record.interactive);
@@ -233,7 +274,10 @@ impl ToolService {
         ));
         let live = Arc::new(LiveSession {
             state: Arc::new(SessionState::restore(config, snapshot)),
-            info: session_info(record, &request),
+            info: SessionInfo {
+                environment,
+                ..session_info(record, &request)
+            },
             pool_options: PoolOptions {
                 mode,
                 mode_is_tool_filter: mode < record.permission_mode,
@@ -243,6 +287,7 @@ impl ToolService {
             batches_running: tokio::sync::RwLock::new(()),
             live_since: std::time::SystemTime::now(),
             _open: open,
+            _image: lease,
         });
         self.live().insert(record.id.clone(), live.clone());
         if let Some(parent) = &request.parent_session_id {
@@ -342,6 +387,24 @@ impl ToolService {
         let mut info = live.info.clone();
         info.closed = true;
         Ok(info)
+    }
+
+    /// `environment` checked and its image leased; a `rootfs` must be an allowed directory.
+    async fn environment_for(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        environment: &EnvironmentRequest,
+    ) -> Result<Prepared, ServiceError> {
+        environment.check().map_err(ServiceError::invalid)?;
+        let rootfs = match &environment.rootfs {
+            Some(dir) => Some(self.allowed_directory(dir).map_err(|err| {
+                ServiceError::new(err.code, format!("environment.rootfs: {}", err.message))
+            })?),
+            None => None,
+        };
+        self.prepare_environment(id, actor, environment, rootfs)
+            .await
     }
 
     /// The server's rules and the session's, compiled against `workspace`.
@@ -467,5 +530,28 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         },
         network: request.network,
         parent_session_id: request.parent_session_id.clone(),
+        environment: record
+            .options
+            .get(RESOLVED_ENVIRONMENT)
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
     }
+}
+
+/// A stored session's request, and its resolved environment kept beside it.
+pub(super) fn stored_options(
+    record: &SessionRecord,
+) -> Result<(CreateSessionRequest, Option<EnvironmentInfo>), ServiceError> {
+    let bad = |err: serde_json::Error| {
+        ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
+    };
+    let mut options = record.options.clone();
+    let resolved = options
+        .as_object_mut()
+        .and_then(|o| o.remove(RESOLVED_ENVIRONMENT));
+    let request: CreateSessionRequest = serde_json::from_value(options).map_err(bad)?;
+    let environment = resolved
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(bad)?;
+    Ok((request, environment))
 }

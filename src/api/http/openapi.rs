@@ -86,6 +86,37 @@ pub struct CreateSessionBody {
     /// parent's workspace, rules and principal, a mode no wider than the parent's (asking
     /// for more is 403).
     pub parent_session_id: Option<String>,
+    /// Runs the session in an image's filesystem (DESIGN §12): `image` or `rootfs`,
+    /// `isolation`, `network`, `limits`, `env`, `workdir`, `user`.
+    #[schema(value_type = Option<Object>)]
+    pub environment: Option<Value>,
+}
+
+/// `POST /v1/images/pull`.
+#[derive(Serialize, ToSchema)]
+pub struct PullImageBody {
+    /// An OCI image reference (a tag or `@sha256:` digest).
+    pub image: String,
+}
+
+/// A cached image.
+#[derive(Serialize, ToSchema)]
+pub struct ImageBody {
+    pub digest: String,
+    pub references: Vec<String>,
+    pub size_bytes: u64,
+    pub layers: u64,
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub pulled_at: String,
+    pub in_use: u64,
+}
+
+/// `GET /v1/images`.
+#[derive(Serialize, ToSchema)]
+pub struct ImagesBody {
+    pub images: Vec<ImageBody>,
 }
 
 /// A permission mode.
@@ -162,6 +193,9 @@ pub struct SessionBody {
     pub network: bool,
     /// The parent of a child session (absent for others).
     pub parent_session_id: Option<String>,
+    /// Its environment (image, digest, isolation tier, network, limits, workdir), if any.
+    #[schema(value_type = Option<Object>)]
+    pub environment: Option<Value>,
 }
 
 #[derive(Serialize, ToSchema)]
