@@ -18,6 +18,8 @@
 //! - [`shell_syntax`]: what a bash line does, read from its syntax tree (for `bash`'s flags and
 //!   the permission rules).
 //! - [`event`]: lifecycle events, fanned out without ever blocking dispatch.
+//! - [`workspace`]: a session's filesystem as a copy-on-write view; files, archives,
+//!   snapshots' layers.
 //! - [`config`]: settings, from file to environment to flags.
 //!
 //! - [`service`]: the typed façade every door calls; [`store`]: persistence behind traits.
@@ -51,3 +53,4 @@ pub mod store;
 pub mod telemetry;
 pub mod tool;
 pub mod tools;
+pub mod workspace;

@@ -27,4 +27,9 @@ pub struct LimitSettings {
     /// Background shells (`run_in_background`) running at once in one session; starting
     /// another is that call's error.
     pub background_shells_per_session: usize,
+    /// Snapshots one principal keeps (DESIGN §12); taking another is refused with 429.
+    pub snapshots_per_principal: usize,
+    /// Bytes of files one principal's snapshots hold together; a snapshot taken while they
+    /// hold this much or more is refused with 429.
+    pub snapshot_bytes_per_principal: u64,
 }

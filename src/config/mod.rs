@@ -132,6 +132,16 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
         EnvKind::Count,
     ),
     (
+        "TOOLD_LIMITS_SNAPSHOTS_PER_PRINCIPAL",
+        "limits.snapshots_per_principal",
+        EnvKind::Count,
+    ),
+    (
+        "TOOLD_LIMITS_SNAPSHOT_BYTES_PER_PRINCIPAL",
+        "limits.snapshot_bytes_per_principal",
+        EnvKind::Count,
+    ),
+    (
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "telemetry.otlp_endpoint",
         EnvKind::Text,

@@ -60,6 +60,9 @@ const LAYERS: &[Layer] = &[
           "the built-in tools: the session only through the contract's view; read_result pages \
            through dispatch's result port; the shell times its spawn (DESIGN §9's sandbox \
            series exists only there)"),
+    layer("workspace",    &["tool", "tools", "registry", "permission"],
+          "a session's filesystem as a copy-on-write view, and what crosses its boundary \
+           (files, archives) as the contract's tools, resolved by the tools' path rules"),
     // Around the core.
     layer("mcp",          &["tool", "registry"],
           "the bridge: external MCP servers' tools registered as the contract's tools"),
@@ -76,14 +79,16 @@ const LAYERS: &[Layer] = &[
           "persistence: the core types it stores, dispatch's ports, permission's ledger"),
     layer("service",      &["tool", "event", "permission", "session", "registry", "hooks",
                             "dispatch", "tools", "mcp", "provider", "store", "telemetry",
-                            "environment"],
+                            "environment",
+                            "workspace"],
           "the one façade both doors call: the core plus the store's traits"),
     layer("api",          &["tool", "event", "permission", "registry", "store", "telemetry",
                             "service"],
           "the doors: wire formats into service calls, the vocabulary their answers use"),
     layer("server",       &["tool", "event", "permission", "session", "registry", "hooks",
                             "dispatch", "tools", "mcp", "provider", "store", "telemetry",
-                            "service", "config", "api", "environment"],
+                            "service", "config", "api", "environment",
+                            "workspace"],
           "wires settings into a running daemon: everything below it"),
     layer("client",       &[],
           "the terminal client knows the daemon only by its HTTP API, as JSON on the wire"),
@@ -101,7 +106,7 @@ const LAYERS: &[Layer] = &[
 #[rustfmt::skip]
 const CORE_MODULES: &[&str] = &[
     "tool", "tools", "registry", "dispatch", "permission", "hooks", "session", "event",
-    "shell_syntax", "provider",
+    "shell_syntax", "provider", "workspace",
 ];
 
 /// Crates only the doors (`api/`) may name.
