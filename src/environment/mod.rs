@@ -14,11 +14,3 @@ pub use images::{ImageCache, ImageError, ImageInfo, ImageLease, PullProgress};
 pub use spec::{
     Credentials, EnvironmentRequest, Isolation, Limits, Network, Registry, RegistrySettings,
 };
-
-/// gVisor's `runsc` where Debian (and its upstream's installer) put it, if there.
-pub fn runsc_path() -> Option<std::path::PathBuf> {
-    ["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"]
-        .into_iter()
-        .map(std::path::PathBuf::from)
-        .find(|path| path.is_file())
-}

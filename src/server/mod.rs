@@ -621,21 +621,13 @@ fn environments(
         path: images,
         source,
     })?;
-    let mut available = Vec::new();
-    let auto = match sandbox.kind() {
-        SandboxKind::Bubblewrap => {
-            available.extend([Isolation::Bwrap, Isolation::Landlock]);
-            Isolation::Bwrap
-        }
-        SandboxKind::Landlock => {
-            available.push(Isolation::Landlock);
-            Isolation::Landlock
-        }
-        _ => Isolation::Landlock,
+    // Only bubblewrap runs an environment so far (docs/decisions/environments.md): a request
+    // for `landlock` or `gvisor` is refused at creation, naming what is available.
+    let available = match sandbox.kind() {
+        SandboxKind::Bubblewrap => vec![Isolation::Bwrap],
+        _ => Vec::new(),
     };
-    if crate::environment::runsc_path().is_some() {
-        available.push(Isolation::Gvisor);
-    }
+    let auto = Isolation::Bwrap;
     Ok(Environments {
         cache: Some(cache),
         default_isolation: section.default_isolation,

@@ -78,6 +78,84 @@ pub(super) struct Prepared {
     pub lease: Option<ImageLease>,
 }
 
+/// An environment's filesystem mounted for a session: the image's root as the lower of a
+/// copy-on-write view (`workspace::view`) private to it, with the workspace at `workdir`.
+pub(super) struct Mounted {
+    pub view: crate::workspace::MountedView,
+    /// The workspace as the host sees it: the session's working directory.
+    pub working_directory: PathBuf,
+    pub tools: crate::tool::EnvironmentView,
+}
+
+impl ToolService {
+    /// Mounts session `id`'s environment under `<data_dir>/environments/<id>` (again after a
+    /// restart: the private upper is kept).
+    pub(super) fn mount_environment(
+        &self,
+        id: &str,
+        info: &EnvironmentInfo,
+    ) -> Result<Mounted, ServiceError> {
+        let base = self
+            .settings
+            .workspaces_dir
+            .parent()
+            .unwrap_or(&self.settings.workspaces_dir)
+            .join("environments")
+            .join(id);
+        let spec = crate::workspace::ViewSpec {
+            lowers: vec![info.rootfs.clone()],
+            private_dir: base.join("view"),
+            root: base.join("root"),
+        };
+        let mount = |method| crate::workspace::MountedView::mount(spec.clone(), method);
+        let view = mount(crate::workspace::ViewMethod::Overlay)
+            .or_else(|_| mount(crate::workspace::ViewMethod::FullCopy))
+            .map_err(|err| {
+                ServiceError::internal(format!("session \"{id}\"'s environment: {err}"))
+            })?;
+        let inside = crate::environment::spec::workdir_inside(&info.workdir)
+            .map_err(ServiceError::invalid)?;
+        let working_directory = spec.root.join(inside);
+        std::fs::create_dir_all(&working_directory).map_err(|err| {
+            ServiceError::internal(format!(
+                "cannot make the workspace \"{}\" in the environment: {err}",
+                info.workdir.display()
+            ))
+        })?;
+        // The sandbox's mount points, made in the session's upper so that bubblewrap finds them
+        // when the root is bound read-only.
+        let points = ["dev", "proc", "tmp", ".toold/lib"];
+        for point in points {
+            let _ = std::fs::create_dir_all(spec.root.join(point));
+        }
+        for file in [".toold/ld.so", ".toold/toold"] {
+            let path = spec.root.join(file);
+            if !path.exists() {
+                let _ = std::fs::write(&path, b"");
+            }
+        }
+        let bash = spec.root.join("bin/bash");
+        let shell = if std::fs::symlink_metadata(&bash).is_ok() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        };
+        let tools = crate::tool::EnvironmentView {
+            root: spec.root.clone(),
+            workdir: info.workdir.clone(),
+            env: info.env.clone(),
+            shell: PathBuf::from(shell),
+            isolation: info.isolation.as_str(),
+            writable_root: false,
+        };
+        Ok(Mounted {
+            view,
+            working_directory,
+            tools,
+        })
+    }
+}
+
 impl ToolService {
     /// Uses `environments` for sessions that ask for one and for the image endpoints.
     pub fn with_environments(mut self, environments: Environments) -> ToolService {

@@ -113,6 +113,8 @@ pub struct LiveSession {
     _open: Option<limits::LimitSlot>,
     /// Its hold on its environment's image, if any (the image cannot be deleted meanwhile).
     _image: Option<crate::environment::ImageLease>,
+    /// Its environment's mounted filesystem, taken down when the session closes.
+    environment_view: Option<crate::workspace::MountedView>,
 }
 
 /// The core service.

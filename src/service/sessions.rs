@@ -168,10 +168,20 @@ impl ToolService {
         }
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
         let prepared = match &request.environment {
+            Some(_) if request.working_directory.is_some() => {
+                return Err(ServiceError::invalid(
+                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
+                ));
+            }
             Some(environment) => Some(self.environment_for(&id, &actor, environment).await?),
             None => None,
         };
+        let mounted = match &prepared {
+            Some(prepared) => Some(self.mount_environment(&id, &prepared.info)?),
+            None => None,
+        };
         let working_directory = match &request.working_directory {
+            _ if mounted.is_some() => mounted.as_ref().unwrap().working_directory.clone(),
             Some(dir) => self.allowed_directory(dir)?,
             None => {
                 // Rules are checked before a fresh workspace is made for a refused request.
@@ -206,7 +216,12 @@ impl ToolService {
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
-        let live = self.go_live_with(&record, SessionSnapshot::default(), open, Some(lease))?;
+        let live = self.go_live_with(
+            &record,
+            SessionSnapshot::default(),
+            open,
+            Some((lease, mounted)),
+        )?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
@@ -238,23 +253,40 @@ impl ToolService {
         record: &SessionRecord,
         snapshot: SessionSnapshot,
         open: Option<super::limits::LimitSlot>,
-        lease: Option<Option<crate::environment::ImageLease>>,
+        fresh: Option<(
+            Option<crate::environment::ImageLease>,
+            Option<super::environments::Mounted>,
+        )>,
     ) -> Result<Arc<LiveSession>, ServiceError> {
         let open = open.or_else(|| {
             let principal = record.principal.as_deref().unwrap_or_default();
             self.limits.sessions.count(principal)
         });
         let (request, environment) = stored_options(record)?;
-        let lease = match (lease, &environment) {
-            (Some(lease), _) => lease,
-            (None, Some(info)) => self.relase(info)?,
-            (None, None) => None,
+        let (lease, mounted) = match (fresh, &environment) {
+            (Some(fresh), _) => fresh,
+            (None, Some(info)) => (
+                self.relase(info)?,
+                Some(self.mount_environment(&record.id, info)?),
+            ),
+            (None, None) => (None, None),
+        };
+        let (environment_view, tools_view) = match mounted {
+            Some(m) => (Some(m.view), Some(m.tools)),
+            None => (None, None),
         };
         let mut config = SessionConfig::new(record.id.clone(), record.working_directory.clone())
             .permission_mode(record.permission_mode)
             .interactive(record.interactive);
         config.output_schema = request.output_schema.clone();
         config.network = request.network;
+        if let Some(mut view) = tools_view {
+            view.writable_root = record.permission_mode >= PermissionLevel::DangerFullAccess;
+            config.network = environment
+                .as_ref()
+                .is_some_and(|e| e.network == crate::environment::Network::Host);
+            config.environment = Some(view);
+        }
         config.rules = Arc::new(self.session_rules(&record.working_directory, &request.rules)?);
         let mode = request
             .tools
@@ -288,6 +320,7 @@ impl ToolService {
             live_since: std::time::SystemTime::now(),
             _open: open,
             _image: lease,
+            environment_view,
         });
         self.live().insert(record.id.clone(), live.clone());
         if let Some(parent) = &request.parent_session_id {
@@ -375,6 +408,11 @@ impl ToolService {
         let _ = tokio::time::timeout(grace, live.batches_running.write()).await;
         self.shells.kill_session(id).await;
         self.bridge.close_session(id).await;
+        if let Some(view) = &live.environment_view
+            && let Err(err) = view.unmount()
+        {
+            tracing::warn!(session = %id, error = %err, "environment not unmounted");
+        }
         self.store
             .save_session_state(id, &snapshot_json(&live.state))
             .await?;

@@ -255,10 +255,17 @@ impl Stager {
                 ),
             });
         }
-        if let Some(link) = path.ancestors().skip(1).find(|a| self.symlinks.contains(*a)) {
+        if let Some(link) = path
+            .ancestors()
+            .skip(1)
+            .find(|a| self.symlinks.contains(*a))
+        {
             return Err(refused(
                 raw,
-                format!("it lies beneath the symlink \"{}\" an earlier entry made", link.display()),
+                format!(
+                    "it lies beneath the symlink \"{}\" an earlier entry made",
+                    link.display()
+                ),
             ));
         }
         if self.symlinks.contains(&path) {
@@ -283,7 +290,10 @@ impl Stager {
                 if !link_stays_inside(&path, &link) {
                     return Err(refused(
                         raw,
-                        format!("symlink to \"{}\" resolves outside the target", link.display()),
+                        format!(
+                            "symlink to \"{}\" resolves outside the target",
+                            link.display()
+                        ),
                     ));
                 }
                 remove_file_if_any(&dest)?;
@@ -292,23 +302,48 @@ impl Stager {
             }
             EntryKind::HardLink(link) => {
                 let target = entry_path(&link.to_string_lossy())
-                    .map_err(|_| refused(raw, format!("hard link to \"{}\" resolves outside the target", link.display())))?
+                    .map_err(|_| {
+                        refused(
+                            raw,
+                            format!(
+                                "hard link to \"{}\" resolves outside the target",
+                                link.display()
+                            ),
+                        )
+                    })?
                     .filter(|t| self.seen.contains(t) && !self.symlinks.contains(t))
                     .ok_or_else(|| {
-                        refused(raw, format!("hard link to \"{}\", which is not an earlier file of the archive", link.display()))
+                        refused(
+                            raw,
+                            format!(
+                                "hard link to \"{}\", which is not an earlier file of the archive",
+                                link.display()
+                            ),
+                        )
                     })?;
                 remove_file_if_any(&dest)?;
                 fs::hard_link(self.staging.join(target), &dest).map_err(io_at(&dest))?;
             }
-            EntryKind::Special(what) => return Err(refused(raw, format!("{what} entries are not allowed"))),
+            EntryKind::Special(what) => {
+                return Err(refused(raw, format!("{what} entries are not allowed")));
+            }
         }
         self.seen.insert(path);
         Ok(())
     }
 
-    fn file(&mut self, raw: &str, dest: &Path, mode: u32, data: &mut dyn Read) -> Result<(), ArchiveError> {
+    fn file(
+        &mut self,
+        raw: &str,
+        dest: &Path,
+        mode: u32,
+        data: &mut dyn Read,
+    ) -> Result<(), ArchiveError> {
         if fs::symlink_metadata(dest).is_ok_and(|m| m.is_dir()) {
-            return Err(refused(raw, "a file where an earlier entry made a directory"));
+            return Err(refused(
+                raw,
+                "a file where an earlier entry made a directory",
+            ));
         }
         remove_file_if_any(dest)?;
         let mut out = fs::File::create(dest).map_err(io_at(dest))?;
@@ -318,7 +353,11 @@ impl Stager {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(err) => return Err(ArchiveError::Unreadable(format!("archive entry \"{raw}\" is unreadable: {err}"))),
+                Err(err) => {
+                    return Err(ArchiveError::Unreadable(format!(
+                        "archive entry \"{raw}\" is unreadable: {err}"
+                    )));
+                }
             };
             self.unpacked.bytes += n as u64;
             self.check_size(raw)?;
@@ -369,7 +408,8 @@ impl Stager {
 
     fn move_in(&self, target: &Path) -> Result<Unpacked, ArchiveError> {
         for (dir, mode) in &self.dir_modes {
-            fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o700)).map_err(io_at(dir))?;
+            fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o700))
+                .map_err(io_at(dir))?;
         }
         check_destinations(&self.staging, target, Path::new(""))?;
         fs::create_dir_all(target).map_err(io_at(target))?;
@@ -397,12 +437,19 @@ fn check_destinations(staged: &Path, target: &Path, rel: &Path) -> Result<(), Ar
         if rel.as_os_str().is_empty() {
             return Ok(());
         }
-        return Err(refused(&shown(), "the workspace has a symlink there; nothing is written through one"));
+        return Err(refused(
+            &shown(),
+            "the workspace has a symlink there; nothing is written through one",
+        ));
     }
     let staged_here = staged.join(rel);
     let staged_meta = fs::symlink_metadata(&staged_here).map_err(io_at(&staged_here))?;
     if staged_meta.is_dir() != existing.is_dir() {
-        let what = if existing.is_dir() { "a directory" } else { "a file" };
+        let what = if existing.is_dir() {
+            "a directory"
+        } else {
+            "a file"
+        };
         return Err(refused(&shown(), format!("the workspace has {what} there")));
     }
     if staged_meta.is_dir() {
@@ -424,7 +471,9 @@ fn merge(from: &Path, to: &Path) -> Result<(), ArchiveError> {
         let is_dir = entry.file_type().map_err(io_at(&source))?.is_dir();
         if is_dir && fs::symlink_metadata(&dest).is_ok_and(|m| m.is_dir()) {
             merge(&source, &dest)?;
-            let mode = fs::symlink_metadata(&source).map_err(io_at(&source))?.permissions();
+            let mode = fs::symlink_metadata(&source)
+                .map_err(io_at(&source))?
+                .permissions();
             fs::set_permissions(&dest, mode).map_err(io_at(&dest))?;
         } else {
             fs::rename(&source, &dest).map_err(io_at(&dest))?;
@@ -462,14 +511,17 @@ pub fn unpack(
 }
 
 fn stage_tar(body: &mut dyn Read, stager: &mut Stager) -> Result<(), ArchiveError> {
-    let unreadable = |err: io::Error| ArchiveError::Unreadable(format!("not a readable tar archive: {err}"));
+    let unreadable =
+        |err: io::Error| ArchiveError::Unreadable(format!("not a readable tar archive: {err}"));
     let mut archive = tar::Archive::new(body);
     for entry in archive.entries().map_err(unreadable)? {
         let mut entry = entry.map_err(unreadable)?;
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let mode = entry.header().mode().unwrap_or(0o644);
         let link = || -> Result<PathBuf, ArchiveError> {
-            let bytes = entry.link_name_bytes().ok_or_else(|| refused(&raw, "link without a target"))?;
+            let bytes = entry
+                .link_name_bytes()
+                .ok_or_else(|| refused(&raw, "link without a target"))?;
             Ok(PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()))
         };
         use tar::EntryType as T;

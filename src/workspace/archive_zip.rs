@@ -13,7 +13,11 @@ use super::archive::{ArchiveError, EntryKind, Stager};
 /// The largest symlink target read from a zip entry.
 const MAX_LINK_BYTES: u64 = 4096;
 
-pub(super) fn stage_zip(body: &mut dyn Read, stager: &mut Stager, spool: &Path) -> Result<(), ArchiveError> {
+pub(super) fn stage_zip(
+    body: &mut dyn Read,
+    stager: &mut Stager,
+    spool: &Path,
+) -> Result<(), ArchiveError> {
     let io_at = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ArchiveError::Io { path, source }
@@ -22,11 +26,16 @@ pub(super) fn stage_zip(body: &mut dyn Read, stager: &mut Stager, spool: &Path) 
     let mut file = tempfile::tempfile_in(spool).map_err(io_at(spool))?;
     let size = io::copy(body, &mut file).map_err(io_at(spool))?;
     stager.watch_compressed(Arc::new(AtomicU64::new(size)));
-    let unreadable = |err: zip::result::ZipError| ArchiveError::Unreadable(format!("not a readable zip archive: {err}"));
+    let unreadable = |err: zip::result::ZipError| {
+        ArchiveError::Unreadable(format!("not a readable zip archive: {err}"))
+    };
     let mut archive = zip::ZipArchive::new(file).map_err(unreadable)?;
     for index in 0..archive.len() {
         let mut entry = archive.by_index(index).map_err(unreadable)?;
-        let raw = entry.name().map(|name| name.into_owned()).map_err(unreadable)?;
+        let raw = entry
+            .name()
+            .map(|name| name.into_owned())
+            .map_err(unreadable)?;
         let mode = entry.unix_mode().unwrap_or(0o644);
         let kind = match mode & 0o170000 {
             _ if entry.is_dir() => EntryKind::Directory,
@@ -35,7 +44,11 @@ pub(super) fn stage_zip(body: &mut dyn Read, stager: &mut Stager, spool: &Path) 
                 (&mut entry)
                     .take(MAX_LINK_BYTES)
                     .read_to_string(&mut link)
-                    .map_err(|err| ArchiveError::Unreadable(format!("archive entry \"{raw}\" is unreadable: {err}")))?;
+                    .map_err(|err| {
+                        ArchiveError::Unreadable(format!(
+                            "archive entry \"{raw}\" is unreadable: {err}"
+                        ))
+                    })?;
                 EntryKind::Symlink(PathBuf::from(link))
             }
             0o020000 | 0o060000 => EntryKind::Special("device"),

@@ -113,7 +113,9 @@ impl Workspaces {
     pub fn owns_layer(&self, layer: &Path) -> bool {
         layer.is_absolute()
             && layer.starts_with(&self.settings.snapshot_root)
-            && !layer.components().any(|c| c == std::path::Component::ParentDir)
+            && !layer
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
     }
 
     /// Makes session `session_id`'s view over `lowers` at `root` (its working directory) and
@@ -155,7 +157,10 @@ impl Workspaces {
                 private_dir: self.private_dir(session_id),
                 root: root.to_path_buf(),
             };
-            views.insert(session_id.to_owned(), MountedView::mount(spec, self.method())?);
+            views.insert(
+                session_id.to_owned(),
+                MountedView::mount(spec, self.method())?,
+            );
         }
         let view = views
             .get_mut(session_id)

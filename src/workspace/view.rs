@@ -317,9 +317,9 @@ fn c_path(path: &Path) -> io::Result<CString> {
 /// overlayfs options separate layers with `:` and options with `,`; such a path would be
 /// misread, so it is refused.
 fn option_path(path: &Path) -> io::Result<String> {
-    let text = path.to_str().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "layer path is not UTF-8")
-    })?;
+    let text = path
+        .to_str()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "layer path is not UTF-8"))?;
     if text.contains([':', ',', '\\']) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -347,8 +347,12 @@ fn overlay(spec: &ViewSpec) -> Result<(), ViewError> {
         option_path(&spec.work()).map_err(fail)?
     );
     let target = c_path(&spec.root).map_err(fail)?;
-    let data = CString::new(options)
-        .map_err(|_| fail(io::Error::new(io::ErrorKind::InvalidInput, "NUL in options")))?;
+    let data = CString::new(options).map_err(|_| {
+        fail(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "NUL in options",
+        ))
+    })?;
     // SAFETY: every pointer is a NUL-terminated string that outlives the call.
     let rc = unsafe {
         libc::mount(

@@ -258,6 +258,16 @@ async fn bad_environment_requests_are_refused_and_create_nothing() {
             "u64",
         ),
         (
+            json!({"environment": {"image": image, "isolation": "gvisor"}}),
+            400,
+            "not available on this daemon",
+        ),
+        (
+            json!({"environment": {"image": image}, "working_directory": "/tmp"}),
+            400,
+            "workdir",
+        ),
+        (
             json!({"environment": {"image": image, "isolation": "docker"}}),
             400,
             "unknown variant",

@@ -2,6 +2,7 @@
 //! loopback (`support::registry`), the cache and its endpoints, sessions on an image.
 
 mod images;
+mod sessions;
 
 use std::sync::Arc;
 
