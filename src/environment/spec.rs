@@ -67,7 +67,7 @@ impl Limits {
             disk_mb: self.disk_mb.or(defaults.disk_mb),
         };
         let over = |name: &str, got: Option<f64>, max: Option<f64>| match (got, max) {
-            (Some(got), _) if !(got > 0.0) || !got.is_finite() => Err(format!(
+            (Some(got), _) if got <= 0.0 || !got.is_finite() => Err(format!(
                 "environment.limits.{name} must be more than 0, got {got}"
             )),
             (Some(got), Some(max)) if got > max => Err(format!(
