@@ -38,6 +38,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod dispatch;
+pub mod environment;
 pub mod event;
 pub mod hooks;
 pub mod mcp;

@@ -22,6 +22,9 @@
 //! - `toold_event_subscribers`, `toold_events_lagged_total`: the service's event feed.
 //! - `toold_sandbox_spawn_seconds{backend}`: the shell, around its process's spawn (every
 //!   backend, `none` too, so the cost of a sandbox reads against no sandbox).
+//! - `toold_image_pulls_total{outcome}` (`ok`, `error`), `toold_image_cache_bytes` (set when
+//!   `/metrics` is rendered), `toold_limit_kills_total{limit}`: environments (DESIGN §12),
+//!   recorded by the service.
 //! - `toold_build_info{version}` (always 1) and the `process_*` series ([`process`]).
 //!
 //! No label carries a session, batch, call or approval id.
@@ -83,6 +86,9 @@ pub const MCP_SERVERS: &str = "toold_mcp_servers";
 /// Audit exports started (`GET /v1/calls/export`), by format.
 pub const AUDIT_EXPORTS: &str = "toold_audit_exports_total";
 /// Always 1, labelled with the daemon's version.
+pub const IMAGE_PULLS: &str = "toold_image_pulls_total";
+pub const IMAGE_CACHE_BYTES: &str = "toold_image_cache_bytes";
+pub const LIMIT_KILLS: &str = "toold_limit_kills_total";
 pub const BUILD_INFO: &str = "toold_build_info";
 /// Bearer tokens accepted, by kind (`static`, `session`, `oidc`) (DESIGN §13).
 pub const AUTH_TOKENS_ACCEPTED: &str = "toold_auth_tokens_accepted_total";
@@ -230,6 +236,15 @@ fn describe() {
         metrics::Unit::Seconds,
         "Fork time: the snapshot and every session made from it."
     );
+    describe_counter!(IMAGE_PULLS, "Environment image pulls, by outcome.");
+    describe_gauge!(
+        IMAGE_CACHE_BYTES,
+        "Bytes of unpacked images in the image cache."
+    );
+    describe_counter!(
+        LIMIT_KILLS,
+        "Environment calls ended over a limit, by limit."
+    );
 }
 
 /// The metrics in Prometheus text format (empty when no recorder of ours is installed),
@@ -304,6 +319,23 @@ pub fn time_sandbox_spawn<T>(backend: &'static str, spawn: impl FnOnce() -> T) -
     let spawned = spawn();
     record_sandbox_spawn(backend, started.elapsed());
     spawned
+}
+
+/// One image pull (ahead of time or for a session) ended.
+pub fn record_image_pull(ok: bool) {
+    let outcome = if ok { "ok" } else { "error" };
+    metrics::counter!(IMAGE_PULLS, "outcome" => outcome).increment(1);
+}
+
+/// The image cache's size, set when `/metrics` is rendered.
+pub fn set_image_cache_bytes(bytes: u64) {
+    metrics::gauge!(IMAGE_CACHE_BYTES).set(bytes as f64);
+}
+
+/// A call of an environment session ended over one of its limits (`memory`, `pids`, `disk`,
+/// `cpu`).
+pub fn record_limit_kill(limit: &'static str) {
+    metrics::counter!(LIMIT_KILLS, "limit" => limit).increment(1);
 }
 
 /// Records a shell's spawn under the sandbox `backend` that took `elapsed` (for a spawn that

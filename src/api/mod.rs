@@ -77,6 +77,7 @@ fn error_table(code: ErrorCode) -> (StatusCode, tonic::Code) {
         ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
         ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
         ErrorCode::Timeout => (StatusCode::REQUEST_TIMEOUT, Code::DeadlineExceeded),
+        ErrorCode::BadGateway => (StatusCode::BAD_GATEWAY, Code::Unavailable),
         ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
     }
 }

@@ -50,7 +50,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// `[limits]`: per principal and per session (DESIGN §10).
     pub limits: LimitSettings,
-    /// `[environments]`: uploads into a session's filesystem (DESIGN §12).
+    /// `[environments]`: images, isolation, limits and uploads (DESIGN §12).
     pub environments: EnvironmentSettings,
     /// `[[mcp_servers]]`: read key by key, so a bad entry is named with its key.
     #[serde(deserialize_with = "crate::mcp::settings::deserialize_servers")]

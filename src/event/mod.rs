@@ -52,10 +52,13 @@ pub enum EventType {
     PermissionAsk,
     #[serde(rename = "permission:decision")]
     PermissionDecision,
+    /// An environment's image being pulled (DESIGN §12), with its progress.
+    #[serde(rename = "image:pull")]
+    ImagePull,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 12] = [
         EventType::SessionStart,
         EventType::SessionEnd,
         EventType::BatchStart,
@@ -67,6 +70,7 @@ impl EventType {
         EventType::ToolError,
         EventType::PermissionAsk,
         EventType::PermissionDecision,
+        EventType::ImagePull,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +86,7 @@ impl EventType {
             EventType::ToolError => "tool:error",
             EventType::PermissionAsk => "permission:ask",
             EventType::PermissionDecision => "permission:decision",
+            EventType::ImagePull => "image:pull",
         }
     }
 

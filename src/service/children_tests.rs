@@ -37,6 +37,7 @@ fn parent() -> SessionInfo {
         parent_session_id: None,
         from_snapshot: None,
         copy: None,
+        environment: None,
     }
 }
 

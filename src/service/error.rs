@@ -37,12 +37,15 @@ pub enum ErrorCode {
     Unavailable,
     /// The request took longer than the request timeout (408).
     Timeout,
+    /// Something toold depends on answered wrongly or not at all: an image's registry down,
+    /// a blob that does not match its digest (502).
+    BadGateway,
     /// Something inside toold failed (500).
     Internal,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -55,6 +58,7 @@ impl ErrorCode {
         ErrorCode::ShuttingDown,
         ErrorCode::Unavailable,
         ErrorCode::Timeout,
+        ErrorCode::BadGateway,
         ErrorCode::Internal,
     ];
 
@@ -72,6 +76,7 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Timeout => "timeout",
+            ErrorCode::BadGateway => "bad_gateway",
             ErrorCode::Internal => "internal",
         }
     }

@@ -14,6 +14,7 @@ mod audit;
 mod batches;
 mod children;
 mod default_sessions;
+mod environments;
 mod error;
 mod events;
 mod limits;
@@ -33,6 +34,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+pub use crate::environment::{EnvironmentRequest, ImageInfo};
 pub use crate::registry::tool_names;
 pub use crate::workspace::files::RangeAnswer;
 pub use crate::workspace::transfer_tools::UploadBody;
@@ -40,6 +42,7 @@ pub use approvals::{PendingApproval, ResolveApprovalRequest};
 pub use audit::{EXPORT_PAGE, ExportedCall};
 pub use batches::{BatchOutcome, BatchStatusView};
 pub use children::SessionTokens;
+pub use environments::{EnvironmentInfo, Environments};
 pub use error::{ErrorCode, ServiceError};
 pub use events::{EventItem, EventStart};
 pub use limits::ServiceLimits;
@@ -116,6 +119,10 @@ pub struct LiveSession {
     /// Its place in its principal's `sessions_per_principal`, given back when it is dropped
     /// (`None` without that limit).
     _open: Option<limits::LimitSlot>,
+    /// Its hold on its environment's image, if any (the image cannot be deleted meanwhile).
+    _image: Option<crate::environment::ImageLease>,
+    /// Its environment's mounted filesystem, taken down when the session closes.
+    environment_view: Option<crate::workspace::MountedView>,
 }
 
 /// The core service.
@@ -162,6 +169,8 @@ pub struct ToolService {
     limits: limits::PrincipalLimits,
     /// Sessions' views, snapshots' layers, upload limits ([`ToolService::with_workspaces`]).
     workspaces: Arc<crate::workspace::Workspaces>,
+    /// Images and environments ([`ToolService::with_environments`]; none by default).
+    environments: environments::Environments,
 }
 
 impl ToolService {
@@ -214,6 +223,7 @@ impl ToolService {
             workspaces: Arc::new(crate::workspace::Workspaces::new(
                 crate::workspace::WorkspaceSettings::under(&data_dir),
             )),
+            environments: environments::Environments::default(),
         }
     }
 

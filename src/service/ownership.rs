@@ -164,8 +164,7 @@ pub fn nobody_runs(id: &str, owner: &str) -> ServiceError {
 }
 
 fn stored_request(record: &SessionRecord) -> Result<CreateSessionRequest, ServiceError> {
-    serde_json::from_value(record.options.clone())
-        .map_err(|err| ServiceError::internal(format!("session \"{}\" options: {err}", record.id)))
+    super::sessions::stored_options(record).map(|(request, _)| request)
 }
 
 impl ToolService {

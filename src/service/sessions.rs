@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use super::access::{Access, unknown_session};
 use super::children::child_request;
+use super::environments::{EnvironmentInfo, Prepared};
 use super::{LiveSession, ServiceError, ToolService};
+use crate::environment::EnvironmentRequest;
 use crate::event::{EventDraft, EventType};
 use crate::permission::{
     PermissionLevel, Principal, RuleContext, RuleSet, RuleSource, SessionRules,
@@ -69,7 +71,13 @@ pub struct CreateSessionRequest {
     /// Starts the session's filesystem as this snapshot (DESIGN §12): a fresh workspace whose
     /// view stacks the snapshot's layers (no `working_directory` with it).
     pub from_snapshot: Option<String>,
+    /// Runs the session's tools in an image's filesystem (DESIGN §12; `environments`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentRequest>,
 }
+
+/// The key of a stored session's options under which its resolved environment is kept.
+const RESOLVED_ENVIRONMENT: &str = "resolved_environment";
 
 /// A session as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -105,6 +113,9 @@ pub struct SessionInfo {
     /// in the answer that created it only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<String>,
+    /// Its environment (image, tier, limits), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentInfo>,
 }
 
 impl ToolService {
@@ -171,7 +182,27 @@ impl ToolService {
             })?;
         }
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
+        let prepared = match &request.environment {
+            // Snapshots of an environment's root are issue 38's rest (docs/decisions/environments.md).
+            Some(_) if request.from_snapshot.is_some() => {
+                return Err(ServiceError::invalid(
+                    "from_snapshot and environment: a session from a snapshot has no environment yet",
+                ));
+            }
+            Some(_) if request.working_directory.is_some() => {
+                return Err(ServiceError::invalid(
+                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
+                ));
+            }
+            Some(environment) => Some(self.environment_for(&id, &actor, environment).await?),
+            None => None,
+        };
+        let mounted = match &prepared {
+            Some(prepared) => Some(self.mount_environment(&id, &prepared.info)?),
+            None => None,
+        };
         let working_directory = match &request.working_directory {
+            _ if mounted.is_some() => mounted.as_ref().unwrap().working_directory.clone(),
             Some(dir) => self.allowed_directory(dir)?,
             None => {
                 // Rules are checked before a fresh workspace is made for a refused request.
@@ -196,6 +227,16 @@ impl ToolService {
             }
             None => None,
         };
+        let mut options = serde_json::to_value(&request)
+            .map_err(|err| ServiceError::internal(err.to_string()))?;
+        let (environment, lease) = match prepared {
+            Some(Prepared { info, lease }) => (Some(info), lease),
+            None => (None, None),
+        };
+        if let Some(info) = &environment {
+            options[RESOLVED_ENVIRONMENT] = serde_json::to_value(info)
+                .map_err(|err| ServiceError::internal(err.to_string()))?;
+        }
         let record = SessionRecord {
             id: id.clone(),
             working_directory,
@@ -207,20 +248,27 @@ impl ToolService {
             principal,
             created_at: SystemTime::now(),
             closed_at: None,
-            options: serde_json::to_value(&request)
-                .map_err(|err| ServiceError::internal(err.to_string()))?,
+            options,
             state: json!({}),
         };
         self.store.insert_session(&record).await?;
         if let Some((lowers, _)) = &view {
             self.store.set_session_layers(&id, lowers).await?;
         }
-        let live = self.go_live(&record, SessionSnapshot::default(), open)?;
+        let live = self.go_live_with(
+            &record,
+            SessionSnapshot::default(),
+            open,
+            Some((lease, mounted)),
+        )?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
             EventDraft::new(EventType::SessionStart, id.as_str())
                 .actor(actor)
-                .data(json!({"working_directory": live.info.working_directory})),
+                .data(json!({
+                    "working_directory": live.info.working_directory,
+                    "environment": live.info.environment,
+                })),
         );
         let mut info = live.info.clone();
         info.copy = view.map(|(_, copy)| match copy {
@@ -239,19 +287,50 @@ impl ToolService {
         snapshot: SessionSnapshot,
         open: Option<super::limits::LimitSlot>,
     ) -> Result<Arc<LiveSession>, ServiceError> {
+        self.go_live_with(record, snapshot, open, None)
+    }
+
+    /// [`ToolService::go_live`] with the image lease creation took (`None`: take one here,
+    /// for a restored or adopted session).
+    fn go_live_with(
+        &self,
+        record: &SessionRecord,
+        snapshot: SessionSnapshot,
+        open: Option<super::limits::LimitSlot>,
+        fresh: Option<(
+            Option<crate::environment::ImageLease>,
+            Option<super::environments::Mounted>,
+        )>,
+    ) -> Result<Arc<LiveSession>, ServiceError> {
         let open = open.or_else(|| {
             let principal = record.principal.as_deref().unwrap_or_default();
             self.limits.sessions.count(principal)
         });
-        let request: CreateSessionRequest = serde_json::from_value(record.options.clone())
-            .map_err(|err| {
-                ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
-            })?;
+        let (request, environment) = stored_options(record)?;
+        let (lease, mounted) = match (fresh, &environment) {
+            (Some(fresh), _) => fresh,
+            (None, Some(info)) => (
+                self.relase(info)?,
+                Some(self.mount_environment(&record.id, info)?),
+            ),
+            (None, None) => (None, None),
+        };
+        let (environment_view, tools_view) = match mounted {
+            Some(m) => (Some(m.view), Some(m.tools)),
+            None => (None, None),
+        };
         let mut config = SessionConfig::new(record.id.clone(), record.working_directory.clone())
             .permission_mode(record.permission_mode)
             .interactive(record.interactive);
         config.output_schema = request.output_schema.clone();
         config.network = request.network;
+        if let Some(mut view) = tools_view {
+            view.writable_root = record.permission_mode >= PermissionLevel::DangerFullAccess;
+            config.network = environment
+                .as_ref()
+                .is_some_and(|e| e.network == crate::environment::Network::Host);
+            config.environment = Some(view);
+        }
         config.rules = Arc::new(self.session_rules(&record.working_directory, &request.rules)?);
         let mode = request
             .tools
@@ -271,7 +350,10 @@ impl ToolService {
         ));
         let live = Arc::new(LiveSession {
             state: Arc::new(SessionState::restore(config, snapshot)),
-            info: session_info(record, &request),
+            info: SessionInfo {
+                environment,
+                ..session_info(record, &request)
+            },
             pool_options: PoolOptions {
                 mode,
                 mode_is_tool_filter: mode < record.permission_mode,
@@ -281,6 +363,8 @@ impl ToolService {
             batches_running: tokio::sync::RwLock::new(()),
             live_since: std::time::SystemTime::now(),
             _open: open,
+            _image: lease,
+            environment_view,
         });
         self.live().insert(record.id.clone(), live.clone());
         if let Some(parent) = &request.parent_session_id {
@@ -376,6 +460,11 @@ impl ToolService {
         self.shells.kill_session(id).await;
         self.close_view(id);
         self.bridge.close_session(id).await;
+        if let Some(view) = &live.environment_view
+            && let Err(err) = view.unmount()
+        {
+            tracing::warn!(session = %id, error = %err, "environment not unmounted");
+        }
         self.store
             .save_session_state(id, &snapshot_json(&live.state))
             .await?;
@@ -388,6 +477,24 @@ impl ToolService {
         let mut info = live.info.clone();
         info.closed = true;
         Ok(info)
+    }
+
+    /// `environment` checked and its image leased; a `rootfs` must be an allowed directory.
+    async fn environment_for(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        environment: &EnvironmentRequest,
+    ) -> Result<Prepared, ServiceError> {
+        environment.check().map_err(ServiceError::invalid)?;
+        let rootfs = match &environment.rootfs {
+            Some(dir) => Some(self.allowed_directory(dir).map_err(|err| {
+                ServiceError::new(err.code, format!("environment.rootfs: {}", err.message))
+            })?),
+            None => None,
+        };
+        self.prepare_environment(id, actor, environment, rootfs)
+            .await
     }
 
     /// The server's rules and the session's, compiled against `workspace`.
@@ -515,5 +622,28 @@ pub(super) fn session_info(record: &SessionRecord, request: &CreateSessionReques
         parent_session_id: request.parent_session_id.clone(),
         from_snapshot: request.from_snapshot.clone(),
         copy: None,
+        environment: record
+            .options
+            .get(RESOLVED_ENVIRONMENT)
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
     }
+}
+
+/// A stored session's request, and its resolved environment kept beside it.
+pub(super) fn stored_options(
+    record: &SessionRecord,
+) -> Result<(CreateSessionRequest, Option<EnvironmentInfo>), ServiceError> {
+    let bad = |err: serde_json::Error| {
+        ServiceError::internal(format!("session \"{}\" options: {err}", record.id))
+    };
+    let mut options = record.options.clone();
+    let resolved = options
+        .as_object_mut()
+        .and_then(|o| o.remove(RESOLVED_ENVIRONMENT));
+    let request: CreateSessionRequest = serde_json::from_value(options).map_err(bad)?;
+    let environment = resolved
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(bad)?;
+    Ok((request, environment))
 }

@@ -51,6 +51,8 @@ pub struct SessionConfig {
     /// The session asked for network access for its sandboxed shells (granted only where the
     /// server's `[sandbox] network` allows it).
     pub network: bool,
+    /// The session's environment, when it runs in one (DESIGN §12).
+    pub environment: Option<crate::tool::EnvironmentView>,
 }
 
 impl SessionConfig {
@@ -64,6 +66,7 @@ impl SessionConfig {
             output_schema: None,
             rules: Arc::default(),
             network: false,
+            environment: None,
         }
     }
 
@@ -407,6 +410,9 @@ impl SessionView for SessionState {
     }
     fn network_requested(&self) -> bool {
         SessionState::network_requested(self)
+    }
+    fn environment(&self) -> Option<&crate::tool::EnvironmentView> {
+        self.config.environment.as_ref()
     }
     fn output_schema(&self) -> Option<&Value> {
         SessionState::output_schema(self)

@@ -68,6 +68,61 @@ pub trait SessionView: std::fmt::Debug + Send + Sync + 'static {
 
     /// The schema `structured_output` validates against, when the session supplies one.
     fn output_schema(&self) -> Option<&Value>;
+
+    /// The session's environment (DESIGN §12), when it runs in one: its paths are the
+    /// environment's, rooted at [`EnvironmentView::root`] on the host.
+    fn environment(&self) -> Option<&EnvironmentView> {
+        None
+    }
+}
+
+/// What the tools need of a session's environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvironmentView {
+    /// The environment's `/` as the daemon sees it (its copy-on-write view).
+    pub root: PathBuf,
+    /// Where the workspace appears inside (`/workspace`); on the host, the working directory.
+    pub workdir: PathBuf,
+    /// `NAME=value` for every command (the image's `Env`, the request's over it).
+    pub env: Vec<String>,
+    /// The shell commands run in: `/bin/bash`, or `/bin/sh` when the image has no bash.
+    pub shell: PathBuf,
+    /// The isolation tier (`bwrap`, `landlock`, `gvisor`).
+    pub isolation: &'static str,
+    /// Whether commands may write outside `workdir` (a `danger_full_access` session).
+    pub writable_root: bool,
+}
+
+impl EnvironmentView {
+    /// A path inside the environment as the host sees it (`None`: it climbs out with `..`).
+    pub fn to_host(&self, inside: &Path) -> Option<PathBuf> {
+        let mut out = self.root.clone();
+        let mut depth = 0usize;
+        for part in inside.components() {
+            match part {
+                std::path::Component::Normal(p) => {
+                    out.push(p);
+                    depth += 1;
+                }
+                std::path::Component::ParentDir => {
+                    if depth == 0 {
+                        return None;
+                    }
+                    out.pop();
+                    depth -= 1;
+                }
+                _ => {}
+            }
+        }
+        Some(out)
+    }
+
+    /// A host path under the root as the environment sees it.
+    pub fn to_inside(&self, host: &Path) -> Option<PathBuf> {
+        host.strip_prefix(&self.root)
+            .ok()
+            .map(|rest| Path::new("/").join(rest))
+    }
 }
 
 /// A shared session is a view of it (so `&Arc<SessionState>` passes where a view is asked).
@@ -110,6 +165,9 @@ impl<T: SessionView + ?Sized> SessionView for Arc<T> {
     }
     fn output_schema(&self) -> Option<&Value> {
         (**self).output_schema()
+    }
+    fn environment(&self) -> Option<&EnvironmentView> {
+        (**self).environment()
     }
 }
 

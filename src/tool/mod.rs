@@ -19,8 +19,8 @@ pub mod trace;
 
 pub use call::{CallInput, OffloadedResult, Recorded, ToolCall, ToolResult};
 pub use context::{
-    DeferredTool, EmptyCatalog, PathChecks, ProgressSink, ProgressUpdate, SessionView, ToolCatalog,
-    ToolContext,
+    DeferredTool, EmptyCatalog, EnvironmentView, PathChecks, ProgressSink, ProgressUpdate,
+    SessionView, ToolCatalog, ToolContext,
 };
 pub use error::{ErrorKind, ToolError};
 pub use level::{PermissionLevel, UnknownPermissionMode};

@@ -42,6 +42,8 @@ pub enum PathError {
     NotUtf8 { field: String, lossy: String },
     #[error("{field} \"{path}\" has a symlink loop")]
     SymlinkLoop { field: String, path: String },
+    #[error("{field} \"{path}\" leaves the session's environment")]
+    OutsideEnvironment { field: String, path: String },
 }
 
 impl From<PathError> for ToolError {

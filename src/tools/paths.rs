@@ -19,19 +19,47 @@ pub use crate::tool::paths::{
 };
 use crate::tool::{PermissionLevel, SessionView, ToolContext, ToolError};
 
-/// Resolves `input[field]` for a session (relative to its working directory).
+/// Resolves `input[field]` for a session (relative to its working directory). In an
+/// environment (DESIGN §12) an absolute path is the environment's: it is looked up under the
+/// environment's root, and a path that resolves outside that root (`..` past `/`, a symlink
+/// to a host path) is refused, since the environment holds nothing of the host.
 pub fn resolve_input(
     input: &Value,
     field: &str,
     session: &dyn SessionView,
 ) -> Result<ResolvedPath, PathError> {
     let raw = input_path(input, field)?;
-    resolve(
-        raw,
+    let Some(environment) = session.environment() else {
+        return resolve(
+            raw,
+            field,
+            session.working_directory(),
+            session.real_working_directory(),
+        );
+    };
+    let outside = || PathError::OutsideEnvironment {
+        field: field.to_owned(),
+        path: raw.to_owned(),
+    };
+    let rooted;
+    let raw_here = if raw.starts_with('/') {
+        rooted = environment
+            .to_host(std::path::Path::new(raw))
+            .ok_or_else(outside)?;
+        rooted.to_str().ok_or_else(outside)?
+    } else {
+        raw
+    };
+    let resolved = resolve(
+        raw_here,
         field,
         session.working_directory(),
         session.real_working_directory(),
-    )
+    )?;
+    if !resolved.path.starts_with(&environment.root) {
+        return Err(outside());
+    }
+    Ok(resolved)
 }
 
 /// Resolves `input[field]` for a call's validation and keeps whether it lies in the workspace
@@ -69,7 +97,11 @@ pub fn path_permission(
                 .inside_workspace
         }
     };
-    Ok(if inside_workspace {
+    // In an environment a read anywhere inside it is a read (it holds nothing of the host;
+    // `resolve_input` refused what leaves it); a write outside `workdir` stays outside.
+    let read_in_environment =
+        inside == PermissionLevel::ReadOnly && ctx.session.environment().is_some();
+    Ok(if inside_workspace || read_in_environment {
         inside
     } else {
         PermissionLevel::DangerFullAccess
@@ -85,7 +117,13 @@ pub fn resolve_for_execution(
     ctx: &ToolContext,
 ) -> Result<ResolvedPath, ToolError> {
     let resolved = resolve_input(input, field, &*ctx.session)?;
-    if !resolved.inside_workspace && ctx.authorized < PermissionLevel::DangerFullAccess {
+    // In an environment, `resolve_input` kept the path inside it and the permission check
+    // judged reads and writes apart; nothing of the host can be reached by a moved link.
+    let in_environment = ctx.session.environment().is_some();
+    if !resolved.inside_workspace
+        && !in_environment
+        && ctx.authorized < PermissionLevel::DangerFullAccess
+    {
         return Err(ToolError::Validation(format!(
             "{field} \"{}\" now resolves outside the workspace (to {}); it changed after the call was authorised",
             input_path(input, field)?,

@@ -18,6 +18,7 @@ mod auth;
 mod client;
 mod crash;
 mod dispatch;
+mod environment;
 mod files;
 mod fleet;
 mod grpc;

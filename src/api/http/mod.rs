@@ -13,6 +13,7 @@ mod batches;
 mod document;
 mod error;
 mod events;
+mod images;
 mod middleware;
 mod oauth;
 mod openapi;
@@ -160,6 +161,9 @@ fn routes() -> OpenApiRouter<HttpState> {
         .routes(routes!(events::result))
         .routes(routes!(ops::catalogue))
         .routes(routes!(ops::mcp_servers))
+        .routes(routes!(images::pull))
+        .routes(routes!(images::list))
+        .routes(routes!(images::delete))
         .routes(routes!(providers::list, providers::register))
         .routes(routes!(providers::invocations))
         .routes(routes!(providers::progress))

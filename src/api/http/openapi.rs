@@ -89,6 +89,37 @@ pub struct CreateSessionBody {
     /// Start the session's filesystem as this snapshot (a fresh workspace over its layers;
     /// no `working_directory` with it). Another agent's snapshot is 404.
     pub from_snapshot: Option<String>,
+    /// Runs the session in an image's filesystem (DESIGN §12): `image` or `rootfs`,
+    /// `isolation`, `network`, `limits`, `env`, `workdir`, `user`.
+    #[schema(value_type = Option<Object>)]
+    pub environment: Option<Value>,
+}
+
+/// `POST /v1/images/pull`.
+#[derive(Serialize, ToSchema)]
+pub struct PullImageBody {
+    /// An OCI image reference (a tag or `@sha256:` digest).
+    pub image: String,
+}
+
+/// A cached image.
+#[derive(Serialize, ToSchema)]
+pub struct ImageBody {
+    pub digest: String,
+    pub references: Vec<String>,
+    pub size_bytes: u64,
+    pub layers: u64,
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    pub user: Option<String>,
+    pub pulled_at: String,
+    pub in_use: u64,
+}
+
+/// `GET /v1/images`.
+#[derive(Serialize, ToSchema)]
+pub struct ImagesBody {
+    pub images: Vec<ImageBody>,
 }
 
 /// A permission mode.
@@ -178,6 +209,9 @@ pub struct SessionBody {
     pub network: bool,
     /// The parent of a child session (absent for others).
     pub parent_session_id: Option<String>,
+    /// Its environment (image, digest, isolation tier, network, limits, workdir), if any.
+    #[schema(value_type = Option<Object>)]
+    pub environment: Option<Value>,
     /// The snapshot the session started from (absent for others).
     pub from_snapshot: Option<String>,
     /// `cow` or `full`: how its view was made from the snapshot (in the create answer only).

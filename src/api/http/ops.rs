@@ -64,6 +64,7 @@ pub async fn metrics(State(service): State<Arc<ToolService>>) -> impl IntoRespon
         service.live_session_count(),
         servers.iter().map(|server| server.state),
     );
+    crate::telemetry::set_image_cache_bytes(service.image_cache_bytes());
     (
         [(CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::render(),

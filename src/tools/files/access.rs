@@ -78,6 +78,15 @@ impl Location {
     /// workspace unless the call was authorised for `danger_full_access`.
     pub fn resolve(input: &Value, field: &str, ctx: &ToolContext) -> Result<Location, ToolError> {
         let resolved = paths::resolve_for_execution(input, field, ctx)?;
+        if let Some(environment) = ctx.session.environment() {
+            // Opened beneath the environment's root, whatever the mode: nothing of the host.
+            return Location::beneath(resolved.path, environment.root.clone()).ok_or_else(|| {
+                ToolError::Validation(format!(
+                    "{field} \"{}\" leaves the session's environment",
+                    paths::input_path(input, field).unwrap_or_default()
+                ))
+            });
+        }
         if ctx.authorized >= PermissionLevel::DangerFullAccess {
             return Ok(Location::anywhere(resolved.path));
         }

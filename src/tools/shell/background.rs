@@ -239,6 +239,7 @@ impl BackgroundShells {
             session.working_directory(),
             authorized,
             session.network_requested(),
+            session.environment(),
         )
     }
 

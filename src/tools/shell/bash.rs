@@ -149,6 +149,16 @@ fn required_permission(
     confines: bool,
 ) -> Result<PermissionLevel, String> {
     let analysis = analyze_input(input)?;
+    if session.environment().is_some() {
+        // In an environment a read anywhere is a read (it holds nothing of the host), and the
+        // sandbox itself keeps writes to `workdir` unless the session has full access (its
+        // root is then bound writable): DESIGN §12.
+        return Ok(if analysis.classification.read_only {
+            PermissionLevel::ReadOnly
+        } else {
+            PermissionLevel::WorkspaceWrite
+        });
+    }
     let cwd = boundary::starting_directory(session);
     let inside = boundary::check(&analysis.paths, session, &cwd).is_ok();
     Ok(
@@ -254,6 +264,12 @@ impl Tool for BashTool {
         check_boundary_again(&input.command, &cwd, ctx)?;
         let confinement = self.shells.confine(&ctx.session, ctx.authorized)?;
         let sandbox = json!(confinement.kind().as_str());
+        // In an environment, the shell commands run in (`/bin/sh` when the image has no bash).
+        let shell = json!(
+            ctx.session
+                .environment()
+                .map_or_else(|| "bash".to_owned(), |e| e.shell.display().to_string())
+        );
         let limits = json!(confinement.limits_name());
         if input.run_in_background {
             let (task_id, pid) = self
@@ -262,6 +278,7 @@ impl Tool for BashTool {
                 .await?;
             return Ok(background_started(&task_id, pid, note)
                 .with_metadata("sandbox", sandbox)
+                .with_metadata("shell", shell)
                 .with_metadata("limits", limits));
         }
         // Held until the call returns (`shell_calls_per_session`; over it, the call waits).
@@ -299,7 +316,11 @@ impl Tool for BashTool {
                 () = ctx.cancellation.cancelled() => Stop::Cancelled,
             }
         };
-        let (stopped, ended) = process.wait_or_stop(stop).await;
+        let (stopped, mut ended) = process.wait_or_stop(stop).await;
+        if let Some(environment) = ctx.session.environment() {
+            // The shell reported the environment's path; the session keeps the host's.
+            ended.cwd = ended.cwd.and_then(|inside| environment.to_host(&inside));
+        }
         if let Some(moved) = ended.cwd.as_deref().filter(|moved| *moved != cwd) {
             // The spare started beside this call waits in the old directory.
             self.shells
@@ -326,6 +347,7 @@ impl Tool for BashTool {
             .into_output(&*ctx.session)
             .await
             .with_metadata("sandbox", sandbox)
+            .with_metadata("shell", shell)
             .with_metadata("limits", limits))
     }
 }
@@ -334,7 +356,7 @@ impl Tool for BashTool {
 /// from where it now starts, it must still (the shell's directory may have gone, or a symlink
 /// changed, since the check). Like the path tools' check at execution.
 fn check_boundary_again(command: &str, cwd: &Path, ctx: &ToolContext) -> Result<(), ToolError> {
-    if ctx.authorized >= PermissionLevel::DangerFullAccess {
+    if ctx.authorized >= PermissionLevel::DangerFullAccess || ctx.session.environment().is_some() {
         return Ok(());
     }
     analyze(command)

@@ -108,6 +108,12 @@ pub(crate) struct Spare {
 impl Spare {
     /// Starts a spare in `cwd`, confined as `confinement` says.
     async fn start(cwd: &Path, confinement: &Confinement) -> io::Result<Spare> {
+        // An environment's shell may be a plain `sh`, which the spare's wrapper is not for.
+        if let Confinement::Spawner(spawner) = confinement
+            && spawner.environment().is_some()
+        {
+            return Err(io::Error::other("no spare shell in an environment"));
+        }
         let (out, out_write) = io::pipe()?;
         let err_write = out_write.try_clone()?;
         let (report, report_write) = io::pipe()?;

@@ -211,7 +211,7 @@ async fn the_document_states_what_the_handlers_accept() {
     let types = params.iter().find(|p| p["name"] == "type").unwrap();
     assert_eq!(
         types["schema"]["enum"].as_array().unwrap().len(),
-        12,
+        13,
         "{types}"
     );
 }

@@ -10,6 +10,7 @@ pub mod deadline;
 pub mod mcp_servers;
 pub mod postgres;
 pub mod python;
+pub mod registry;
 pub mod workspace;
 
 mod deferred_echo;

@@ -80,6 +80,71 @@ pub(crate) fn arguments(
     args
 }
 
+/// Where the host's loader, libraries and the spawner binary appear inside an environment.
+pub(crate) const HOST_DIR: &str = "/.toold";
+/// The host's dynamic loader and its libraries (Debian's multiarch layout): the spawner is
+/// the daemon's own binary, linked against the host's libc, while the image may have none.
+const HOST_LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
+const HOST_LIBRARIES: &str = "/lib/x86_64-linux-gnu";
+
+/// Arguments for `bwrap` in an environment (DESIGN §12): its copy-on-write `root` as `/`
+/// (writable: what the session may write is the permission check's and `danger_full_access`'s
+/// business, and the root is the session's own), fresh `/dev`, `/proc` and `/tmp`, the
+/// spawner and what it needs to run bound read-only under [`HOST_DIR`], started in `workdir`.
+/// Ends with the spawner's command line (the host's loader running the bound binary).
+pub(crate) fn environment_arguments(
+    root: &Path,
+    workdir: &Path,
+    writable_root: bool,
+    network: bool,
+    program: &Path,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["--die-with-parent", "--unshare-all", "--cap-drop", "ALL"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    if network {
+        args.push("--share-net".into());
+    }
+    let host = Path::new(HOST_DIR);
+    let bind = if writable_root { "--bind" } else { "--ro-bind" };
+    args.extend([bind.into(), root.as_os_str().to_owned(), "/".into()]);
+    if !writable_root {
+        // Only the workspace takes writes (and /tmp, a tmpfs of the sandbox's own).
+        let inside = workdir.strip_prefix("/").unwrap_or(workdir);
+        args.extend([
+            "--bind".into(),
+            root.join(inside).into_os_string(),
+            workdir.as_os_str().to_owned(),
+        ]);
+    }
+    args.extend([
+        "--dev".into(),
+        "/dev".into(),
+        "--proc".into(),
+        "/proc".into(),
+        "--tmpfs".into(),
+        "/tmp".into(),
+        "--ro-bind".into(),
+        HOST_LIBRARIES.into(),
+        host.join("lib").into(),
+        "--ro-bind".into(),
+        HOST_LOADER.into(),
+        host.join("ld.so").into(),
+        "--ro-bind".into(),
+        program.as_os_str().to_owned(),
+        host.join("toold").into(),
+        "--chdir".into(),
+        workdir.as_os_str().to_owned(),
+        "--".into(),
+        host.join("ld.so").into(),
+        "--library-path".into(),
+        host.join("lib").into(),
+        host.join("toold").into(),
+    ]);
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -328,6 +328,7 @@ impl ShellSandbox {
                 &workspace,
                 PermissionLevel::WorkspaceWrite,
                 false,
+                None,
             )
             .map_err(|err| err.message().to_owned())?;
         let Confinement::Spawner(spawner) = confinement else {
@@ -420,7 +421,21 @@ impl ShellSandbox {
         workspace: &Path,
         authorized: PermissionLevel,
         network_requested: bool,
+        environment: Option<&crate::tool::EnvironmentView>,
     ) -> Result<Confinement, ToolError> {
+        if let Some(environment) = environment {
+            // Every call of an environment session runs inside it, whatever its mode.
+            return spawners
+                .get_or_start(session_id, owner, || {
+                    self.environment_plan(session_id, environment, network_requested)
+                })
+                .map(Confinement::Spawner)
+                .map_err(|err| {
+                    ToolError::Execution(format!(
+                        "cannot start the session's environment sandbox: {err}"
+                    ))
+                });
+        }
         if authorized >= PermissionLevel::DangerFullAccess {
             return Ok(Confinement::None);
         }
@@ -438,6 +453,40 @@ impl ShellSandbox {
                     ToolError::Execution(format!("cannot start the session's sandbox: {err}"))
                 }),
         }
+    }
+
+    /// How to start the spawner of an environment session: bubblewrap over its root (the
+    /// only tier built for environments yet; `network_requested`: `network = "host"`).
+    fn environment_plan(
+        &self,
+        session_id: &str,
+        environment: &crate::tool::EnvironmentView,
+        network: bool,
+    ) -> std::io::Result<SpawnerPlan> {
+        if environment.isolation != "bwrap" {
+            return Err(std::io::Error::other(format!(
+                "isolation \"{}\" cannot run an environment here yet",
+                environment.isolation
+            )));
+        }
+        let mut plan = self.spawner_plan(session_id, &environment.root, false)?;
+        let toold = self
+            .spawner_program
+            .clone()
+            .map_err(std::io::Error::other)?;
+        plan.kind = SandboxKind::Bubblewrap;
+        plan.program = BWRAP.into();
+        plan.args = bwrap::environment_arguments(
+            &environment.root,
+            &environment.workdir,
+            environment.writable_root,
+            network,
+            &toold,
+        );
+        plan.landlock = None;
+        plan.env.clear();
+        plan.environment = Some(environment.clone());
+        Ok(plan)
     }
 
     /// How to start the spawner of `session_id`.
@@ -469,6 +518,7 @@ impl ShellSandbox {
             cgroup,
             limits: self.limits.child(),
             limits_name: self.limits.backend.name(),
+            environment: None,
         };
         match &self.choice {
             Choice::Bubblewrap => {
@@ -645,6 +695,7 @@ mod tests {
                 ws,
                 PermissionLevel::WorkspaceWrite,
                 false,
+                None,
             )
             .unwrap_err();
         assert!(
@@ -659,6 +710,7 @@ mod tests {
                 ws,
                 PermissionLevel::DangerFullAccess,
                 false,
+                None,
             )
             .unwrap();
         assert_eq!(full.kind(), SandboxKind::None);

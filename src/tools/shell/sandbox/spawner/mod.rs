@@ -64,6 +64,9 @@ pub(crate) struct SpawnerPlan {
     pub limits: ChildLimits,
     /// `cgroup v2`, `cgroup v1` or `rlimits`: the result's `limits` metadata.
     pub limits_name: &'static str,
+    /// The session's environment: commands' directories are its paths, `bash` is its shell,
+    /// its variables are set (DESIGN §12).
+    pub environment: Option<crate::tool::EnvironmentView>,
 }
 
 /// A running spawner of one session.
@@ -76,6 +79,7 @@ pub(crate) struct SessionSpawner {
     process: Mutex<Child>,
     stderr: Arc<SpawnerStderr>,
     _cgroup: Option<SessionCgroup>,
+    environment: Option<crate::tool::EnvironmentView>,
 }
 
 /// The last [`STDERR_KEPT`] bytes a spawner wrote to stderr, and whether it closed it.
@@ -182,7 +186,13 @@ impl SessionSpawner {
             process: Mutex::new(process),
             stderr,
             _cgroup: plan.cgroup,
+            environment: plan.environment,
         })
+    }
+
+    /// The environment the spawner runs in, if any.
+    pub(crate) fn environment(&self) -> Option<&crate::tool::EnvironmentView> {
+        self.environment.as_ref()
     }
 
     pub(crate) fn kind(&self) -> SandboxKind {
@@ -220,15 +230,36 @@ impl SessionSpawner {
         if more.len() > 2 {
             return Err(io::Error::other("at most two descriptors past stderr"));
         }
+        let mut argv = argv;
+        let mut variables: Vec<(OsString, OsString)> = Vec::new();
+        let cwd = match &self.environment {
+            Some(environment) => {
+                if argv.first().is_some_and(|a| a == "bash") {
+                    argv[0] = environment.shell.clone().into();
+                }
+                for entry in &environment.env {
+                    let (name, value) = entry.split_once('=').unwrap_or((entry, ""));
+                    variables.push((name.into(), value.into()));
+                }
+                environment.to_inside(cwd).ok_or_else(|| {
+                    io::Error::other(format!(
+                        "\"{}\" is not inside the session's environment",
+                        cwd.display()
+                    ))
+                })?
+            }
+            None => cwd.to_owned(),
+        };
+        variables.extend(
+            env.iter()
+                .map(|(name, value)| (OsString::from(name), OsString::from(value))),
+        );
         let request = Request {
-            cwd: cwd.to_owned(),
+            cwd,
             argv,
             report: !more.is_empty(),
             command: more.len() == 2,
-            env: env
-                .iter()
-                .map(|(name, value)| (OsString::from(name), OsString::from(value)))
-                .collect(),
+            env: variables,
         };
         let (reply, reply_theirs) = wire::seqpacket_pair()?;
         wire::pass_credentials(reply.as_raw_fd())?;

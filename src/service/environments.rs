@@ -1,0 +1,330 @@
+//! Environments at the façade (DESIGN §12): the image cache's operations for the doors
+//! (`POST /v1/images/pull`, `GET /v1/images`, `DELETE /v1/images/{digest}`), and what a
+//! session's creation does with `environment`: checks it, resolves its isolation tier and
+//! limits against `[environments]`, and leases its image (pulling it, with `image:pull`
+//! events, when the cache does not have it). A creation whose image cannot be had fails before
+//! anything of the session exists: no row, no workspace, no lease.
+//!
+//! Who may: pulling and listing are for admins and agents (observers read the list); deleting
+//! an image is for admins only, since the cache is shared by every principal's sessions.
+//! Deliberately absent: running anything in the environment (the tools and the sandbox).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{ServiceError, ToolService, error::ErrorCode};
+use crate::environment::{
+    EnvironmentRequest, ImageCache, ImageError, ImageInfo, ImageLease, Isolation, Limits, Network,
+    PullProgress,
+};
+use crate::event::{EventDraft, EventType};
+use crate::permission::{Principal, Role};
+
+/// What the service knows of `[environments]` and of this daemon's sandbox.
+#[derive(Clone)]
+pub struct Environments {
+    /// `None`: environments are refused (no image cache: tests and embedders).
+    pub cache: Option<ImageCache>,
+    pub default_isolation: Isolation,
+    /// What `auto` means on this daemon: `bwrap` where it works, else `landlock`.
+    pub auto_isolation: Isolation,
+    /// Tiers this daemon can run (`gvisor` only with `runsc`).
+    pub available: Vec<Isolation>,
+    pub default_limits: Limits,
+    pub max_limits: Limits,
+}
+
+impl Default for Environments {
+    fn default() -> Self {
+        Environments {
+            cache: None,
+            default_isolation: Isolation::Auto,
+            auto_isolation: Isolation::Landlock,
+            available: Vec::new(),
+            default_limits: Limits::default(),
+            max_limits: Limits::default(),
+        }
+    }
+}
+
+/// A session's environment as answers show it (`environment` in a session's JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The image's manifest digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The read-only root the session's filesystem is built on.
+    pub rootfs: PathBuf,
+    /// The tier taken (never `auto`).
+    pub isolation: Isolation,
+    pub network: Network,
+    pub limits: Limits,
+    pub workdir: PathBuf,
+    /// The image's `Env` with the request's `env` over it (`NAME=value`).
+    pub env: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_working_dir: Option<String>,
+}
+
+/// An environment made ready for a session: its answer and its hold on the image.
+pub(super) struct Prepared {
+    pub info: EnvironmentInfo,
+    pub lease: Option<ImageLease>,
+}
+
+/// An environment's filesystem mounted for a session: the image's root as the lower of a
+/// copy-on-write view (`workspace::view`) private to it, with the workspace at `workdir`.
+pub(super) struct Mounted {
+    pub view: crate::workspace::MountedView,
+    /// The workspace as the host sees it: the session's working directory.
+    pub working_directory: PathBuf,
+    pub tools: crate::tool::EnvironmentView,
+}
+
+impl ToolService {
+    /// Mounts session `id`'s environment under `<data_dir>/environments/<id>` (again after a
+    /// restart: the private upper is kept).
+    pub(super) fn mount_environment(
+        &self,
+        id: &str,
+        info: &EnvironmentInfo,
+    ) -> Result<Mounted, ServiceError> {
+        let base = self
+            .settings
+            .workspaces_dir
+            .parent()
+            .unwrap_or(&self.settings.workspaces_dir)
+            .join("environments")
+            .join(id);
+        let spec = crate::workspace::ViewSpec {
+            lowers: vec![info.rootfs.clone()],
+            private_dir: base.join("view"),
+            root: base.join("root"),
+        };
+        let mount = |method| crate::workspace::MountedView::mount(spec.clone(), method);
+        let view = mount(crate::workspace::ViewMethod::Overlay)
+            .or_else(|_| mount(crate::workspace::ViewMethod::FullCopy))
+            .map_err(|err| {
+                ServiceError::internal(format!("session \"{id}\"'s environment: {err}"))
+            })?;
+        let inside = crate::environment::spec::workdir_inside(&info.workdir)
+            .map_err(ServiceError::invalid)?;
+        let working_directory = spec.root.join(inside);
+        std::fs::create_dir_all(&working_directory).map_err(|err| {
+            ServiceError::internal(format!(
+                "cannot make the workspace \"{}\" in the environment: {err}",
+                info.workdir.display()
+            ))
+        })?;
+        // The sandbox's mount points, made in the session's upper so that bubblewrap finds them
+        // when the root is bound read-only.
+        let points = ["dev", "proc", "tmp", ".toold/lib"];
+        for point in points {
+            let _ = std::fs::create_dir_all(spec.root.join(point));
+        }
+        for file in [".toold/ld.so", ".toold/toold"] {
+            let path = spec.root.join(file);
+            if !path.exists() {
+                let _ = std::fs::write(&path, b"");
+            }
+        }
+        let bash = spec.root.join("bin/bash");
+        let shell = if std::fs::symlink_metadata(&bash).is_ok() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        };
+        let tools = crate::tool::EnvironmentView {
+            root: spec.root.clone(),
+            workdir: info.workdir.clone(),
+            env: info.env.clone(),
+            shell: PathBuf::from(shell),
+            isolation: info.isolation.as_str(),
+            writable_root: false,
+        };
+        Ok(Mounted {
+            view,
+            working_directory,
+            tools,
+        })
+    }
+}
+
+impl ToolService {
+    /// Uses `environments` for sessions that ask for one and for the image endpoints.
+    pub fn with_environments(mut self, environments: Environments) -> ToolService {
+        self.environments = environments;
+        self
+    }
+
+    /// Pulls `image` into the cache (even when cached: a tag may have moved).
+    pub async fn pull_image(
+        &self,
+        caller: &Principal,
+        image: &str,
+    ) -> Result<ImageInfo, ServiceError> {
+        self.authorize_write(caller)?;
+        let cache = self.image_cache()?;
+        let progress = self.pull_events("", &caller.name);
+        let result = cache.pull(image, &progress).await;
+        crate::telemetry::record_image_pull(result.is_ok());
+        result.map_err(image_error)
+    }
+
+    /// Every cached image.
+    pub fn list_images(&self, _caller: &Principal) -> Result<Vec<ImageInfo>, ServiceError> {
+        Ok(self.image_cache()?.list())
+    }
+
+    /// Removes a cached image no session uses (`conflict` while one does).
+    pub fn delete_image(
+        &self,
+        caller: &Principal,
+        digest: &str,
+    ) -> Result<ImageInfo, ServiceError> {
+        self.authorize_write(caller)?;
+        if caller.role != Role::Admin {
+            return Err(ServiceError::forbidden(format!(
+                "principal \"{}\" may not delete images: the cache is shared (admins only)",
+                caller.name
+            )));
+        }
+        self.image_cache()?.delete(digest).map_err(image_error)
+    }
+
+    /// A restored session's hold on the image it was created on (no pull: it was cached).
+    pub(super) fn relase(
+        &self,
+        info: &EnvironmentInfo,
+    ) -> Result<Option<ImageLease>, ServiceError> {
+        match (&info.digest, &self.environments.cache) {
+            (Some(digest), Some(cache)) => {
+                cache.lease_cached(digest).map(Some).map_err(image_error)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Bytes the image cache holds (for `/metrics`).
+    pub fn image_cache_bytes(&self) -> u64 {
+        self.environments
+            .cache
+            .as_ref()
+            .map_or(0, ImageCache::bytes)
+    }
+
+    /// Checks `request`, resolves it against `[environments]` and leases its image.
+    pub(super) async fn prepare_environment(
+        &self,
+        session_id: &str,
+        actor: &std::sync::Arc<str>,
+        request: &EnvironmentRequest,
+        rootfs: Option<PathBuf>,
+    ) -> Result<Prepared, ServiceError> {
+        request.check().map_err(ServiceError::invalid)?;
+        let settings = &self.environments;
+        let limits = request
+            .limits
+            .resolve(&settings.default_limits, &settings.max_limits)
+            .map_err(ServiceError::invalid)?;
+        let isolation = self.isolation(request.isolation)?;
+        let (lease, rootfs, image_env, user, working_dir) = match (&request.image, rootfs) {
+            (Some(image), _) => {
+                let cache = self.image_cache()?;
+                let progress = self.pull_events(session_id, actor);
+                let result = cache.lease(image, &progress).await;
+                let lease = result.map_err(image_error)?;
+                let info = lease.info.clone();
+                let rootfs = lease.rootfs.clone();
+                (Some(lease), rootfs, info.env, info.user, info.working_dir)
+            }
+            (None, Some(rootfs)) => (None, rootfs, Vec::new(), None, None),
+            (None, None) => return Err(ServiceError::invalid("environment: no root filesystem")),
+        };
+        let mut env = image_env;
+        for (name, value) in &request.env {
+            env.retain(|entry| entry.split('=').next() != Some(name.as_str()));
+            env.push(format!("{name}={value}"));
+        }
+        Ok(Prepared {
+            info: EnvironmentInfo {
+                image: request.image.clone(),
+                digest: lease.as_ref().map(|l| l.info.digest.clone()),
+                rootfs,
+                isolation,
+                network: request.network,
+                limits,
+                workdir: request.workdir(),
+                env,
+                user: request.user.clone().or(user),
+                image_working_dir: working_dir,
+            },
+            lease,
+        })
+    }
+
+    fn isolation(&self, asked: Option<Isolation>) -> Result<Isolation, ServiceError> {
+        let settings = &self.environments;
+        let tier = match asked.unwrap_or(settings.default_isolation) {
+            Isolation::Auto => settings.auto_isolation,
+            tier => tier,
+        };
+        if settings.available.contains(&tier) {
+            Ok(tier)
+        } else {
+            Err(ServiceError::invalid(format!(
+                "environment.isolation \"{}\" is not available on this daemon (available: {})",
+                tier.as_str(),
+                settings
+                    .available
+                    .iter()
+                    .map(|t| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    }
+
+    fn image_cache(&self) -> Result<&ImageCache, ServiceError> {
+        self.environments.cache.as_ref().ok_or_else(|| {
+            ServiceError::invalid("this daemon runs no environments (no image cache)")
+        })
+    }
+
+    /// A pull's progress as `image:pull` events (on `session_id`, empty for an ahead-of-time
+    /// pull).
+    fn pull_events<'a>(
+        &'a self,
+        session_id: &'a str,
+        actor: &'a std::sync::Arc<str>,
+    ) -> impl Fn(PullProgress) + Send + Sync + 'a {
+        move |progress: PullProgress| {
+            self.events.publish(
+                EventDraft::new(EventType::ImagePull, session_id)
+                    .actor(actor.clone())
+                    .data(serde_json::to_value(&progress).unwrap_or_else(|_| json!({}))),
+            );
+        }
+    }
+}
+
+/// An image cache error as the service's: unknown image 404, registry down or a digest that
+/// does not match 502, a bad reference 400, an image in use 409.
+pub(super) fn image_error(err: ImageError) -> ServiceError {
+    let code = match &err {
+        ImageError::InvalidReference(..) => ErrorCode::InvalidRequest,
+        ImageError::NotFound(_) | ImageError::UnknownDigest(_) => ErrorCode::NotFound,
+        ImageError::Unreachable(..) | ImageError::DigestMismatch(..) | ImageError::Registry(..) => {
+            ErrorCode::BadGateway
+        }
+        ImageError::InUse(..) => ErrorCode::Conflict,
+        ImageError::Unpack(..) => ErrorCode::Internal,
+    };
+    ServiceError::new(code, err.to_string())
+}
