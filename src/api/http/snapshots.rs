@@ -22,7 +22,7 @@ use crate::service::{
 type Service = State<Arc<ToolService>>;
 
 #[utoipa::path(post, path = "/v1/sessions/{id}/snapshots", tag = "snapshots", params(("id" = String, Path)),
-    request_body(content = SnapshotRequestBody, description = "optional; an empty body names nothing"),
+    request_body(content = Option<SnapshotRequestBody>, description = "optional; an empty body names nothing"),
     responses((status = 201, body = SnapshotBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn take(
     State(service): Service,

@@ -36,6 +36,7 @@ fn upload_body(body: Body) -> UploadBody {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PutQuery {
+    #[param(pattern = "^[0-7]{3,4}$")]
     mode: Option<String>,
 }
 
@@ -146,7 +147,9 @@ pub async fn get_nested_file(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveQuery {
+    #[param(min_length = 1)]
     path: Option<String>,
+    #[param(pattern = "^(tar|tar\\.gz)$")]
     format: Option<String>,
 }
 

@@ -336,4 +336,20 @@ async fn bad_environment_requests_are_refused_and_create_nothing() {
     assert_eq!(sessions(&toold).await, Vec::<Value>::new());
     assert_eq!(workspaces(&toold), Vec::<String>::new());
     assert_eq!(toold.get("/v1/images").await.body["images"], json!([]));
+    // A snapshot's layers are not yet stacked over an image's root: refused, not lost.
+    let plain = toold.post("/v1/sessions", &json!({})).await;
+    let plain_id = plain.body["id"].as_str().expect("a session id").to_owned();
+    let snapshot = toold
+        .post(&format!("/v1/sessions/{plain_id}/snapshots"), &json!({}))
+        .await;
+    assert_eq!(snapshot.status.as_u16(), 201, "{}", snapshot.body);
+    let body = json!({"environment": {"image": image}, "from_snapshot": snapshot.body["id"]});
+    let reply = toold.post("/v1/sessions", &body).await;
+    assert_eq!(reply.status.as_u16(), 400, "{body}: {}", reply.body);
+    assert!(
+        reply
+            .body
+            .to_string()
+            .contains("from_snapshot and environment")
+    );
 }
