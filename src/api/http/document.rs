@@ -100,6 +100,7 @@ fn refine(document: &mut Value, facts: &DocumentFacts) {
         }
     }
     audit_parameters(paths);
+    workspace_media(paths);
     link(
         paths,
         "/v1/sessions",
@@ -201,6 +202,28 @@ fn audit_parameters(paths: &mut serde_json::Map<String, Value>) {
                 parameter["schema"] = schema.clone();
             }
         }
+    }
+}
+
+/// The workspace endpoints' media: an archive comes as tar or (with `format=tar.gz`) gzip,
+/// and an upload's body may be empty (an empty file), which utoipa cannot say.
+fn workspace_media(paths: &mut serde_json::Map<String, Value>) {
+    let operation = |paths: &mut serde_json::Map<String, Value>, path: &str, method: &str| {
+        paths
+            .get_mut(path)
+            .and_then(|operations| operations.get_mut(method))
+            .map(Value::take)
+    };
+    if let Some(mut get) = operation(paths, "/v1/sessions/{id}/archive", "get") {
+        get["responses"]["200"]["content"] = json!({
+            "application/x-tar": {"schema": {"type": "string", "format": "binary"}},
+            "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+        });
+        paths["/v1/sessions/{id}/archive"]["get"] = get;
+    }
+    if let Some(mut put) = operation(paths, "/v1/sessions/{id}/files/{path}", "put") {
+        put["requestBody"]["required"] = json!(false);
+        paths["/v1/sessions/{id}/files/{path}"]["put"] = put;
     }
 }
 
