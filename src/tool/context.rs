@@ -123,6 +123,33 @@ impl EnvironmentView {
             .ok()
             .map(|rest| Path::new("/").join(rest))
     }
+
+    /// `text` with the host's path of the environment's root written as the environment sees
+    /// it (`/…/environments/sess_…/root/etc/x` as `/etc/x`, the root alone as `/`): an answer
+    /// speaks of the environment's paths, never of the host's.
+    pub fn inside_paths<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let Some(root) = self.root.to_str().filter(|root| text.contains(*root)) else {
+            return std::borrow::Cow::Borrowed(text);
+        };
+        let root = root.trim_end_matches('/');
+        std::borrow::Cow::Owned(text.replace(&format!("{root}/"), "/").replace(root, "/"))
+    }
+
+    /// [`EnvironmentView::inside_paths`] of every string in `value`.
+    pub fn inside_paths_of(&self, value: &mut Value) {
+        match value {
+            Value::String(text) => {
+                if let std::borrow::Cow::Owned(inside) = self.inside_paths(text) {
+                    *text = inside;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.inside_paths_of(item)),
+            Value::Object(fields) => fields
+                .values_mut()
+                .for_each(|field| self.inside_paths_of(field)),
+            _ => {}
+        }
+    }
 }
 
 /// A shared session is a view of it (so `&Arc<SessionState>` passes where a view is asked).

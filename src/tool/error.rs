@@ -130,6 +130,16 @@ impl ToolError {
             | ToolError::Timeout(m) => m,
         }
     }
+
+    /// The same error with its message rewritten by `rewrite`.
+    pub fn map_message(self, rewrite: impl FnOnce(String) -> String) -> ToolError {
+        match self {
+            ToolError::Validation(m) => ToolError::Validation(rewrite(m)),
+            ToolError::RequiresInteraction(m) => ToolError::RequiresInteraction(rewrite(m)),
+            ToolError::Execution(m) => ToolError::Execution(rewrite(m)),
+            ToolError::Timeout(m) => ToolError::Timeout(rewrite(m)),
+        }
+    }
 }
 
 #[cfg(test)]

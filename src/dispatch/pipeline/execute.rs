@@ -24,7 +24,10 @@ use tower::Service;
 use super::{CallOutcome, CallRequest, SpilledResult};
 use crate::dispatch::DispatchSettings;
 use crate::session::GateAccess;
-use crate::tool::{ErrorKind, InterruptBehavior, SpilledOutput, ToolError, ToolOutput, ToolResult};
+use crate::tool::{
+    EnvironmentView, ErrorKind, InterruptBehavior, SessionView, SpilledOutput, ToolError,
+    ToolOutput, ToolResult,
+};
 
 #[derive(Clone)]
 pub struct Execute {
@@ -181,6 +184,10 @@ fn finish(
     finished: Finished,
     stop: Option<Stop>,
 ) -> Box<CallOutcome> {
+    let finished = match request.session.environment() {
+        Some(environment) => in_environment_terms(finished, environment),
+        None => finished,
+    };
     let mut result = ToolResult::refused(&request.call, ErrorKind::Execution, "");
     let mut context_updates = Vec::new();
     let mut spill = None;
@@ -245,6 +252,32 @@ fn finish(
         additional_context: Vec::new(),
         spill,
         trace_id: None,
+    })
+}
+
+/// What a tool of an environment session answered, with the host's path of the environment's
+/// root written as the environment sees it (DESIGN §12: paths are the environment's), in its
+/// text, its error and the strings of its structured content and metadata. A spilled
+/// output's file is left as written: the tools whose output grows that large (the searches,
+/// `bash`) already speak the environment's paths.
+fn in_environment_terms(finished: Finished, environment: &EnvironmentView) -> Finished {
+    let inside = |text: String| match environment.inside_paths(&text) {
+        std::borrow::Cow::Owned(inside) => inside,
+        std::borrow::Cow::Borrowed(_) => text,
+    };
+    finished.map(|answered| match answered {
+        Ok(mut output) => {
+            output.text = inside(std::mem::take(&mut output.text));
+            if let Some(structured) = &mut output.structured {
+                environment.inside_paths_of(structured);
+            }
+            output
+                .metadata
+                .values_mut()
+                .for_each(|value| environment.inside_paths_of(value));
+            Ok(output)
+        }
+        Err(err) => Err(err.map_message(inside)),
     })
 }
 

@@ -32,7 +32,8 @@ use crate::tools::paths;
 
 /// A resolved, existing search root.
 pub(super) struct SearchRoot {
-    /// Absolute, symlinks resolved when the call ran: what results show.
+    /// Absolute, symlinks resolved when the call ran: what results show (in an environment,
+    /// as the environment sees it).
     pub path: PathBuf,
     /// As the call gave it (for messages).
     pub shown: String,
@@ -64,6 +65,9 @@ pub(super) fn search_root(input: &Value, ctx: &ToolContext) -> Result<SearchRoot
     } else {
         working_directory.display().to_string()
     };
+    if let Some(environment) = ctx.session.environment() {
+        return in_environment(input, ctx, environment, shown, &workspace);
+    }
     if ctx.authorized >= PermissionLevel::DangerFullAccess {
         let path = if has_path(input) {
             paths::resolve_for_execution(input, PATH_FIELD, ctx)?.path
@@ -78,6 +82,36 @@ pub(super) fn search_root(input: &Value, ctx: &ToolContext) -> Result<SearchRoot
         Location::beneath(workspace.clone(), workspace.clone()).ok_or_else(|| outside(&shown))?
     };
     SearchRoot::pin(&location, shown, &workspace)
+}
+
+/// Where a search starts in an environment (DESIGN §12): anywhere inside it whatever the mode
+/// (a read anywhere inside is a read; `Location::resolve` opens beneath the environment's
+/// root, so nothing of the host is reached, not even by a link made inside), always pinned.
+/// A root below the workspace keeps the workspace as what globs are relative to; a root
+/// elsewhere (`/etc`) is its own. Results show the environment's paths (`/etc/os-release`).
+fn in_environment(
+    input: &Value,
+    ctx: &ToolContext,
+    environment: &crate::tool::EnvironmentView,
+    shown: String,
+    workspace: &Path,
+) -> Result<SearchRoot, ToolError> {
+    let location = if has_path(input) {
+        Location::resolve(input, PATH_FIELD, ctx)?
+    } else {
+        Location::beneath(workspace.to_path_buf(), environment.root.clone())
+            .ok_or_else(|| outside(&shown))?
+    };
+    let base = if location.path.starts_with(workspace) {
+        workspace
+    } else {
+        &location.path
+    };
+    let mut root = SearchRoot::pin(&location, shown, base)?;
+    if let Some(inside) = environment.to_inside(&root.path) {
+        root.path = inside;
+    }
+    Ok(root)
 }
 
 fn outside(shown: &str) -> ToolError {
