@@ -135,14 +135,18 @@ impl EnvironmentView {
         std::borrow::Cow::Owned(text.replace(&format!("{root}/"), "/").replace(root, "/"))
     }
 
+    /// [`EnvironmentView::inside_paths`] of an owned text (not copied when nothing changes).
+    pub fn into_inside_paths(&self, text: String) -> String {
+        match self.inside_paths(&text) {
+            std::borrow::Cow::Owned(inside) => inside,
+            std::borrow::Cow::Borrowed(_) => text,
+        }
+    }
+
     /// [`EnvironmentView::inside_paths`] of every string in `value`.
     pub fn inside_paths_of(&self, value: &mut Value) {
         match value {
-            Value::String(text) => {
-                if let std::borrow::Cow::Owned(inside) = self.inside_paths(text) {
-                    *text = inside;
-                }
-            }
+            Value::String(text) => *text = self.into_inside_paths(std::mem::take(text)),
             Value::Array(items) => items.iter_mut().for_each(|item| self.inside_paths_of(item)),
             Value::Object(fields) => fields
                 .values_mut()

@@ -261,10 +261,7 @@ fn finish(
 /// output's file is left as written: the tools whose output grows that large (the searches,
 /// `bash`) already speak the environment's paths.
 fn in_environment_terms(finished: Finished, environment: &EnvironmentView) -> Finished {
-    let inside = |text: String| match environment.inside_paths(&text) {
-        std::borrow::Cow::Owned(inside) => inside,
-        std::borrow::Cow::Borrowed(_) => text,
-    };
+    let inside = |text| environment.into_inside_paths(text);
     finished.map(|answered| match answered {
         Ok(mut output) => {
             output.text = inside(std::mem::take(&mut output.text));

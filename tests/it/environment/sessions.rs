@@ -169,6 +169,13 @@ async fn a_write_outside_the_workspace_stays_in_its_session() {
 
 /// The host's path of anything under the daemon's data directory (where every environment's
 /// root lives) must never be in an answer.
+/// `name` called with `input` in session `id`; its answer, checked to hold no host path.
+async fn answer(toold: &Toold, id: &str, name: &str, input: Value) -> Value {
+    let result = toold.call_one(id, name, input).await;
+    assert_no_host_path(toold, &result);
+    result
+}
+
 fn assert_no_host_path(toold: &Toold, result: &Value) {
     let dir = toold.dir.path().canonicalize().unwrap();
     for host in [dir.as_path(), toold.dir.path()] {
@@ -196,86 +203,76 @@ async fn searches_notebooks_and_answers_speak_the_environments_paths() {
 
     // A search outside the workspace is a read anywhere inside the environment: the image's
     // /etc, shown as the environment's paths.
-    let found = toold
-        .call_one(
-            &id,
-            "grep_search",
-            json!({"pattern": "toold-busybox", "path": "/etc", "output_mode": "files_with_matches"}),
-        )
-        .await;
+    let found = answer(
+        &toold,
+        &id,
+        "grep_search",
+        json!({"pattern": "toold-busybox", "path": "/etc", "output_mode": "files_with_matches"}),
+    )
+    .await;
     assert_eq!(found["is_error"], false, "{found}");
     assert!(text(&found).contains("/etc/os-release"), "{found}");
-    assert_no_host_path(&toold, &found);
-    let globbed = toold
-        .call_one(
-            &id,
-            "glob_search",
-            json!({"pattern": "marker", "path": "/etc"}),
-        )
-        .await;
+    let globbed = answer(
+        &toold,
+        &id,
+        "glob_search",
+        json!({"pattern": "marker", "path": "/etc"}),
+    )
+    .await;
     assert_eq!(globbed["is_error"], false, "{globbed}");
     assert!(text(&globbed).contains("/etc/marker"), "{globbed}");
-    assert_no_host_path(&toold, &globbed);
     // In the workspace, with no path and with one below it.
     for input in [
         json!({"pattern": "needle-in-src"}),
         json!({"pattern": "needle", "path": "src"}),
     ] {
-        let found = toold.call_one(&id, "grep_search", input.clone()).await;
+        let found = answer(&toold, &id, "grep_search", input.clone()).await;
         assert_eq!(found["is_error"], false, "{input}: {found}");
         assert!(
             text(&found).contains("/workspace/src/a.txt"),
             "{input}: {found}"
         );
-        assert_no_host_path(&toold, &found);
     }
-    let globbed = toold
-        .call_one(&id, "glob_search", json!({"pattern": "**/*.txt"}))
-        .await;
+    let globbed = answer(&toold, &id, "glob_search", json!({"pattern": "**/*.txt"})).await;
     assert!(text(&globbed).contains("/workspace/src/a.txt"), "{globbed}");
-    assert_no_host_path(&toold, &globbed);
     // Nothing of the host: its root, and a link made inside that points at a host path.
     bash(&toold, &id, "ln -s /etc src/etc-link").await;
-    let escape = toold
-        .call_one(
-            &id,
-            "grep_search",
-            json!({"pattern": "root", "path": "/../../../../etc"}),
-        )
-        .await;
+    let escape = answer(
+        &toold,
+        &id,
+        "grep_search",
+        json!({"pattern": "root", "path": "/../../../../etc"}),
+    )
+    .await;
     assert_eq!(escape["is_error"], true, "{escape}");
-    assert_no_host_path(&toold, &escape);
-    let linked = toold
-        .call_one(
-            &id,
-            "grep_search",
-            json!({"pattern": "toold-busybox", "path": "src/etc-link"}),
-        )
-        .await;
+    let linked = answer(
+        &toold,
+        &id,
+        "grep_search",
+        json!({"pattern": "toold-busybox", "path": "src/etc-link"}),
+    )
+    .await;
     // The link is the environment's /etc (resolved inside it), never the host's.
     assert!(!text(&linked).contains("Debian"), "{linked}");
-    assert_no_host_path(&toold, &linked);
 
     // The file tools' answers name the environment's paths.
-    let created = toold
-        .call_one(
-            &id,
-            "write_file",
-            json!({"file_path": "notes.txt", "content": "one\n"}),
-        )
-        .await;
+    let created = answer(
+        &toold,
+        &id,
+        "write_file",
+        json!({"file_path": "notes.txt", "content": "one\n"}),
+    )
+    .await;
     assert_eq!(created["is_error"], false, "{created}");
     assert!(text(&created).contains("/workspace/notes.txt"), "{created}");
-    assert_no_host_path(&toold, &created);
-    let edited = toold
-        .call_one(
-            &id,
-            "edit_file",
-            json!({"file_path": "/workspace/notes.txt", "old_string": "one", "new_string": "two"}),
-        )
-        .await;
+    let edited = answer(
+        &toold,
+        &id,
+        "edit_file",
+        json!({"file_path": "/workspace/notes.txt", "old_string": "one", "new_string": "two"}),
+    )
+    .await;
     assert_eq!(edited["is_error"], false, "{edited}");
-    assert_no_host_path(&toold, &edited);
     let missing = read(&toold, &id, "/etc/none").await;
     assert_eq!(missing["is_error"], true, "{missing}");
     assert_no_host_path(&toold, &missing);
@@ -283,21 +280,20 @@ async fn searches_notebooks_and_answers_speak_the_environments_paths() {
     // A notebook by its absolute environment path, seen by bash.
     let notebook = json!({"cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "source": ["print(1)"], "outputs": [], "execution_count": null}],
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5});
-    toold
-        .call_one(
-            &id,
-            "write_file",
-            json!({"file_path": "/workspace/n.ipynb", "content": notebook.to_string()}),
-        )
-        .await;
-    let cell = toold
-        .call_one(
-            &id,
-            "notebook_edit",
-            json!({"notebook_path": "/workspace/n.ipynb", "cell_id": "c1", "new_source": "print(2)"}),
-        )
-        .await;
+    answer(
+        &toold,
+        &id,
+        "write_file",
+        json!({"file_path": "/workspace/n.ipynb", "content": notebook.to_string()}),
+    )
+    .await;
+    let cell = answer(
+        &toold,
+        &id,
+        "notebook_edit",
+        json!({"notebook_path": "/workspace/n.ipynb", "cell_id": "c1", "new_source": "print(2)"}),
+    )
+    .await;
     assert_eq!(cell["is_error"], false, "{cell}");
-    assert_no_host_path(&toold, &cell);
     assert!(text(&bash(&toold, &id, "cat /workspace/n.ipynb").await).contains("print(2)"));
 }
