@@ -34,7 +34,7 @@
 //! (`load/forward.rs`), `providers` only a provided tool's cost beside `read_file`
 //! (`load/providers.rs`), `roles` only what tokens and roles add to a single call
 //! (`load/roles.rs`), `jwt` an OIDC access token's cost against a static token's
-//! (`load/jwt.rs`), `idle` only what an idle gap before a call costs it (`load/idle.rs`),
+//! (`load/jwt.rs`), `indexes` what the audit queries' indexes cost a call (`load/indexes.rs`), `idle` only what an idle gap before a call costs it (`load/idle.rs`),
 //! and `soak` only the soak (`load/soak.rs`: `TOOLD_SOAK_SECS`, default
 //! 600, at 80% of the measured batch throughput with malformed requests mixed in), without
 //! the starts. The daemon inherits the environment, so the `[limits]` can be measured on by
@@ -53,6 +53,8 @@ mod forward;
 mod grpc;
 #[path = "load/idle.rs"]
 mod idle;
+#[path = "load/indexes.rs"]
+mod indexes;
 #[path = "load/jwt.rs"]
 mod jwt;
 #[path = "load/mcp.rs"]
@@ -137,6 +139,10 @@ async fn run() {
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "roles") {
         roles::measure().await;
+        return;
+    }
+    if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "indexes") {
+        indexes::measure().await;
         return;
     }
     if std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "jwt") {

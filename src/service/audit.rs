@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use futures::{Stream, TryStreamExt};
+use futures::Stream;
 
 use super::access::{Access, in_scope, unknown_session};
 use super::{Closed, ServiceError, ToolService};
@@ -46,16 +46,19 @@ impl ToolService {
     }
 
     /// Every row `filter` selects that `caller` may see, newest first, a page at a time
-    /// from the store, each with its offloaded output when `with_output` (the store keeps
-    /// no other output: a call's inline result went to its client). Who may see what is
-    /// checked before the first row (an error then comes back here, before anything is sent).
+    /// from the store (one item a page, so that a door encodes a page into one chunk), each
+    /// row with its offloaded output when `with_output` (the store keeps no other output: a
+    /// call's inline result went to its client). Who may see what is checked before the
+    /// first row (an error then comes back here, before anything is sent).
     pub async fn export_calls(
         &self,
         caller: &Principal,
         filter: CallFilter,
         with_output: bool,
-    ) -> Result<impl Stream<Item = Result<ExportedCall, ServiceError>> + Send + 'static, ServiceError>
-    {
+    ) -> Result<
+        impl Stream<Item = Result<Vec<ExportedCall>, ServiceError>> + Send + 'static,
+        ServiceError,
+    > {
         let query = self
             .visible(
                 caller,
@@ -68,7 +71,7 @@ impl ToolService {
             )
             .await?;
         let store = Arc::clone(&self.store);
-        let pages = futures::stream::try_unfold(Some(query), move |query| {
+        Ok(futures::stream::try_unfold(Some(query), move |query| {
             let store = Arc::clone(&store);
             async move {
                 let Some(query) = query else {
@@ -79,16 +82,8 @@ impl ToolService {
                     after: Some(cursor),
                     ..query
                 });
-                Ok::<_, ServiceError>(Some((page.rows, next)))
-            }
-        });
-        let outputs = Arc::clone(&self.store);
-        Ok(pages
-            .map_ok(|rows| futures::stream::iter(rows.into_iter().map(Ok)))
-            .try_flatten()
-            .and_then(move |row| {
-                let store = Arc::clone(&outputs);
-                async move {
+                let mut exported = Vec::with_capacity(page.rows.len());
+                for row in page.rows {
                     let output = match (&row.record.offloaded, with_output) {
                         (Some(offloaded), true) => store
                             .read(&offloaded.result_id, 0, offloaded.total_chars)
@@ -97,9 +92,11 @@ impl ToolService {
                             .map(|page| page.content),
                         _ => None,
                     };
-                    Ok(ExportedCall { row, output })
+                    exported.push(ExportedCall { row, output });
                 }
-            }))
+                Ok::<_, ServiceError>(Some((exported, next)))
+            }
+        }))
     }
 
     /// `query` narrowed to the rows `caller` may see; `not_found` for a named session it

@@ -2,7 +2,9 @@
 //! ([`CallFilter`]), in which order and from where ([`CallQuery`]), and the one SQL both
 //! dialects run for it, built here from the filters given (only those become conditions, so
 //! each dialect's planner can use the index of the most selective one; the indexes are in
-//! `migrations/sqlite/0010_audit_queries.sql` and `migrations/postgres/0007_audit_queries.sql`).
+//! `migrations/sqlite/0010_audit_queries.sql` and `migrations/postgres/0007_audit_queries.sql`,
+//! those for a decision with a tool in `migrations/sqlite/0011_audit_decision_tool.sql` and
+//! `migrations/postgres/0008_audit_decision_tool.sql`).
 //!
 //! Paging is keyset on `cursor`, the insertion-ordered key each dialect gives a row when it
 //! is committed (SQLite: max + 1 on its one writer thread; Postgres: an identity drawn by its
@@ -26,7 +28,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr};
 use super::columns::millis;
 use super::reads::{Bind, CALL_COLUMNS, RunReads};
 use super::rows::call_row;
-use super::{CallPage, StoreError};
+use super::{CallPage, CallRow, StoreError};
 use crate::tool::ErrorKind;
 
 /// The most rows one [`CallQuery`] returns.
@@ -104,33 +106,61 @@ pub struct CallQuery {
 }
 
 /// Runs `query` on a dialect's read pool.
+///
+/// `tool` matches the resolved or the requested name. An `OR` of the two would keep either
+/// dialect from walking an index that ends in the cursor (SQLite sorted every `bash` row of
+/// ten million for one page: 3.1 s), so the query is two keyset walks instead, one per name,
+/// each stopping after a page, put together in cursor order (`UNION ALL`: Postgres cannot
+/// compare the JSON columns a `UNION` would) and a row both walks found kept once.
 pub(crate) async fn filtered_calls<S: RunReads + ?Sized>(
     store: &S,
     query: &CallQuery,
 ) -> Result<CallPage, StoreError> {
     let limit = query.limit.min(MAX_CALL_PAGE);
-    let (mut sql, mut binds) = select(&query.filter);
+    let (conditions, mut binds) = conditions(&query.filter);
     let (comparison, direction) = match query.order {
         CallOrder::NewestFirst => ("<", "DESC"),
         CallOrder::OldestFirst => (">", "ASC"),
     };
+    let mut walk = format!("SELECT {CALL_COLUMNS} FROM calls WHERE TRUE{conditions}");
     if let Some(after) = query.after {
         binds.push(Bind::Integer(after));
-        let _ = write!(sql, " AND cursor {comparison} ${}", binds.len());
+        let _ = write!(walk, " AND cursor {comparison} ${}", binds.len());
     }
     // One more than asked tells whether another page follows.
     binds.push(Bind::Integer(i64::from(limit) + 1));
-    let _ = write!(sql, " ORDER BY cursor {direction} LIMIT ${}", binds.len());
+    let order = format!(" ORDER BY cursor {direction}");
+    let page = format!("{order} LIMIT ${}", binds.len());
+    let sql = match query.filter.tool.as_deref() {
+        None => format!("{walk}{page}"),
+        Some(tool) => {
+            binds.push(Bind::Chosen(tool));
+            let name = binds.len();
+            // Not limited again: a row both walks found counts once, after the merge.
+            format!(
+                "SELECT * FROM ({walk} AND tool = ${name}{page}) AS by_tool \
+                 UNION ALL SELECT * FROM ({walk} AND requested_name = ${name}{page}) \
+                 AS by_requested_name{order}"
+            )
+        }
+    };
     let context = || format!("listing calls matching {:?}", query.filter);
-    // Only the fixed fragments of `select` make the text; every value is bound.
+    // Only the fixed fragments of `conditions` make the text; every value is bound.
     let sql = AssertSqlSafe(sql).into_sql_str();
     let fetched = store.fetch_all(sql, &binds, &context).await?;
-    let more = fetched.len() > limit as usize;
-    let rows = fetched
-        .iter()
-        .take(limit as usize)
-        .map(call_row)
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = Vec::with_capacity(fetched.len().min(limit as usize + 1));
+    for row in &fetched {
+        let row = call_row(row)?;
+        // In cursor order, a row both walks found comes twice in a row.
+        if rows
+            .last()
+            .is_none_or(|last: &CallRow| last.cursor != row.cursor)
+        {
+            rows.push(row);
+        }
+    }
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
     // An empty page that says rows remain (limit 0) continues from where it started.
     let start = match query.order {
         CallOrder::NewestFirst => i64::MAX,
@@ -143,15 +173,13 @@ pub(crate) async fn filtered_calls<S: RunReads + ?Sized>(
     Ok(CallPage { rows, next_cursor })
 }
 
-/// `SELECT … FROM calls WHERE …` for `filter`, with its binds numbered from `$1`.
-fn select(filter: &CallFilter) -> (String, Vec<Bind<'_>>) {
-    let mut sql = format!("SELECT {CALL_COLUMNS} FROM calls WHERE TRUE");
+/// ` AND …` for every filter given but `tool` (see [`filtered_calls`]), with its binds
+/// numbered from `$1`.
+fn conditions(filter: &CallFilter) -> (String, Vec<Bind<'_>>) {
+    let mut sql = String::new();
     let mut binds = Vec::new();
     fn text(value: &Option<String>) -> Option<Bind<'_>> {
         value.as_deref().map(Bind::Text)
-    }
-    fn chosen(value: &Option<String>) -> Option<Bind<'_>> {
-        value.as_deref().map(Bind::Chosen)
     }
     let conditions = [
         ("session_id = ?", text(&filter.session_id)),
@@ -161,7 +189,6 @@ fn select(filter: &CallFilter) -> (String, Vec<Bind<'_>>) {
         ),
         ("batch_id = ?", text(&filter.batch_id)),
         ("principal = ?", text(&filter.principal)),
-        ("(tool = ? OR requested_name = ?)", chosen(&filter.tool)),
         (
             "decision_kind = ?",
             filter.decision.map(|d| Bind::Text(d.as_str())),

@@ -29,7 +29,7 @@ use utoipa::IntoParams;
 
 use super::error::{ApiError, ApiQuery};
 use super::openapi::{CallsPage, ErrorBody};
-use super::sessions::call_json;
+use super::sessions::{CallJson, call_json};
 use crate::permission::Principal;
 use crate::service::{ErrorCode, ExportedCall, ToolService};
 use crate::store::{CallDecision, CallFilter, CallOrder, CallQuery, MAX_CALL_PAGE};
@@ -264,8 +264,15 @@ pub async fn export(
     let header = shape
         .csv
         .then(|| Ok(Bytes::from(csv_line(&csv_header(shape)))));
-    let body = futures::stream::iter(header).chain(rows.map(move |row| match row {
-        Ok(row) => Ok(Bytes::from(encode(&row, shape))),
+    // A page of rows is one chunk of the body: a frame per row cost more than its encoding.
+    let body = futures::stream::iter(header).chain(rows.map(move |page| match page {
+        Ok(page) => {
+            let mut chunk = Vec::new();
+            for row in &page {
+                encode(&mut chunk, row, shape);
+            }
+            Ok(Bytes::from(chunk))
+        }
         Err(err) => {
             tracing::warn!(error = %err, "an audit export failed part way");
             Err(std::io::Error::other(err.to_string()))
@@ -294,22 +301,19 @@ fn csv_header(shape: ExportShape) -> Vec<String> {
     columns
 }
 
-/// One row of the export, line ending included.
-fn encode(exported: &ExportedCall, shape: ExportShape) -> Vec<u8> {
-    let mut object = call_json(&exported.row);
-    if let Value::Object(fields) = &mut object {
-        if !shape.input {
-            fields.remove("input");
-        }
-        if shape.output {
-            fields.insert("output".to_owned(), json!(exported.output));
-        }
+/// One row of the export, line ending included, appended to `out`.
+fn encode(out: &mut Vec<u8>, exported: &ExportedCall, shape: ExportShape) {
+    let mut row = CallJson::of(&exported.row, shape.input);
+    if shape.output {
+        row.output = Some(exported.output.as_deref());
     }
     if !shape.csv {
-        let mut line = object.to_string().into_bytes();
-        line.push(b'\n');
-        return line;
+        // Writing to a `Vec` cannot fail, nor can serializing the row (see `call_json`).
+        let _ = serde_json::to_writer(&mut *out, &row);
+        out.push(b'\n');
+        return;
     }
+    let object = serde_json::to_value(&row).unwrap_or(Value::Null);
     let record = &exported.row.record;
     let text = |value: &Value| match value {
         Value::Null => String::new(),
@@ -339,7 +343,7 @@ fn encode(exported: &ExportedCall, shape: ExportShape) -> Vec<u8> {
     if shape.output {
         cells.push(exported.output.clone().unwrap_or_default());
     }
-    csv_line(&cells)
+    out.extend_from_slice(&csv_line(&cells));
 }
 
 /// One CSV record (RFC 4180 quoting, by the `csv` crate), line ending included.
