@@ -3,9 +3,10 @@
 //!
 //! [`router`] builds the gRPC routes as an axum router behind the gRPC gates (`gates.rs`);
 //! `api::listener` sends every request whose content type is `application/grpc*` here and the
-//! rest to the HTTP app. Each RPC (`sessions.rs`, `batches.rs`, `events.rs`) only
-//! translates messages to and from [`crate::service`] calls; errors go through the one table
-//! in `api` ([`crate::api::grpc_code`]). Not here: any rule about sessions, batches or events.
+//! rest to the HTTP app. Each RPC (`sessions.rs`, `batches.rs`, `events.rs`, `providers.rs`,
+//! `files.rs`) only translates messages to and from [`crate::service`] calls; errors go
+//! through the one table in `api` ([`crate::api::grpc_code`]). Not here: any rule about
+//! sessions, batches, events, files or snapshots.
 
 /// Returns the answer of the daemon that runs what an RPC concerns, when that is not this one
 /// (`api::forward`); otherwise carries on. `$message` moves only when forwarded.
@@ -20,6 +21,7 @@ macro_rules! forward_rpc {
 
 mod batches;
 mod events;
+mod files;
 mod gates;
 mod providers;
 mod sessions;
@@ -113,12 +115,14 @@ pub async fn router(
         ))
 }
 
-/// The RPCs, each a one-line hand-off to its translation (in `sessions`, `batches`, `events`).
+/// The RPCs, each a one-line hand-off to its translation (in `sessions`, `batches`, `events`,
+/// `providers`, `files`).
 #[tonic::async_trait]
 impl proto::tool_service_server::ToolService for GrpcDoor {
     type ExecuteStream = batches::ExecuteResponses;
     type SubscribeStream = events::EventStream;
     type ProvideToolsStream = providers::ProvideToolsResponses;
+    type GetFileStream = files::GetFileResponses;
 
     async fn create_session(
         &self,
@@ -202,6 +206,34 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
         request: Request<proto::ListProvidersRequest>,
     ) -> Result<Response<proto::ListProvidersResponse>, Status> {
         GrpcDoor::list_providers(self, request).await
+    }
+
+    async fn put_file(
+        &self,
+        request: Request<Streaming<proto::PutFileRequest>>,
+    ) -> Result<Response<proto::PutFileResponse>, Status> {
+        GrpcDoor::put_file(self, request).await
+    }
+
+    async fn get_file(
+        &self,
+        request: Request<proto::GetFileRequest>,
+    ) -> Result<Response<Self::GetFileStream>, Status> {
+        GrpcDoor::get_file(self, request).await
+    }
+
+    async fn snapshot(
+        &self,
+        request: Request<proto::SnapshotRequest>,
+    ) -> Result<Response<proto::SnapshotResponse>, Status> {
+        GrpcDoor::snapshot(self, request).await
+    }
+
+    async fn fork(
+        &self,
+        request: Request<proto::ForkRequest>,
+    ) -> Result<Response<proto::ForkResponse>, Status> {
+        GrpcDoor::fork(self, request).await
     }
 }
 

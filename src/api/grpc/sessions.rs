@@ -175,7 +175,7 @@ fn create_request(request: proto::CreateSessionRequest) -> Result<CreateSessionR
         .map_err(|err| invalid(format!("invalid session request: {err}")))
 }
 
-fn session(info: SessionInfo) -> proto::Session {
+pub(super) fn session(info: SessionInfo) -> proto::Session {
     proto::Session {
         id: info.id,
         working_directory: info.working_directory.display().to_string(),
