@@ -18,7 +18,8 @@
 //! - No fleet secret, no forwarding: requests for another daemon's session are refused as
 //!   before (409 naming the owner), so an unconfigured internal address is not an open door.
 //! - What is forwarded: everything that needs the live session (batches, streamed or not, and
-//!   reading one back, tools, interrupt, approvals, close, `/v1/sessions/{id}/mcp`) and, past
+//!   reading one back, tools, interrupt, approvals, close, files and archives in and out,
+//!   snapshots and forks, `/v1/sessions/{id}/mcp`) and, past
 //!   `max_sessions`, a create. Reads any daemon answers from the store (a session's
 //!   description, its audit log, its events, results) are not.
 //! - Timeouts: connecting to the owner gives up after [`CONNECT_TIMEOUT`] (then 503 with

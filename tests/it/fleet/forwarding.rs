@@ -1,6 +1,7 @@
 //! Forwarding between two real daemons with a fleet secret on one Postgres schema: what B is
 //! sent for A's session (batches plain, streamed and keyed, tools, interrupt; gRPC
-//! `ExecuteBatch`, `Execute`, `ListTools`) runs on A and comes back unchanged; a hop without
+//! `ExecuteBatch`, `Execute`, `ListTools`, `PutFile`, `GetFile`, `Snapshot`, `Fork`) runs on A
+//! and comes back unchanged; a hop without
 //! the right secret is refused by A and nothing runs; a hop for a session its receiver does
 //! not run is 503 with `Retry-After`, never forwarded again; past `max_sessions` a new session
 //! is created on the daemon with fewer.
@@ -254,6 +255,73 @@ async fn grpc_rpcs_sent_to_b_for_as_session_are_relayed_to_a() {
     let rows = audit_rows(a, &session).await;
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|row| row["node"] == a_node.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_transfers_sent_to_b_for_as_session_are_relayed_to_a() {
+    use crate::grpc::files::{file, get, put, target};
+    let Some(pair) = pair("").await else {
+        return;
+    };
+    let Pair { a, b, .. } = &pair;
+    let session = a.session().await;
+    let a_node = owner(a, &session).await;
+    let mut on_b = grpc(b).await;
+    // Several chunks, so the relay carries a stream and not only its first message.
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let put_answer = put(
+        &mut on_b,
+        tonic::Request::new(target(&session, "blob.bin")),
+        &data,
+    )
+    .await
+    .expect("relayed to A");
+    assert_eq!(put_answer.bytes, data.len() as u64);
+    let (_, on_a, body) =
+        crate::workspace::get_bytes(a, &format!("/v1/sessions/{session}/files/blob.bin"), &[])
+            .await;
+    assert!(on_a.contains_key("etag"));
+    assert!(body == data, "A holds what B was sent");
+    let range = proto::GetFileRequest {
+        offset: 10,
+        length: 100,
+        ..file(&session, "blob.bin")
+    };
+    let (head, part) = get(&mut on_b, tonic::Request::new(range))
+        .await
+        .expect("relayed to A");
+    assert_eq!(part, data[10..110]);
+    assert_eq!(head.etag, on_a["etag"].to_str().unwrap());
+    let snapshot = on_b
+        .snapshot(proto::SnapshotRequest {
+            session_id: session.clone(),
+            name: "via b".into(),
+        })
+        .await
+        .expect("relayed to A")
+        .into_inner();
+    assert_eq!(snapshot.session_id, session);
+    let forked = on_b
+        .fork(proto::ForkRequest {
+            session_id: session.clone(),
+            count: 1,
+            name: String::new(),
+        })
+        .await
+        .expect("relayed to A")
+        .into_inner();
+    let fork = &forked.sessions[0];
+    assert_eq!(fork.owner, a_node, "the fork runs where its parent does");
+    let (_, bytes) = get(&mut on_b, tonic::Request::new(file(&fork.id, "blob.bin")))
+        .await
+        .expect("relayed to A");
+    assert!(bytes == data, "the fork sees its parent's file");
+    let rows = audit_rows(a, &session).await;
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|row| row["node"] == a_node.as_str()),
+        "{rows:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

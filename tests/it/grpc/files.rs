@@ -37,7 +37,7 @@ fn put_messages(
     messages
 }
 
-pub(super) fn target(session: &str, path: &str) -> proto::PutFileRequest {
+pub fn target(session: &str, path: &str) -> proto::PutFileRequest {
     proto::PutFileRequest {
         session_id: session.into(),
         path: path.into(),
@@ -46,7 +46,7 @@ pub(super) fn target(session: &str, path: &str) -> proto::PutFileRequest {
 }
 
 /// `data` put as `first` says, in chunks of 100 000 bytes.
-pub(super) async fn put(
+pub async fn put(
     client: &mut Client,
     request: tonic::Request<proto::PutFileRequest>,
     data: &[u8],
@@ -61,7 +61,7 @@ pub(super) async fn put(
 }
 
 /// A `GetFile`'s metadata and bytes, checking every chunk is at most 64 KiB.
-pub(super) async fn get(
+pub async fn get(
     client: &mut Client,
     request: tonic::Request<proto::GetFileRequest>,
 ) -> Result<(proto::FileMetadata, Vec<u8>), tonic::Status> {
@@ -88,7 +88,7 @@ pub(super) async fn get(
     Ok((metadata.expect("a metadata message"), bytes))
 }
 
-pub(super) fn file(session: &str, path: &str) -> proto::GetFileRequest {
+pub fn file(session: &str, path: &str) -> proto::GetFileRequest {
     proto::GetFileRequest {
         session_id: session.into(),
         path: path.into(),

@@ -9,7 +9,7 @@ mod bad_input;
 mod doors;
 mod events;
 mod execute;
-mod files;
+pub mod files;
 pub mod harness;
 mod listener;
 mod rpcs;
