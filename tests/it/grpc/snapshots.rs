@@ -182,4 +182,41 @@ async fn another_agents_session_is_not_found_on_every_transfer_rpc() {
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    // Each transfer is audited with the principal that made it; B's refusals ran nothing.
+    let rows = crate::support::deadline::within(
+        crate::support::deadline::STEP,
+        "the observer's download in the audit log",
+        audited(&toold, &session),
+    )
+    .await;
+    assert!(
+        rows.contains(&("upload".into(), "agent-a".into())),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().all(|(_, principal)| principal != "agent-b"),
+        "{rows:?}"
+    );
+}
+
+/// The (tool, principal) of each audit row of `session`, once a download is among them (its
+/// row is written when the stream has been sent).
+async fn audited(toold: &crate::http::harness::Toold, session: &str) -> Vec<(String, String)> {
+    loop {
+        let path = format!("/v1/sessions/{session}/calls");
+        let calls = crate::auth::get(toold, crate::auth::ADMIN, &path).await;
+        let text = |row: &serde_json::Value, field: &str| {
+            row[field].as_str().unwrap_or_default().to_owned()
+        };
+        let rows: Vec<(String, String)> = calls.body["calls"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{}", calls.body))
+            .iter()
+            .map(|row| (text(row, "requested_name"), text(row, "principal")))
+            .collect();
+        if rows.contains(&("download".into(), "observer-o".into())) {
+            return rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
