@@ -31,6 +31,7 @@ use super::proto::{self, get_file_response};
 use super::sessions::session;
 use super::{GrpcDoor, caller, invalid, status};
 use crate::api::forward::grpc::RpcConcerns;
+use crate::permission::Principal;
 use crate::service::{
     BodyStream, ForkRequest, RangeAnswer, ServiceError, SnapshotInfo, SnapshotRequest, UploadBody,
 };
@@ -123,7 +124,7 @@ impl GrpcDoor {
     /// A file, or the range of it the message names: its metadata and its bytes.
     async fn file(
         &self,
-        caller: &crate::permission::Principal,
+        caller: &Principal,
         message: proto::GetFileRequest,
     ) -> Result<(proto::FileMetadata, BodyStream), Status> {
         required("path", &message.path)?;
@@ -162,7 +163,7 @@ impl GrpcDoor {
     /// A directory as an archive: its format and its bytes.
     async fn archive(
         &self,
-        caller: &crate::permission::Principal,
+        caller: &Principal,
         message: proto::GetFileRequest,
     ) -> Result<(proto::FileMetadata, BodyStream), Status> {
         if message.offset != 0 || message.length != 0 {
