@@ -1,6 +1,7 @@
 //! The workspace in and out over gRPC: a binary file streamed in by chunks and back whole and
 //! by range; a tar.gz directory in and a tar back, equal file by file; refusals (a `read_only`
-//! session, paths out of the workspace, malformed first messages). `snapshots` has `Snapshot`,
+//! session, paths out of the workspace, malformed first messages, past `max_upload_mb`).
+//! `snapshots` has `Snapshot`,
 //! `Fork`, and another agent's session on all four RPCs.
 
 use std::collections::BTreeMap;
@@ -397,4 +398,33 @@ async fn refusals_are_the_statuses_the_table_says() {
     .await
     .unwrap_err();
     assert_eq!(refused.code(), Code::NotFound, "{refused:?}");
+}
+
+#[tokio::test]
+async fn an_upload_past_max_upload_mb_is_resource_exhausted_and_leaves_nothing() {
+    let config = tempfile::tempdir().unwrap();
+    let file_path = config.path().join("toold.toml");
+    std::fs::write(&file_path, "[environments]\nmax_upload_mb = 1\n").unwrap();
+    let toold = Toold::start_with(&["--config", file_path.to_str().unwrap()]);
+    let mut client = toold.client().await;
+    let (session, workspace) = toold.session(&mut client).await;
+    let data = binary();
+    let refused = put(
+        &mut client,
+        tonic::Request::new(target(&session, "big.bin")),
+        &data,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(!workspace.join("big.bin").exists());
+    // Under the limit the same stream is written.
+    let answer = put(
+        &mut client,
+        tonic::Request::new(target(&session, "small.bin")),
+        &data[..512 << 10],
+    )
+    .await
+    .expect("under the limit");
+    assert_eq!(answer.bytes, 512 << 10);
 }
