@@ -1,8 +1,7 @@
 //! The workspace in and out over gRPC: a binary file streamed in by chunks and back whole and
 //! by range; a tar.gz directory in and a tar back, equal file by file; refusals (a `read_only`
 //! session, paths out of the workspace, malformed first messages, past `max_upload_mb`).
-//! `snapshots` has `Snapshot`,
-//! `Fork`, and another agent's session on all four RPCs.
+//! `snapshots` has `Snapshot`, `Fork`, and another agent's session on all four RPCs.
 
 use std::collections::BTreeMap;
 use std::io::Read;
