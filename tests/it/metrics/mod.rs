@@ -3,3 +3,4 @@
 
 mod exposition;
 mod varied_run;
+mod workspace;

@@ -1,10 +1,12 @@
 //! The workspace in and out (DESIGN §12), through the real daemon: files (`files`), archives
-//! (`archives`, and the hostile ones in `hostile`), snapshots and forks (`snapshots`), and the
-//! daemon's memory while 1 GiB goes in and out (`memory`).
+//! (`archives`, and the hostile ones in `hostile`), snapshots and forks (`snapshots`), the
+//! hooks around them (`hooks`), and the daemon's memory while 1 GiB goes in and out
+//! (`memory`).
 
 mod archives;
 mod files;
 mod fleet;
+mod hooks;
 mod hostile;
 mod memory;
 mod snapshots;
