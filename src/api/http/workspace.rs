@@ -41,7 +41,7 @@ pub struct PutQuery {
 }
 
 #[utoipa::path(put, path = "/v1/sessions/{id}/files/{path}", tag = "workspace",
-    params(("id" = String, Path), ("path" = String, Path, description = "relative to the workspace; may hold slashes"), PutQuery),
+    params(("id" = String, Path), ("path" = String, Path, description = "relative to the workspace; may hold slashes, sent as they are or percent-encoded (`%2F`)"), PutQuery),
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     responses((status = 200, body = UploadedBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn put_file(
@@ -76,7 +76,7 @@ pub async fn put_nested_file(
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/files/{path}", tag = "workspace",
-    params(("id" = String, Path), ("path" = String, Path, description = "relative to the workspace; may hold slashes")),
+    params(("id" = String, Path), ("path" = String, Path, description = "relative to the workspace; may hold slashes, sent as they are or percent-encoded (`%2F`)")),
     responses((status = 200, description = "the file's bytes", content_type = "application/octet-stream"), (status = 206, description = "the range asked for"), (status = 304, description = "If-None-Match named this ETag"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 416, description = "the range starts past the end"), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get_file(
     State(service): Service,

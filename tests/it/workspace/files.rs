@@ -38,6 +38,11 @@ async fn a_binary_file_goes_in_and_comes_out_whole_and_by_range() {
         headers["content-range"],
         format!("bytes 1000-1999/{}", data.len())
     );
+    // A client generated from the OpenAPI document percent-encodes the slashes of `{path}`.
+    let encoded = format!("/v1/sessions/{session}/files/bin%2Fblob.dat");
+    let (status, _, part) = get_bytes(&toold, &encoded, &[("range", "bytes=0-9")]).await;
+    assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(part, data[..10]);
     let (status, _, tail) = get_bytes(&toold, &path, &[("range", "bytes=-10")]).await;
     assert_eq!(status, StatusCode::PARTIAL_CONTENT);
     assert_eq!(tail, data[data.len() - 10..]);
