@@ -45,7 +45,13 @@ async fn bytes_in_and_out_snapshots_and_fork_latency_show_in_metrics() {
         .body(data);
     let reply = toold.send(put).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    once(&toold, "toold_workspace_bytes_total", &[("direction", "in")], 1000.0).await;
+    once(
+        &toold,
+        "toold_workspace_bytes_total",
+        &[("direction", "in")],
+        1000.0,
+    )
+    .await;
 
     let (status, body) = toold
         .get_text(&format!("/v1/sessions/{session}/files/a.bin"))
@@ -57,7 +63,13 @@ async fn bytes_in_and_out_snapshots_and_fork_latency_show_in_metrics() {
     let response = ranged.send().await.unwrap();
     assert_eq!(response.status(), StatusCode::PARTIAL_CONTENT);
     assert_eq!(response.bytes().await.unwrap().len(), 100);
-    once(&toold, "toold_workspace_bytes_total", &[("direction", "out")], 1100.0).await;
+    once(
+        &toold,
+        "toold_workspace_bytes_total",
+        &[("direction", "out")],
+        1100.0,
+    )
+    .await;
 
     let reply = toold
         .post(&format!("/v1/sessions/{session}/snapshots"), &json!({}))
@@ -65,7 +77,10 @@ async fn bytes_in_and_out_snapshots_and_fork_latency_show_in_metrics() {
     assert!(reply.status.is_success(), "{}", reply.body);
     once(&toold, "toold_snapshots_total", &[], 1.0).await;
     let reply = toold
-        .post(&format!("/v1/sessions/{session}/fork"), &json!({"count": 2}))
+        .post(
+            &format!("/v1/sessions/{session}/fork"),
+            &json!({"count": 2}),
+        )
         .await;
     assert!(reply.status.is_success(), "{}", reply.body);
     // The fork's own snapshot counts; the fork is one observation of its latency.
@@ -73,9 +88,16 @@ async fn bytes_in_and_out_snapshots_and_fork_latency_show_in_metrics() {
     assert_eq!(value(&text, "toold_fork_duration_seconds_count", &[]), 1.0);
     assert!(value(&text, "toold_fork_duration_seconds_sum", &[]) > 0.0);
     assert_eq!(
-        value(&text, "toold_fork_duration_seconds_bucket", &[("le", "+Inf")]),
+        value(
+            &text,
+            "toold_fork_duration_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
         1.0
     );
-    assert!(text.contains("# TYPE toold_fork_duration_seconds histogram"), "{text}");
+    assert!(
+        text.contains("# TYPE toold_fork_duration_seconds histogram"),
+        "{text}"
+    );
     promtool_check(&text);
 }

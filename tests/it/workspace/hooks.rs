@@ -49,7 +49,10 @@ async fn pre_and_post_hooks_see_uploads_and_downloads_and_a_pre_hook_refuses_one
     let post = scripts.path().join("post.sh");
     std::fs::write(
         &post,
-        format!("input=$(cat)\nprintf '%s\\n' \"$input\" >> {}\n", post_log.display()),
+        format!(
+            "input=$(cat)\nprintf '%s\\n' \"$input\" >> {}\n",
+            post_log.display()
+        ),
     )
     .unwrap();
     let toold = Toold::start_with_config(&format!(
@@ -73,7 +76,11 @@ async fn pre_and_post_hooks_see_uploads_and_downloads_and_a_pre_hook_refuses_one
     // The pre hook's exit 2 refuses the upload: nothing is written.
     let reply = put_file(&toold, &session, "blocked.txt", b"no".to_vec()).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
-    assert_eq!(reply.body["error"]["code"], "permission_denied", "{}", reply.body);
+    assert_eq!(
+        reply.body["error"]["code"], "permission_denied",
+        "{}",
+        reply.body
+    );
     assert!(
         reply.body.to_string().contains("no blocked paths"),
         "{}",
@@ -101,15 +108,19 @@ async fn pre_and_post_hooks_see_uploads_and_downloads_and_a_pre_hook_refuses_one
     let (status, _, _) = get_bytes(&toold, &archive_path, &[]).await;
     assert_eq!(status, StatusCode::OK);
     // A download's call ends when its body has been sent, a moment after the client read it.
-    let seen = within(Duration::from_secs(10), "the post hooks of both downloads", async {
-        loop {
-            let seen = events(&post_log);
-            if seen.len() >= 2 {
-                return seen;
+    let seen = within(
+        Duration::from_secs(10),
+        "the post hooks of both downloads",
+        async {
+            loop {
+                let seen = events(&post_log);
+                if seen.len() >= 2 {
+                    return seen;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
+        },
+    )
     .await;
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[0]["hook_event_name"], "PostToolUse");
