@@ -3,9 +3,9 @@
 //! stderr), `settings` prints the effective settings after
 //! the file, the environment and the flags have been applied. Errors are printed once, here.
 //!
-//! The client subcommands (`sessions`, `tools`, `call`, `tail`, `approvals`: `crate::client`)
-//! take `--url`/`TOOLD_URL` and `--token`/`TOOLD_TOKEN` through clap's `env`, as `--config`
-//! does: they are the client's own flags, not the daemon's settings, so `config` (which reads
+//! The client subcommands (`sessions`, `tools`, `call`, `tail`, `approvals`, `audit`, `cp`,
+//! `snapshot`, `fork`: `crate::client`) take `--url`/`TOOLD_URL` and `--token`/`TOOLD_TOKEN`
+//! through clap's `env`, as `--config` does: they are the client's own flags, not the daemon's settings, so `config` (which reads
 //! the daemon's `TOOLD_*` environment) stays out of it and a broken settings file does not
 //! stop a client. They (with `--ca-cert` and `-o/--output`) are global, declared once on
 //! [`Cli`]: `toold --url U sessions` and `toold sessions --url U` are the same command (the
@@ -26,7 +26,7 @@ use crate::tools::SandboxMode;
 
 /// The client subcommands' exit codes, as `--help` shows them (`crate::client::ExitStatus`).
 pub const EXIT_CODES: &str = "\
-Client exit codes (sessions, tools, call, tail, approvals):
+Client exit codes (sessions, tools, call, tail, approvals, audit, cp, snapshot, fork):
   0  done
   1  the tool failed, or the API refused the request (unknown session, approval gone)
   2  usage: a malformed argument, or a request the API calls invalid
@@ -90,6 +90,15 @@ pub enum ClientSubcommand {
     /// Read the audit log across sessions, newest first: table, json or csv (client).
     #[command(after_help = EXIT_CODES)]
     Audit(AuditArgs),
+    /// Copy a directory or file into a session's workspace or out of it (client).
+    #[command(after_help = EXIT_CODES)]
+    Cp(CpArgs),
+    /// Freeze a session's filesystem; print the snapshot's id (client).
+    #[command(after_help = EXIT_CODES)]
+    Snapshot(SnapshotArgs),
+    /// Snapshot a session and start N sessions from it; print their ids (client).
+    #[command(after_help = EXIT_CODES)]
+    Fork(ForkArgs),
 }
 
 /// Where the daemon is and how to print, for the client subcommands: global, so they may
@@ -247,6 +256,43 @@ pub struct AuditArgs {
     limit: usize,
 }
 
+/// `toold cp SRC DST`: exactly one side is `SESSION:PATH`.
+#[derive(Debug, Args)]
+#[command(after_long_help = "\
+Examples:
+  toold cp ./src SESSION:src          the contents of ./src into the workspace's src
+  toold cp SESSION:/workspace/out ./out   a directory's contents into ./out (created)
+  toold cp ./run.sh SESSION:bin/      one file, its mode kept, as bin/run.sh
+  toold cp SESSION:report.txt .       one file into the current directory
+A path holding a colon is local when it starts with ./ or /.")]
+pub struct CpArgs {
+    /// A local path, or SESSION:PATH (SESSION: alone is the workspace).
+    source: String,
+    /// A local path, or SESSION:PATH.
+    destination: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The session to freeze.
+    session: String,
+    /// A name for the snapshot.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The session to fork.
+    session: String,
+    /// How many sessions to start from the snapshot.
+    #[arg(short = 'n', long = "count", value_parser = parse_fork_count)]
+    count: u32,
+    /// A name for the snapshot the fork takes.
+    #[arg(long)]
+    name: Option<String>,
+}
+
 /// Flags of `toold sandbox-spawner`, set by the daemon that starts it.
 #[derive(Debug, Args)]
 pub struct SpawnerArgs {
@@ -283,6 +329,15 @@ pub struct McpArgs {
     /// The sandbox bash runs in: auto, bwrap, landlock or off [env: TOOLD_SANDBOX].
     #[arg(long, value_parser = parse_sandbox_mode)]
     sandbox: Option<SandboxMode>,
+}
+
+fn parse_fork_count(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(count) if count >= 1 => Ok(count),
+        _ => Err(format!(
+            "-n takes a count of sessions, 1 or more, got \"{text}\""
+        )),
+    }
 }
 
 fn parse_sandbox_mode(text: &str) -> Result<SandboxMode, String> {
@@ -446,6 +501,19 @@ fn client_command(subcommand: ClientSubcommand) -> ClientCommand {
             trace_id: args.trace_id,
             limit: args.limit,
         }),
+        ClientSubcommand::Cp(args) => ClientCommand::Copy {
+            source: args.source,
+            destination: args.destination,
+        },
+        ClientSubcommand::Snapshot(args) => ClientCommand::Snapshot {
+            session: args.session,
+            name: args.name,
+        },
+        ClientSubcommand::Fork(args) => ClientCommand::Fork {
+            session: args.session,
+            count: args.count,
+            name: args.name,
+        },
     }
 }
 

@@ -1,6 +1,6 @@
-//! The terminal client (DESIGN §9, "Client subcommands"): `toold sessions | tools | call |
-//! tail | approvals | audit`, for a person at a terminal, over the daemon's HTTP API. It knows the
-//! API only as JSON on the wire: no module of the daemon is imported, so the client cannot
+//! The terminal client (DESIGN §9, "Client subcommands"; §12 for the transfers): `toold
+//! sessions | tools | call | tail | approvals | audit | cp | snapshot | fork`, for a person at
+//! a terminal, over the daemon's HTTP API. It knows the API only as JSON on the wire: no module of the daemon is imported, so the client cannot
 //! drift into calling the core directly, and the wire is what it tests.
 //!
 //! Exit codes ([`ExitStatus`]): 0 done, 1 the tool failed (or the API refused the request:
@@ -36,9 +36,12 @@
 
 mod audit;
 mod listing;
+mod progress;
 mod run_call;
+mod snapshots;
 mod sse;
 mod tail;
+mod transfer;
 mod wire;
 
 use std::io::IsTerminal;
@@ -107,6 +110,19 @@ pub enum ClientCommand {
         decision: Option<(ApprovalDecision, String)>,
     },
     Audit(AuditRequest),
+    Copy {
+        source: String,
+        destination: String,
+    },
+    Snapshot {
+        session: String,
+        name: Option<String>,
+    },
+    Fork {
+        session: String,
+        count: u32,
+        name: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +180,18 @@ async fn dispatch(
     match command {
         ClientCommand::Audit(request) => audit::audit(&client, &request, output).await,
         ClientCommand::Sessions => listing::sessions(&client, json).await,
+        ClientCommand::Copy {
+            source,
+            destination,
+        } => transfer::cp(&client, &source, &destination, output).await,
+        ClientCommand::Snapshot { session, name } => {
+            snapshots::snapshot(&client, &session, name.as_deref(), json).await
+        }
+        ClientCommand::Fork {
+            session,
+            count,
+            name,
+        } => snapshots::fork(&client, &session, count, name.as_deref(), json).await,
         ClientCommand::Tools { format, session } => {
             listing::tools(&client, format.as_deref(), session.as_deref(), json).await
         }

@@ -158,7 +158,7 @@ impl ApiClient {
     }
 
     /// A success's body as JSON.
-    async fn read_json(
+    pub async fn read_json(
         &self,
         response: reqwest::Response,
         what: &str,
@@ -199,7 +199,9 @@ impl ApiClient {
             .as_str()
             .map(str::to_owned)
             .unwrap_or_else(|| format!("HTTP {status}"));
-        if status == 401 || status == 403 {
+        // A 403 `permission_denied` is the session's mode or rules refusing the request (a
+        // path outside the workspace, a write into a read_only session), not the token.
+        if status == 401 || (status == 403 && code != "permission_denied") {
             return ClientError::Auth {
                 url: self.base.clone(),
                 status,
