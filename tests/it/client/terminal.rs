@@ -1,6 +1,7 @@
 //! The client on a terminal (a pseudo-terminal from `script`, util-linux's, part of every
 //! Debian system): `call` turns a spinner with the tool's progress on stderr, then clears it
-//! before the output; `tail` colours each session's id.
+//! before the output; `tail` colours each session's id; `cp` counts the bytes on a line of its
+//! own.
 
 use std::process::Stdio;
 
@@ -56,4 +57,28 @@ async fn tail_on_a_terminal_colours_each_session() {
         .find(|l| l.contains(&session))
         .unwrap_or_else(|| panic!("the session's start is shown: {ran:?}"));
     assert!(line.contains(&format!("m{session}\x1b[0m")), "{line:?}");
+}
+
+#[tokio::test]
+async fn cp_on_a_terminal_counts_the_bytes_and_ends_the_line() {
+    let toold = Toold::start();
+    let session = toold.session().await;
+    let local = tempfile::tempdir().unwrap();
+    let file = local.path().join("one.bin");
+    std::fs::write(&file, vec![7u8; 1 << 20]).unwrap();
+    let file = file.to_str().unwrap();
+    let up = on_a_terminal(&toold, &format!("cp {file} {session}:one.bin")).await;
+    assert_eq!(up.code, 0, "{up:?}");
+    assert!(
+        up.stdout.contains("\rtoold: sent 1.0 MiB\x1b[K\r\n"),
+        "{up:?}"
+    );
+    let back = local.path().join("back.bin");
+    let back = back.to_str().unwrap();
+    let down = on_a_terminal(&toold, &format!("cp {session}:one.bin {back}")).await;
+    assert_eq!(down.code, 0, "{down:?}");
+    assert!(
+        down.stdout.contains("\rtoold: received 1.0 MiB\x1b[K\r\n"),
+        "{down:?}"
+    );
 }

@@ -126,7 +126,10 @@ async fn a_directory_goes_up_and_comes_back_down_file_by_file() {
             "{path}: content or executable bit differs"
         );
     }
-    assert!(came["run.sh"].as_ref().unwrap().1, "run.sh came down executable");
+    assert!(
+        came["run.sh"].as_ref().unwrap().1,
+        "run.sh came down executable"
+    );
 
     // -o json: the daemon's answer up, and what was written down.
     let json_up = run(
