@@ -237,14 +237,18 @@ async fn upload_directory(
         .await
         .map_err(|err| ClientError::Failed(format!("the packer stopped: {err}")))?;
     progress.finish();
-    // A packing error explains a cut upload better than the transport's error does.
-    if let Err(err) = packed {
-        return Err(ClientError::Failed(format!(
-            "cannot pack \"{}\": {err}",
-            local.display()
-        )));
+    match (sent, packed) {
+        // The daemon refused before the end (an entry it will not write): its answer says
+        // why, and the packer only saw the body closed under it.
+        (Err(refused @ (ClientError::Refused { .. } | ClientError::Auth { .. })), _) => {
+            Err(refused)
+        }
+        // A packing error explains a cut upload better than the transport's error does.
+        (_, Err(err)) if err.kind() != io::ErrorKind::BrokenPipe => Err(ClientError::Failed(
+            format!("cannot pack \"{}\": {err}", local.display()),
+        )),
+        (sent, _) => client.read_json(sent?, &remote.shown()).await,
     }
-    client.read_json(sent?, &remote.shown()).await
 }
 
 /// Sends one regular file, its permission bits as `?mode=`.
@@ -429,7 +433,7 @@ fn pack<W: Write>(out: W, root: &Path) -> io::Result<()> {
             .map(|entry| entry.map(|entry| entry.file_name()))
             .collect::<io::Result<_>>()?;
         names.sort();
-        for name in names.into_iter().rev() {
+        for name in names {
             let relative = relative.join(name);
             let absolute = root.join(&relative);
             let kind = std::fs::symlink_metadata(&absolute)?.file_type();

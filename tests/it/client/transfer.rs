@@ -307,3 +307,45 @@ async fn another_agents_session_is_an_unknown_one() {
         refused(&other, 1, &format!("no session \"{session}\""));
     }
 }
+
+#[tokio::test]
+async fn an_archive_the_daemon_refuses_mid_stream_says_why_and_writes_nothing() {
+    let toold = Toold::start();
+    let session = toold.session().await;
+    let local = tempfile::tempdir().unwrap();
+    let tree = local.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    // Packed first (names in order), so the daemon answers while the big file is still
+    // being sent: the answer, not the cut body, is what the client reports.
+    std::os::unix::fs::symlink("/etc/passwd", tree.join("a_link")).unwrap();
+    std::fs::write(tree.join("z_big.bin"), vec![1u8; 64 << 20]).unwrap();
+    let ran = run(
+        &toold,
+        &["cp", tree.to_str().unwrap(), &format!("{session}:tree")],
+    )
+    .await;
+    // The daemon calls the archive invalid: a usage error (exit 2), with its reason.
+    refused(&ran, 2, "resolves outside the target");
+    let (status, _) = remote_file(&toold, &session, "tree/z_big.bin").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A FIFO is left out with a note; the rest goes up.
+    std::fs::remove_file(tree.join("a_link")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(tree.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let ran = run(
+        &toold,
+        &["cp", tree.to_str().unwrap(), &format!("{session}:tree")],
+    )
+    .await;
+    assert_eq!(ran.code, 0, "{ran:?}");
+    assert!(
+        ran.stderr.contains("left out") && ran.stderr.contains("pipe"),
+        "{ran:?}"
+    );
+    let (status, big) = remote_file(&toold, &session, "tree/z_big.bin").await;
+    assert_eq!((status, big.len()), (StatusCode::OK, 64 << 20));
+}
