@@ -26,7 +26,12 @@
 //!   (a new file `0666` less the umask, an existing one keeping its mode); a directory's
 //!   entries keep theirs, from the tar.
 //! - An archive is unpacked with the tar crate's `unpack_in`, which refuses absolute paths,
-//!   `..` and links leading outside; a refused entry stops the copy with its name.
+//!   `..` and links leading outside; a refused entry stops the copy with its name. Entries
+//!   are written as they arrive, so a directory download cut short leaves the entries before
+//!   the cut (a second `cp` overwrites them).
+//! - A directory upload the daemon refuses mid-stream (an entry it will not write) reports
+//!   the daemon's answer, not the closed body the packer saw; the daemon writes nothing of
+//!   a refused archive.
 //! - The session is looked up first (`GET /v1/sessions/{id}`), so an unknown one is named
 //!   before anything is packed or written.
 //! - Progress: when stderr is a terminal, one line rewritten at most every 100 ms with the

@@ -18,3 +18,4 @@ mod snapshots;
 mod tail;
 mod terminal;
 mod transfer;
+mod transfer_refusals;

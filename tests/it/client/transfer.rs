@@ -1,7 +1,8 @@
 //! `toold cp` (issue 37) against a real daemon: a tree with nested files, a 1 MiB binary, an
 //! executable script and an empty directory goes up (checked through `GET …/files` and a
 //! `bash` call running the script) and comes back down file by file, content and executable
-//! bit; a single file both ways; and each refusal with its exit code and its message.
+//! bit; a single file both ways; absolute remote paths and the bare `SESSION:`. The
+//! refusals are in `transfer_refusals`.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -10,7 +11,7 @@ use std::path::Path;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::harness::{Ran, client_at, finish, run};
+use super::harness::{Ran, run};
 use crate::http::harness::Toold;
 
 /// Every byte value, many times over, and not a multiple of a chunk.
@@ -53,7 +54,7 @@ fn tree(root: &Path) -> BTreeMap<String, Option<(Vec<u8>, bool)>> {
     found
 }
 
-async fn remote_file(toold: &Toold, session: &str, path: &str) -> (StatusCode, Vec<u8>) {
+pub(super) async fn remote_file(toold: &Toold, session: &str, path: &str) -> (StatusCode, Vec<u8>) {
     let request = toold.request(Method::GET, &format!("/v1/sessions/{session}/files/{path}"));
     let response = request.send().await.unwrap();
     let status = response.status();
@@ -68,7 +69,7 @@ async fn bash(toold: &Toold, session: &str, command: &str) -> String {
     result["output"].as_str().unwrap().trim().to_owned()
 }
 
-fn done(ran: &Ran) {
+pub(super) fn done(ran: &Ran) {
     assert_eq!(ran.code, 0, "{ran:?}");
     // Not a terminal: no progress line.
     assert_eq!(ran.stderr, "", "{ran:?}");
@@ -233,119 +234,44 @@ async fn a_single_file_goes_both_ways_and_keeps_its_mode_going_up() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
-/// Asserts a refused copy: its exit code and a message naming the problem.
-fn refused(ran: &Ran, code: i32, message: &str) {
-    assert_eq!(ran.code, code, "{ran:?}");
-    assert!(ran.stderr.contains(message), "{message:?} in {ran:?}");
-    assert_eq!(ran.stdout, "", "{ran:?}");
-}
-
 #[tokio::test]
-async fn refused_copies_exit_non_zero_and_say_why() {
+async fn absolute_remote_paths_and_the_bare_workspace_work() {
     let toold = Toold::start();
     let session = toold.session().await;
+    let workspace = toold.workspace(&session).await;
     let local = tempfile::tempdir().unwrap();
-    let here = local.path().to_str().unwrap();
-    let file = local.path().join("a.txt");
-    std::fs::write(&file, "a").unwrap();
+    let file = local.path().join("note.txt");
+    std::fs::write(&file, "noted\n").unwrap();
     let file = file.to_str().unwrap();
-    let remote = |path: &str| format!("{session}:{path}");
 
-    let both_local = run(&toold, &["cp", file, here]).await;
-    refused(&both_local, 2, "write SESSION:PATH");
-    let both_remote = run(&toold, &["cp", &remote("a"), &remote("b")]).await;
-    refused(&both_remote, 2, "are both in a session");
-    let unknown = run(&toold, &["cp", file, "sess_nope:a.txt"]).await;
-    refused(&unknown, 1, "no session \"sess_nope\"");
-    let unknown_down = run(&toold, &["cp", "sess_nope:a.txt", here]).await;
-    refused(&unknown_down, 1, "no session \"sess_nope\"");
-    let missing = local.path().join("missing");
-    let missing_source = run(&toold, &["cp", missing.to_str().unwrap(), &remote("x")]).await;
-    refused(&missing_source, 1, "cannot read");
-    let missing_remote = run(&toold, &["cp", &remote("nothing/here"), here]).await;
-    refused(&missing_remote, 1, "does not exist");
-    // Out of the workspace: the session's mode refuses it (not the token: exit 1, not 3).
-    let escape = run(&toold, &["cp", &remote("../.."), here]).await;
-    refused(&escape, 1, "danger_full_access");
-    let escape_up = run(&toold, &["cp", file, &remote("../outside.txt")]).await;
-    refused(&escape_up, 1, "danger_full_access");
-    // A directory does not come down over a file.
-    done(&run(&toold, &["cp", here, &remote("tree")]).await);
-    let over_file = run(&toold, &["cp", &remote("tree"), file]).await;
-    refused(&over_file, 1, "is not a directory");
-    assert_eq!(std::fs::read_to_string(file).unwrap(), "a");
-}
-
-#[tokio::test]
-async fn another_agents_session_is_an_unknown_one() {
-    use crate::auth::{AGENT_A, AGENT_B, call, daemon};
-    let toold = daemon();
-    let created = call(
-        &toold,
-        AGENT_A,
-        Method::POST,
-        "/v1/sessions",
-        Some(json!({})),
-    )
-    .await;
-    let session = created.body["id"].as_str().unwrap().to_owned();
-    let local = tempfile::tempdir().unwrap();
-    let file = local.path().join("a.txt");
-    std::fs::write(&file, "a").unwrap();
-    let file = file.to_str().unwrap();
-    let target = format!("{session}:a.txt");
-    let own = finish(client_at(
-        &toold.base,
-        Some(AGENT_A),
-        &["cp", file, &target],
-    ))
-    .await;
-    done(&own);
-    let here = local.path().to_str().unwrap();
-    for args in [["cp", file, target.as_str()], ["cp", target.as_str(), here]] {
-        let other = finish(client_at(&toold.base, Some(AGENT_B), &args)).await;
-        refused(&other, 1, &format!("no session \"{session}\""));
-    }
-}
-
-#[tokio::test]
-async fn an_archive_the_daemon_refuses_mid_stream_says_why_and_writes_nothing() {
-    let toold = Toold::start();
-    let session = toold.session().await;
-    let local = tempfile::tempdir().unwrap();
-    let tree = local.path().join("tree");
-    std::fs::create_dir(&tree).unwrap();
-    // Packed first (names in order), so the daemon answers while the big file is still
-    // being sent: the answer, not the cut body, is what the client reports.
-    std::os::unix::fs::symlink("/etc/passwd", tree.join("a_link")).unwrap();
-    std::fs::write(tree.join("z_big.bin"), vec![1u8; 64 << 20]).unwrap();
-    let ran = run(
-        &toold,
-        &["cp", tree.to_str().unwrap(), &format!("{session}:tree")],
-    )
-    .await;
-    // The daemon calls the archive invalid: a usage error (exit 2), with its reason.
-    refused(&ran, 2, "resolves outside the target");
-    let (status, _) = remote_file(&toold, &session, "tree/z_big.bin").await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-
-    // A FIFO is left out with a note; the rest goes up.
-    std::fs::remove_file(tree.join("a_link")).unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(tree.join("pipe"))
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let ran = run(
-        &toold,
-        &["cp", tree.to_str().unwrap(), &format!("{session}:tree")],
-    )
-    .await;
-    assert_eq!(ran.code, 0, "{ran:?}");
-    assert!(
-        ran.stderr.contains("left out") && ran.stderr.contains("pipe"),
-        "{ran:?}"
+    // `SESSION:` is the workspace: a file keeps its name there.
+    done(&run(&toold, &["cp", file, &format!("{session}:")]).await);
+    assert_eq!(
+        remote_file(&toold, &session, "note.txt").await.1,
+        b"noted\n"
     );
-    let (status, big) = remote_file(&toold, &session, "tree/z_big.bin").await;
-    assert_eq!((status, big.len()), (StatusCode::OK, 64 << 20));
+    // An absolute path inside the workspace, for a file and for a directory.
+    let absolute = format!("{session}:{}/abs/deep/note.txt", workspace.display());
+    done(&run(&toold, &["cp", file, &absolute]).await);
+    assert_eq!(
+        remote_file(&toold, &session, "abs/deep/note.txt").await.1,
+        b"noted\n"
+    );
+    let out = local.path().join("abs");
+    let dir = format!("{session}:{}/abs", workspace.display());
+    done(&run(&toold, &["cp", &dir, out.to_str().unwrap()]).await);
+    assert_eq!(
+        std::fs::read_to_string(out.join("deep/note.txt")).unwrap(),
+        "noted\n"
+    );
+    // The whole workspace comes down from `SESSION:`.
+    let all = local.path().join("all");
+    done(
+        &run(
+            &toold,
+            &["cp", &format!("{session}:"), all.to_str().unwrap()],
+        )
+        .await,
+    );
+    assert!(all.join("note.txt").is_file() && all.join("abs/deep/note.txt").is_file());
 }
