@@ -9,8 +9,8 @@
 //! not exist, is `not_found`.
 //!
 //! An export is the listing's pages read one after the other, newest first, [`EXPORT_PAGE`]
-//! rows at a time, so it never holds more than a page and sees exactly the rows the listing
-//! would (rows inserted while it runs come after its first page's top and are not part of
+//! rows at a time (one page read ahead of the door), so it never holds more than a few pages
+//! and sees exactly the rows the listing would (rows inserted while it runs come after its first page's top and are not part of
 //! it). Deliberately absent: the wire formats (NDJSON, CSV) — those are the doors'.
 
 use std::sync::Arc;
@@ -33,6 +33,9 @@ pub struct ExportedCall {
 
 /// Rows an export reads per store query.
 pub const EXPORT_PAGE: u32 = MAX_CALL_PAGE;
+
+/// Pages an export reads ahead of what its door has taken.
+const PAGES_AHEAD: usize = 1;
 
 impl ToolService {
     /// A page of the audit log across sessions, narrowed to what `caller` may see.
@@ -70,17 +73,24 @@ impl ToolService {
                 },
             )
             .await?;
+        // The pages are read by a task of their own, one page ahead of the door: while the
+        // door encodes and sends a page, the next one is read and decoded (on two cores the
+        // two overlap). It stops when the door stops asking (the client went away).
+        let (pages, receiver) = tokio::sync::mpsc::channel(PAGES_AHEAD);
         let store = Arc::clone(&self.store);
-        Ok(futures::stream::try_unfold(Some(query), move |query| {
-            let store = Arc::clone(&store);
-            async move {
-                let Some(query) = query else {
-                    return Ok(None);
+        tokio::spawn(async move {
+            let mut query = Some(query);
+            while let Some(current) = query.take() {
+                let page = match store.query_calls(&current).await {
+                    Ok(page) => page,
+                    Err(err) => {
+                        let _ = pages.send(Err(err.into())).await;
+                        return;
+                    }
                 };
-                let page = store.query_calls(&query).await?;
-                let next = page.next_cursor.map(|cursor| CallQuery {
+                query = page.next_cursor.map(|cursor| CallQuery {
                     after: Some(cursor),
-                    ..query
+                    ..current
                 });
                 let mut exported = Vec::with_capacity(page.rows.len());
                 for row in page.rows {
@@ -94,9 +104,12 @@ impl ToolService {
                     };
                     exported.push(ExportedCall { row, output });
                 }
-                Ok::<_, ServiceError>(Some((exported, next)))
+                if pages.send(Ok(exported)).await.is_err() {
+                    return;
+                }
             }
-        }))
+        });
+        Ok(tokio_stream::wrappers::ReceiverStream::new(receiver))
     }
 
     /// `query` narrowed to the rows `caller` may see; `not_found` for a named session it
