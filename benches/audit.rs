@@ -15,7 +15,9 @@
 //!   with them dropped, alternating.
 //!
 //! `cargo bench --bench audit` (N = 1,000,000); `TOOLD_BENCH_AUDIT_ROWS=10000000` for ten
-//! million (long on a small machine: the write time of the default run says how long).
+//! million (long on a small machine: the write time of the default run says how long);
+//! `TOOLD_BENCH_AUDIT_KEEP=DIR` keeps the database for the next run with it, which then
+//! measures the reads only.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -324,19 +326,40 @@ async fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(1_000_000);
     let only_indexes = std::env::var("TOOLD_BENCH_ONLY").is_ok_and(|only| only == "indexes");
-    let now = SystemTime::now();
+    let mut now = SystemTime::now();
     if !only_indexes {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("toold.db");
-        let store = Arc::new(open(&path).await);
-        println!("writing {total} audit rows through the store's writer …");
-        let took = fill(&store, total, now).await;
-        println!(
-            "  {total} rows in {took:.1?}: {:.0} rows/s",
-            total as f64 / took.as_secs_f64()
-        );
-        store.close().await;
-        drop(store);
+        // `TOOLD_BENCH_AUDIT_KEEP=DIR` keeps the database (and the time its rows were written
+        // against) in DIR, and a later run with it reads that database instead of writing one.
+        let kept = std::env::var_os("TOOLD_BENCH_AUDIT_KEEP").map(std::path::PathBuf::from);
+        let dir = match &kept {
+            Some(kept) => {
+                std::fs::create_dir_all(kept).unwrap();
+                tempfile::Builder::new().tempdir_in(kept).unwrap()
+            }
+            None => tempfile::tempdir().unwrap(),
+        };
+        let base = kept.clone().unwrap_or_else(|| dir.path().to_path_buf());
+        let path = base.join("toold.db");
+        let written_at = base.join("written-at-ms");
+        match std::fs::read_to_string(&written_at) {
+            Ok(ms) if kept.is_some() => {
+                now = SystemTime::UNIX_EPOCH + Duration::from_millis(ms.trim().parse().unwrap());
+                println!("reading the kept database {}", path.display());
+            }
+            _ => {
+                let store = Arc::new(open(&path).await);
+                println!("writing {total} audit rows through the store's writer …");
+                let took = fill(&store, total, now).await;
+                println!(
+                    "  {total} rows in {took:.1?}: {:.0} rows/s",
+                    total as f64 / took.as_secs_f64()
+                );
+                store.close().await;
+                drop(store);
+                let ms = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis();
+                std::fs::write(&written_at, ms.to_string()).unwrap();
+            }
+        }
         let bytes = std::fs::metadata(&path).unwrap().len();
         println!(
             "  database {:.1} MiB: {:.0} bytes per call",
