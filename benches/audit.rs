@@ -356,7 +356,10 @@ async fn main() {
                 );
                 store.close().await;
                 drop(store);
-                let ms = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis();
+                let ms = now
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap()
+                    .as_millis();
                 std::fs::write(&written_at, ms.to_string()).unwrap();
             }
         }

@@ -14,6 +14,7 @@
 //! [`CSV_COLUMNS`], then `input` and `output` when `include=` names them. `output` is the
 //! call's offloaded output (the store keeps no other), empty when there is none.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -266,13 +267,7 @@ pub async fn export(
         .then(|| Ok(Bytes::from(csv_line(&csv_header(shape)))));
     // A page of rows is one chunk of the body: a frame per row cost more than its encoding.
     let body = futures::stream::iter(header).chain(rows.map(move |page| match page {
-        Ok(page) => {
-            let mut chunk = Vec::new();
-            for row in &page {
-                encode(&mut chunk, row, shape);
-            }
-            Ok(Bytes::from(chunk))
-        }
+        Ok(page) => Ok(Bytes::from(encode_page(&page, shape))),
         Err(err) => {
             tracing::warn!(error = %err, "an audit export failed part way");
             Err(std::io::Error::other(err.to_string()))
@@ -301,57 +296,171 @@ fn csv_header(shape: ExportShape) -> Vec<String> {
     columns
 }
 
-/// One row of the export, line ending included, appended to `out`.
-fn encode(out: &mut Vec<u8>, exported: &ExportedCall, shape: ExportShape) {
-    let mut row = CallJson::of(&exported.row, shape.input);
-    if shape.output {
-        row.output = Some(exported.output.as_deref());
-    }
+/// A page of the export: a JSON line or a CSV record per row.
+fn encode_page(page: &[ExportedCall], shape: ExportShape) -> Vec<u8> {
     if !shape.csv {
-        // Writing to a `Vec` cannot fail, nor can serializing the row (see `call_json`).
-        let _ = serde_json::to_writer(&mut *out, &row);
-        out.push(b'\n');
-        return;
+        let mut out = Vec::new();
+        for exported in page {
+            let mut row = CallJson::of(&exported.row, shape.input);
+            if shape.output {
+                row.output = Some(exported.output.as_deref());
+            }
+            // Writing to a `Vec` cannot fail, nor can serializing the row (see `call_json`).
+            let _ = serde_json::to_writer(&mut out, &row);
+            out.push(b'\n');
+        }
+        return out;
     }
-    let object = serde_json::to_value(&row).unwrap_or(Value::Null);
-    let record = &exported.row.record;
-    let text = |value: &Value| match value {
-        Value::Null => String::new(),
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    let mut cells: Vec<String> = CSV_COLUMNS
-        .iter()
-        .map(|column| match *column {
-            "decision" => record.decision.as_ref().map_or(String::new(), |d| {
-                if d.is_allow() { "allow" } else { "deny" }.to_owned()
-            }),
-            "decided_by" => record
-                .decision
-                .as_ref()
-                .map_or(String::new(), |d| d.decided_by().label().to_owned()),
-            "result_id" => record
-                .offloaded
-                .as_ref()
-                .map_or(String::new(), |o| o.result_id.clone()),
-            column => text(&object[column]),
-        })
-        .collect();
-    if shape.input {
-        cells.push(record.input.to_string());
+    let mut writer = csv_writer();
+    for exported in page {
+        let mut cells: Vec<Cow<'_, str>> = CSV_COLUMNS
+            .iter()
+            .map(|column| csv_cell(column, exported))
+            .collect();
+        if shape.input {
+            cells.push(exported.row.record.input.to_string().into());
+        }
+        if shape.output {
+            cells.push(exported.output.as_deref().unwrap_or("").into());
+        }
+        // Writing to a `Vec` cannot fail.
+        let _ = writer.write_record(cells.iter().map(|cell| cell.as_bytes()));
     }
-    if shape.output {
-        cells.push(exported.output.clone().unwrap_or_default());
+    writer.into_inner().unwrap_or_default()
+}
+
+/// One CSV cell: the text of the JSON field of the same name (a string as it is, a number
+/// or a boolean as JSON writes it, null empty), with `decision` the verdict alone and
+/// `decided_by` who gave it. Read from the row, not from its JSON: no tree built per row.
+fn csv_cell<'a>(column: &str, exported: &'a ExportedCall) -> Cow<'a, str> {
+    let (row, record) = (&exported.row, &exported.row.record);
+    let text = |value: &'a Option<String>| Cow::Borrowed(value.as_deref().unwrap_or(""));
+    let flag = |value: bool| Cow::Borrowed(if value { "true" } else { "false" });
+    match column {
+        "cursor" => row.cursor.to_string().into(),
+        "started_at" => humantime::format_rfc3339_millis(record.started_at)
+            .to_string()
+            .into(),
+        "session_id" => record.session_id.as_str().into(),
+        "batch_id" => record.batch_id.as_str().into(),
+        "call_id" => record.call_id.as_str().into(),
+        "index" => record.index.to_string().into(),
+        "principal" => text(&record.principal),
+        "requested_name" => record.requested_name.as_str().into(),
+        "tool" => text(&record.tool),
+        "decision" => record
+            .decision
+            .as_ref()
+            .map_or("", |d| if d.is_allow() { "allow" } else { "deny" })
+            .into(),
+        "decided_by" => record
+            .decision
+            .as_ref()
+            .map_or("", |d| d.decided_by().label())
+            .into(),
+        "is_error" => flag(record.is_error),
+        "error_kind" => record.error_kind.map_or("", |k| k.as_str()).into(),
+        "output_chars" => record.output_chars.to_string().into(),
+        "result_id" => record
+            .offloaded
+            .as_ref()
+            .map_or("", |o| o.result_id.as_str())
+            .into(),
+        // As JSON writes it (`1.0`, not Rust's `1`).
+        "duration_ms" => serde_json::Number::from_f64(record.duration_ms)
+            .map_or(String::new(), |n| n.to_string())
+            .into(),
+        "trace_id" => text(&record.trace_id),
+        "node" => row.node.as_str().into(),
+        "interrupted" => flag(row.interrupted),
+        "cancelled_by" => text(&record.cancelled_by),
+        // Every column of `CSV_COLUMNS` has its arm (a unit test checks them all).
+        _ => Cow::Borrowed(""),
     }
-    out.extend_from_slice(&csv_line(&cells));
+}
+
+fn csv_writer() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new())
 }
 
 /// One CSV record (RFC 4180 quoting, by the `csv` crate), line ending included.
 fn csv_line(cells: &[String]) -> Vec<u8> {
-    let mut writer = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::CRLF)
-        .from_writer(Vec::new());
+    let mut writer = csv_writer();
     // Writing to a `Vec` cannot fail, and `into_inner` only flushes into it.
     let _ = writer.write_record(cells);
     writer.into_inner().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use serde_json::{Value, json};
+
+    use super::{CSV_COLUMNS, csv_cell};
+    use crate::dispatch::AuditRecord;
+    use crate::permission::{DecidedBy, PermissionDecision, PermissionLevel};
+    use crate::service::ExportedCall;
+    use crate::store::CallRow;
+    use crate::tool::{ErrorKind, OffloadedResult};
+
+    fn exported(duration_ms: f64, filled: bool) -> ExportedCall {
+        let some = |text: &str| filled.then(|| text.to_owned());
+        ExportedCall {
+            row: CallRow {
+                cursor: 42,
+                node: "node-a".to_owned(),
+                interrupted: filled,
+                record: AuditRecord {
+                    session_id: "sess_1".to_owned(),
+                    batch_id: "batch_1".to_owned(),
+                    call_id: "call \"quoted\", 1".to_owned(),
+                    index: 3,
+                    requested_name: "Bash".to_owned(),
+                    tool: some("bash"),
+                    input: json!({"command": "ls"}),
+                    decision: filled.then(|| PermissionDecision::Allow {
+                        decided_by: DecidedBy::Mode {
+                            mode: PermissionLevel::ReadOnly,
+                        },
+                    }),
+                    is_error: filled,
+                    error_kind: filled.then_some(ErrorKind::HookBlocked),
+                    output_chars: 12,
+                    offloaded: filled.then(|| OffloadedResult {
+                        result_id: "res_1".to_owned(),
+                        total_chars: 12,
+                    }),
+                    started_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+                    duration_ms,
+                    cancelled_by: some("interrupt"),
+                    trace_id: some("4bf92f3577b34da6a3ce929d0e0e4736"),
+                    principal: some("ci-agent"),
+                },
+            },
+            output: None,
+        }
+    }
+
+    /// Each column's cell is the text of the listing's JSON field of that name.
+    #[test]
+    fn every_csv_cell_is_the_text_of_its_json_field() {
+        for (duration, filled) in [(1.0, true), (3.25, false), (0.001, true)] {
+            let exported = exported(duration, filled);
+            let object = super::call_json(&exported.row);
+            for column in CSV_COLUMNS {
+                let expected = match (column, &object[column]) {
+                    ("decision", _) => if filled { "allow" } else { "" }.to_owned(),
+                    ("decided_by", _) => if filled { "mode" } else { "" }.to_owned(),
+                    ("result_id", _) => if filled { "res_1" } else { "" }.to_owned(),
+                    (_, Value::Null) => String::new(),
+                    (_, Value::String(text)) => text.clone(),
+                    (_, other) => other.to_string(),
+                };
+                assert_eq!(csv_cell(column, &exported), expected, "{column}");
+            }
+        }
+    }
 }
