@@ -101,6 +101,7 @@ fn record(n: usize, total: usize, now: SystemTime) -> AuditRecord {
         cancelled_by: None,
         trace_id: Some(format!("{:032x}", n / 10)),
         principal: Some(format!("principal-{}", (n / 7) % PRINCIPALS)),
+        isolation: None,
     }
 }
 

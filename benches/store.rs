@@ -40,6 +40,7 @@ fn record(writer: usize, n: usize) -> AuditRecord {
         cancelled_by: None,
         trace_id: None,
         principal: None,
+        isolation: None,
     }
 }
 

@@ -51,6 +51,11 @@ pub struct AuditRecord {
     /// The principal whose request ran the call (DESIGN §10); `None` for rows written before
     /// principals were recorded, and for calls run outside any request.
     pub principal: Option<String>,
+    /// Where the call ran (DESIGN §12): an environment session's tier (`bwrap`, `landlock`,
+    /// `gvisor`) on every row; in a plain session, the sandbox a bash call ran in (`bwrap`,
+    /// `landlock`, `none`), and `None` for its other tools (they run in the daemon itself), for
+    /// calls refused before they ran, and for rows written before the column.
+    pub isolation: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -258,6 +258,7 @@ impl ToolService {
                 cancelled_by: Some("daemon_stopped".to_owned()),
                 trace_id: None,
                 principal: None,
+                isolation: None,
             })
             .collect();
         self.dispatcher

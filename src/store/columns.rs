@@ -195,6 +195,9 @@ pub(crate) struct AuditRow {
     /// Absent from rows journalled before the column existed.
     #[serde(default)]
     pub(crate) principal: Option<String>,
+    /// Absent from rows journalled before the column existed.
+    #[serde(default)]
+    pub(crate) isolation: Option<String>,
 }
 
 impl AuditRow {
@@ -240,6 +243,7 @@ impl AuditRow {
             cancelled_by: record.cancelled_by,
             trace_id: record.trace_id,
             principal: record.principal,
+            isolation: record.isolation,
         })
     }
 }
@@ -314,5 +318,20 @@ mod tests {
                 .contains("stored batch \"b-1\" has unknown format \"xml\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_row_journalled_before_the_later_columns_reads_them_as_none() {
+        // The shape a journal segment held before `cancelled_by`, `trace_id`, `principal`
+        // and `isolation` were columns: a replay after an upgrade must still read it.
+        let old = serde_json::json!({
+            "session_id": "s", "batch_id": "b", "call_id": "c", "call_index": 0,
+            "requested_name": "bash", "tool": "bash", "input": "{}", "decision": null,
+            "is_error": false, "error_kind": null, "output_chars": 0, "result_id": null,
+            "result_total_chars": null, "started_at": 0, "duration_ms": 1.0,
+        });
+        let row: AuditRow = serde_json::from_value(old).unwrap();
+        assert_eq!(row.isolation, None);
+        assert_eq!(row.principal, None);
     }
 }

@@ -145,7 +145,7 @@ macro_rules! call_columns {
     () => {
         "cursor, node, session_id, batch_id, call_id, call_index, requested_name, tool, input, \
          decision, is_error, error_kind, output_chars, result_id, result_total_chars, \
-         started_at, duration_ms, interrupted, cancelled_by, trace_id, principal"
+         started_at, duration_ms, interrupted, cancelled_by, trace_id, principal, isolation"
     };
 }
 

@@ -214,6 +214,7 @@ pub(crate) fn call_row(row: &impl ColumnReader) -> Result<CallRow, StoreError> {
         cancelled_by: row.optional_text("cancelled_by")?.map(str::to_owned),
         trace_id: row.optional_text("trace_id")?.map(str::to_owned),
         principal: row.optional_text("principal")?.map(str::to_owned),
+        isolation: row.optional_text("isolation")?.map(str::to_owned),
     };
     Ok(CallRow {
         cursor,

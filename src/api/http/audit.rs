@@ -39,7 +39,7 @@ use crate::tool::ErrorKind;
 type Service = State<Arc<ToolService>>;
 
 /// The CSV export's columns, before the included ones.
-pub const CSV_COLUMNS: [&str; 20] = [
+pub const CSV_COLUMNS: [&str; 21] = [
     "cursor",
     "started_at",
     "session_id",
@@ -60,6 +60,9 @@ pub const CSV_COLUMNS: [&str; 20] = [
     "node",
     "interrupted",
     "cancelled_by",
+    // Appended (columns are only ever added at the end, so a reader by position goes on
+    // working): where the call ran, DESIGN §12.
+    "isolation",
 ];
 
 /// The filters both routes take, and the extra parameters of each, as one struct per route

@@ -229,6 +229,8 @@ pub(super) struct CallJson<'a> {
     input: Option<&'a Value>,
     interrupted: bool,
     is_error: bool,
+    /// Where the call ran (DESIGN §12; `AuditRecord::isolation`).
+    isolation: &'a Option<String>,
     node: &'a str,
     offloaded: &'a Option<OffloadedResult>,
     /// An export's, when asked for: the offloaded output, or null.
@@ -259,6 +261,7 @@ impl<'a> CallJson<'a> {
             input: with_input.then_some(&record.input),
             interrupted: row.interrupted,
             is_error: record.is_error,
+            isolation: &record.isolation,
             node: &row.node,
             offloaded: &record.offloaded,
             output: None,

@@ -3,7 +3,12 @@
 //! row for the batch to write with the others before it answers (`HeldAudit`). A cancelled
 //! call's row says who stopped it (`cancelled_by`); every row keeps the trace the call ran in
 //! (`trace_id`, `tool::trace::current`) and whose request asked for the
-//! batch (`principal`, the batch's actor).
+//! batch (`principal`, the batch's actor). Each row says where the call ran (`isolation`,
+//! DESIGN §12): an environment session's tier for every call, since every tool works in the
+//! environment; in a plain session the sandbox a bash call reports in its `sandbox` metadata
+//! (`bwrap`, `landlock`, or `none` for an unsandboxed call), read from the result rather than
+//! asked of the shell so that it is the sandbox that call took, not the daemon's default;
+//! and nothing for a plain session's other tools, which run in the daemon itself.
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -33,6 +38,11 @@ impl Phase for Audit {
         let tool = request.tool.as_ref().ok().map(|t| t.name().to_owned());
         let held = request.held_audit.clone();
         let signals = request.signals.clone();
+        let tier = request
+            .ctx
+            .session
+            .environment()
+            .map(|environment| environment.isolation);
 
         let mut outcome = run_next(next, request).await;
         outcome.result.duration_ms = clock.elapsed().as_secs_f64() * 1000.0;
@@ -61,6 +71,7 @@ impl Phase for Audit {
             cancelled_by: cancelled_by(result, &signals),
             trace_id,
             principal: signals.interrupt.actor().map(|actor| actor.to_string()),
+            isolation: isolation(tier, result),
         };
         if let Some(held) = held {
             // The batch writes it, with its siblings', before any result is returned.
@@ -71,6 +82,18 @@ impl Phase for Audit {
             tracing::error!(call_id = %result.id, error = %err, "audit row not written");
         }
         outcome
+    }
+}
+
+/// Where the call ran: the environment's tier, else the sandbox the shell says it ran in.
+fn isolation(tier: Option<&'static str>, result: &ToolResult) -> Option<String> {
+    match tier {
+        Some(tier) => Some(tier.to_owned()),
+        None => result
+            .metadata
+            .get("sandbox")
+            .and_then(|sandbox| sandbox.as_str())
+            .map(str::to_owned),
     }
 }
 

@@ -92,7 +92,8 @@ async fn insert(pool: &PgPool, node: &str, group: &[Pending]) -> Result<(), Stor
     let mut query = QueryBuilder::<Postgres>::new(
         "INSERT INTO calls (node, session_id, batch_id, call_id, call_index, requested_name, \
          tool, input, decision, is_error, error_kind, output_chars, result_id, \
-         result_total_chars, started_at, duration_ms, cancelled_by, trace_id, principal) ",
+         result_total_chars, started_at, duration_ms, cancelled_by, trace_id, principal, \
+         isolation) ",
     );
     query.push_values(group, |mut values, (row, _)| {
         values
@@ -114,7 +115,8 @@ async fn insert(pool: &PgPool, node: &str, group: &[Pending]) -> Result<(), Stor
             .push_bind(row.duration_ms)
             .push_bind(&row.cancelled_by)
             .push_bind(&row.trace_id)
-            .push_bind(&row.principal);
+            .push_bind(&row.principal)
+            .push_bind(&row.isolation);
     });
     query
         .build()

@@ -32,16 +32,18 @@ use crate::tool::ErrorKind;
 const INSERT_KEYED: &str = "INSERT OR IGNORE INTO calls (journal_key, node, session_id, \
      batch_id, call_id, call_index, requested_name, tool, input, decision, is_error, \
      error_kind, output_chars, result_id, result_total_chars, started_at, duration_ms, \
-     cancelled_by, trace_id, principal) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+     cancelled_by, trace_id, principal, isolation) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
+     ?21)";
 
 /// A row from a segment of the format before journal keys, under the cursor it was given:
 /// a cursor already in the table was committed before the crash.
 const INSERT_UNKEYED: &str = "INSERT OR IGNORE INTO calls (cursor, node, session_id, batch_id, \
      call_id, call_index, requested_name, tool, input, decision, is_error, error_kind, \
      output_chars, result_id, result_total_chars, started_at, duration_ms, cancelled_by, \
-     trace_id, principal) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+     trace_id, principal, isolation) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, \
+     ?21)";
 
 impl AuditRow {
     /// Inserts the row, on the writer thread, unless it is there already; how many rows were
@@ -80,6 +82,7 @@ impl AuditRow {
                     self.cancelled_by,
                     self.trace_id,
                     self.principal,
+                    self.isolation,
                 ])
             })
             .map_err(|err| {

@@ -30,6 +30,7 @@ fn record(batch: &str, call: &str) -> AuditRecord {
         cancelled_by: None,
         trace_id: None,
         principal: None,
+        isolation: None,
     }
 }
 

@@ -63,6 +63,7 @@ fn row(i: usize, started_at: SystemTime) -> AuditRecord {
             }
             .to_owned(),
         ),
+        isolation: None,
     }
 }
 
@@ -251,6 +252,7 @@ async fn a_csv_export_has_the_documented_columns_quoted_and_bad_parameters_are_a
             "node",
             "interrupted",
             "cancelled_by",
+            "isolation",
             "input",
             "output",
         ]
@@ -262,7 +264,11 @@ async fn a_csv_export_has_the_documented_columns_quoted_and_bad_parameters_are_a
     assert_eq!(&records[0][9], "deny");
     assert_eq!(&records[0][10], "rule");
     assert_eq!(&records[0][12], "permission_denied");
-    let input: Value = serde_json::from_str(&records[0][20]).unwrap();
+    assert_eq!(
+        &records[0][20], "",
+        "no isolation on a row that ran nowhere"
+    );
+    let input: Value = serde_json::from_str(&records[0][21]).unwrap();
     assert!(input["command"].as_str().unwrap().starts_with("echo 14 "));
 
     for (query, named) in [

@@ -168,6 +168,7 @@ pub fn audit_record(session_id: &str, batch_id: &str, call_id: &str, index: usiz
         cancelled_by: None,
         trace_id: None,
         principal: Some("agent-a".to_owned()),
+        isolation: None,
     }
 }
 
@@ -199,6 +200,7 @@ pub fn full_audit_record(session_id: &str, call_id: &str) -> AuditRecord {
         duration_ms: 12.625,
         cancelled_by: Some("mcp_client".to_owned()),
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
+        isolation: Some("bwrap".to_owned()),
         ..audit_record(session_id, "batch-full", call_id, 3)
     }
 }
