@@ -4,7 +4,7 @@
 //! [`router`] builds the gRPC routes as an axum router behind the gRPC gates (`gates.rs`);
 //! `api::listener` sends every request whose content type is `application/grpc*` here and the
 //! rest to the HTTP app. Each RPC (`sessions.rs`, `batches.rs`, `events.rs`, `providers.rs`,
-//! `files.rs`) only translates messages to and from [`crate::service`] calls; errors go
+//! `files.rs`, `images.rs`) only translates messages to and from [`crate::service`] calls; errors go
 //! through the one table in `api` ([`crate::api::grpc_code`]). Not here: any rule about
 //! sessions, batches, events, files or snapshots.
 
@@ -23,6 +23,7 @@ mod batches;
 mod events;
 mod files;
 mod gates;
+mod images;
 mod providers;
 mod sessions;
 
@@ -116,7 +117,7 @@ pub async fn router(
 }
 
 /// The RPCs, each a one-line hand-off to its translation (in `sessions`, `batches`, `events`,
-/// `providers`, `files`).
+/// `providers`, `files`, `images`).
 #[tonic::async_trait]
 impl proto::tool_service_server::ToolService for GrpcDoor {
     type ExecuteStream = batches::ExecuteResponses;
@@ -234,6 +235,13 @@ impl proto::tool_service_server::ToolService for GrpcDoor {
         request: Request<proto::ForkRequest>,
     ) -> Result<Response<proto::ForkResponse>, Status> {
         GrpcDoor::fork(self, request).await
+    }
+
+    async fn pull_image(
+        &self,
+        request: Request<proto::PullImageRequest>,
+    ) -> Result<Response<proto::PullImageResponse>, Status> {
+        GrpcDoor::pull_image(self, request).await
     }
 }
 
