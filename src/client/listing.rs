@@ -13,13 +13,17 @@ use super::run_call::in_session;
 use super::wire::{ApiClient, ClientError, encode};
 use super::{ApprovalDecision, ExitStatus};
 
-/// `ID  MODE  interactive|-  OWNER  WORKING_DIRECTORY  open|closed`, one session a line.
+/// `ID  MODE  interactive|-  OWNER  WORKING_DIRECTORY  open|closed  IMAGE  TIER  LIMITS`, one
+/// session a line; the last three say where an environment session runs (its image, or the
+/// root it was given, its isolation tier and its limits) and are `-` for a plain session.
 pub async fn sessions(client: &ApiClient, json: bool) -> Result<ExitStatus, ClientError> {
     let listed = client.get_json("/v1/sessions").await?;
     if json {
         return print_json(array(&listed, "sessions"));
     }
-    let mut lines = vec!["ID\tMODE\tINTERACTIVE\tOWNER\tWORKING_DIRECTORY\tSTATE".to_owned()];
+    let mut lines = vec![
+        "ID\tMODE\tINTERACTIVE\tOWNER\tWORKING_DIRECTORY\tSTATE\tIMAGE\tTIER\tLIMITS".to_owned(),
+    ];
     for session in array(&listed, "sessions") {
         let text = |key: &str| session[key].as_str().unwrap_or("-").to_owned();
         let interactive = if session["interactive"] == true {
@@ -33,14 +37,42 @@ pub async fn sessions(client: &ApiClient, json: bool) -> Result<ExitStatus, Clie
             "open"
         };
         lines.push(format!(
-            "{}\t{}\t{interactive}\t{}\t{}\t{state}",
+            "{}\t{}\t{interactive}\t{}\t{}\t{state}\t{}",
             text("id"),
             text("permission_mode"),
             text("owner"),
             text("working_directory"),
+            environment_columns(&session["environment"]),
         ));
     }
     print_listing(&lines, "no sessions")
+}
+
+/// `IMAGE  TIER  LIMITS` of a session's `environment` (`-` each for a plain session). The
+/// limits are `name=value` joined by commas, in the order the API names them, so that a
+/// column holds no blank and `awk` splits the line as `cut` does.
+fn environment_columns(environment: &Value) -> String {
+    if !environment.is_object() {
+        return "-\t-\t-".to_owned();
+    }
+    let image = environment["image"]
+        .as_str()
+        .or_else(|| environment["rootfs"].as_str())
+        .unwrap_or("-");
+    let tier = environment["isolation"].as_str().unwrap_or("-");
+    let limits: Vec<String> = ["memory_mb", "cpus", "pids", "disk_mb"]
+        .iter()
+        .filter_map(|name| {
+            let value = &environment["limits"][*name];
+            (!value.is_null()).then(|| format!("{name}={value}"))
+        })
+        .collect();
+    let limits = if limits.is_empty() {
+        "-".to_owned()
+    } else {
+        limits.join(",")
+    };
+    format!("{image}\t{tier}\t{limits}")
 }
 
 /// The catalogue (`NAME  DESCRIPTION'S FIRST LINE`), or with a format the definitions as that

@@ -83,7 +83,7 @@ async fn listings_have_a_header_row_and_say_when_they_are_empty() {
     assert_eq!(sessions.code, 0, "{sessions:?}");
     assert_eq!(
         sessions.stdout,
-        "ID\tMODE\tINTERACTIVE\tOWNER\tWORKING_DIRECTORY\tSTATE\n"
+        "ID\tMODE\tINTERACTIVE\tOWNER\tWORKING_DIRECTORY\tSTATE\tIMAGE\tTIER\tLIMITS\n"
     );
     assert!(sessions.stderr.contains("no sessions"), "{sessions:?}");
     let approvals = run(&toold, &["approvals"]).await;
@@ -101,8 +101,10 @@ async fn listings_have_a_header_row_and_say_when_they_are_empty() {
     let lines: Vec<&str> = sessions.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{sessions:?}");
     let columns: Vec<&str> = lines[1].split('\t').collect();
-    assert_eq!(columns.len(), 6, "a column under each heading: {columns:?}");
+    assert_eq!(columns.len(), 9, "a column under each heading: {columns:?}");
     assert_eq!((columns[0], columns[5]), (session.as_str(), "open"));
+    // A plain session runs in no environment: no image, tier or limits.
+    assert_eq!(&columns[6..], ["-", "-", "-"], "{columns:?}");
     assert!(!sessions.stderr.contains("no sessions"), "{sessions:?}");
 
     let tools = run(&toold, &["tools"]).await;

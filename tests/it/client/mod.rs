@@ -13,6 +13,7 @@ mod approvals;
 mod audit;
 mod call;
 mod cli;
+mod environment_listing;
 mod harness;
 mod snapshots;
 mod tail;

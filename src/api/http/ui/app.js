@@ -488,12 +488,24 @@ function refreshSoon(name, load) {
   }, 100);
 }
 
+/// Where an environment session runs (DESIGN §12): its image (or the root it was given), its
+/// isolation tier and its limits; empty cells for a plain session.
+function environmentCells(environment) {
+  if (!environment) return ["", "", ""];
+  const limits = ["memory_mb", "cpus", "pids", "disk_mb"]
+    .filter((name) => environment.limits?.[name] != null)
+    .map((name) => `${name}=${environment.limits[name]}`)
+    .join(", ");
+  return [environment.image ?? environment.rootfs ?? "", environment.isolation ?? "", limits];
+}
+
 async function loadSessions() {
   const { sessions } = await api("/v1/sessions");
   const rows = sessions.map((s) => {
     remember("known-sessions", s.id);
     const row = cells(document.createElement("tr"), [
       short(s.id), s.permission_mode, s.working_directory, s.owner, s.interactive ? "yes" : "no",
+      ...environmentCells(s.environment),
     ]);
     row.cells[0].title = s.id;
     row.dataset.session = s.id;
