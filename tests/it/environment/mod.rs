@@ -1,7 +1,11 @@
 //! Environments (DESIGN §12) through the real daemon: images pulled from a real registry on
-//! loopback (`support::registry`), the cache and its endpoints, sessions on an image.
+//! loopback (`support::registry`), the cache and its endpoints (and gRPC's `PullImage`),
+//! sessions on an image, the tier on their audit rows, and their network.
 
+mod audit_isolation;
+mod grpc_pull;
 mod images;
+mod network;
 mod sessions;
 
 use std::sync::Arc;
