@@ -11,6 +11,10 @@ COPY benches ./benches
 COPY migrations ./migrations
 RUN cargo build --release --locked --bin toold
 
+# Environments (DESIGN §12, deploy/README.md "Environments in a container"): the bwrap tier
+# needs unprivileged user namespaces or CAP_SYS_ADMIN, an overlay root per session needs
+# CAP_SYS_ADMIN (else a full copy), and the gvisor tier needs runsc on PATH (not installed
+# here) with what runsc needs (CAP_SYS_ADMIN; /dev/kvm for its kvm platform).
 FROM debian:bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates bubblewrap tini curl \
