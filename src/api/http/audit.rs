@@ -377,6 +377,7 @@ fn csv_cell<'a>(column: &str, exported: &'a ExportedCall) -> Cow<'a, str> {
         "node" => row.node.as_str().into(),
         "interrupted" => flag(row.interrupted),
         "cancelled_by" => text(&record.cancelled_by),
+        "isolation" => text(&record.isolation),
         // Every column of `CSV_COLUMNS` has its arm (a unit test checks them all).
         _ => Cow::Borrowed(""),
     }
@@ -441,6 +442,7 @@ mod tests {
                     cancelled_by: some("interrupt"),
                     trace_id: some("4bf92f3577b34da6a3ce929d0e0e4736"),
                     principal: some("ci-agent"),
+                    isolation: some("bwrap"),
                 },
             },
             output: None,
