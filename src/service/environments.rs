@@ -5,6 +5,10 @@
 //! events, when the cache does not have it). A creation whose image cannot be had fails before
 //! anything of the session exists: no row, no workspace, no lease.
 //!
+//! The limits: `disk_mb` is the filesystem the session's writes land on, made here before the
+//! view is mounted (`environment::disk`); `memory_mb`, `pids` and `cpus` travel with the
+//! tools' view of the environment to the sandbox, which puts them on the session's cgroup.
+//!
 //! Who may: pulling and listing are for admins and agents (observers read the list); deleting
 //! an image is for admins only, since the cache is shared by every principal's sessions.
 //! Deliberately absent: running anything in the environment (the tools and the sandbox).
@@ -107,6 +111,13 @@ impl ToolService {
             private_dir: base.join("view"),
             root: base.join("root"),
         };
+        if let Some(mb) = info.limits.disk_mb {
+            // The writable layer on a filesystem of `disk_mb` (`environment::disk`). Without
+            // one (no loop device, no privilege) the session runs unbounded, and says so.
+            if let Err(err) = crate::environment::disk::attach(&spec.private_dir, mb) {
+                tracing::warn!(session = %id, error = %err, "disk_mb = {mb} not applied: no filesystem of its own for the session");
+            }
+        }
         let mount = |method| crate::workspace::MountedView::mount(spec.clone(), method);
         let view = mount(crate::workspace::ViewMethod::Overlay)
             .or_else(|_| mount(crate::workspace::ViewMethod::FullCopy))
@@ -147,6 +158,14 @@ impl ToolService {
             shell: PathBuf::from(shell),
             isolation: info.isolation.as_str(),
             writable_root: false,
+            limits: crate::tool::EnvironmentLimits {
+                memory_mb: info.limits.memory_mb.unwrap_or(0),
+                pids: info.limits.pids.unwrap_or(0),
+                cpu_millis: info
+                    .limits
+                    .cpus
+                    .map_or(0, |cpus| (cpus * 1000.0).round() as u64),
+            },
         };
         Ok(Mounted {
             view,

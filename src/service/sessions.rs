@@ -460,10 +460,12 @@ impl ToolService {
         self.shells.kill_session(id).await;
         self.close_view(id);
         self.bridge.close_session(id).await;
-        if let Some(view) = &live.environment_view
-            && let Err(err) = view.unmount()
-        {
-            tracing::warn!(session = %id, error = %err, "environment not unmounted");
+        if let Some(view) = &live.environment_view {
+            if let Err(err) = view.unmount() {
+                tracing::warn!(session = %id, error = %err, "environment not unmounted");
+            }
+            // Its `disk_mb` filesystem, if it had one, goes with it.
+            crate::environment::disk::remove(&view.spec().private_dir);
         }
         self.store
             .save_session_state(id, &snapshot_json(&live.state))

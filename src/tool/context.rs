@@ -91,6 +91,18 @@ pub struct EnvironmentView {
     pub isolation: &'static str,
     /// Whether commands may write outside `workdir` (a `danger_full_access` session).
     pub writable_root: bool,
+    /// `environment.limits` the sandbox applies to the session's processes (over `[sandbox]`'s).
+    pub limits: EnvironmentLimits,
+}
+
+/// The limits of an environment's processes (DESIGN §12); 0: not set (`[sandbox]`'s apply).
+/// `disk_mb` is not here: it bounds the session's filesystem, made before any tool runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnvironmentLimits {
+    pub memory_mb: u64,
+    pub pids: u64,
+    /// CPUs in thousandths (`cpus = 1.5` is 1500): a bandwidth quota, not a time limit.
+    pub cpu_millis: u64,
 }
 
 impl EnvironmentView {

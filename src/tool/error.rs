@@ -22,11 +22,14 @@ pub enum ErrorKind {
     Timeout,
     Cancelled,
     Aborted,
+    /// A process went over one of its session's limits (an environment's `memory_mb`,
+    /// `pids`): it was stopped, and the output names the limit.
+    ResourceExhausted,
 }
 
 impl ErrorKind {
     /// Every kind, in a stable order (for tables and tests).
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::UnknownTool,
         ErrorKind::InputValidation,
         ErrorKind::Validation,
@@ -37,6 +40,7 @@ impl ErrorKind {
         ErrorKind::Timeout,
         ErrorKind::Cancelled,
         ErrorKind::Aborted,
+        ErrorKind::ResourceExhausted,
     ];
 
     /// The stable string used in results, events and the audit log.
@@ -52,6 +56,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Aborted => "aborted",
+            ErrorKind::ResourceExhausted => "resource_exhausted",
         }
     }
 
@@ -76,6 +81,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "TimeoutError: ",
             ErrorKind::Cancelled => "CancelledError: ",
             ErrorKind::Aborted => "AbortedError: ",
+            ErrorKind::ResourceExhausted => "ResourceExhaustedError: ",
         }
     }
 

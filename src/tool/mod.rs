@@ -19,8 +19,8 @@ pub mod trace;
 
 pub use call::{CallInput, OffloadedResult, Recorded, ToolCall, ToolResult};
 pub use context::{
-    DeferredTool, EmptyCatalog, EnvironmentView, PathChecks, ProgressSink, ProgressUpdate,
-    SessionView, ToolCatalog, ToolContext,
+    DeferredTool, EmptyCatalog, EnvironmentLimits, EnvironmentView, PathChecks, ProgressSink,
+    ProgressUpdate, SessionView, ToolCatalog, ToolContext,
 };
 pub use error::{ErrorKind, ToolError};
 pub use level::{PermissionLevel, UnknownPermissionMode};

@@ -236,10 +236,12 @@ impl BashTool {
 }
 
 /// Why a running command was stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Stop {
     Timeout,
     Cancelled,
+    /// It went over one of its environment's limits (DESIGN §12).
+    Limit(super::sandbox::LimitMet),
 }
 
 #[async_trait]
@@ -310,13 +312,33 @@ impl Tool for BashTool {
         ctx.progress
             .report(json!({"pid": process.pid(), "description": input.description}));
         let timeout = Duration::from_millis(input.timeout_ms);
+        // An environment's limits are watched (its counters read from the call's start): a
+        // process over one stops the call.
+        let watch = ctx
+            .session
+            .environment()
+            .and_then(|_| confinement.limit_watch());
+        let over_limit = async {
+            match &watch {
+                Some(watch) => watch.until_met().await,
+                None => std::future::pending().await,
+            }
+        };
         let stop = async {
             tokio::select! {
                 () = tokio::time::sleep(timeout) => Stop::Timeout,
                 () = ctx.cancellation.cancelled() => Stop::Cancelled,
+                met = over_limit => Stop::Limit(met),
             }
         };
-        let (stopped, mut ended) = process.wait_or_stop(stop).await;
+        let (mut stopped, mut ended) = process.wait_or_stop(stop).await;
+        if stopped.is_none() {
+            // What the OOM killer left may have ended before the next poll saw the counter.
+            stopped = watch.as_ref().and_then(|w| w.met()).map(Stop::Limit);
+        }
+        if let Some(Stop::Limit(met)) = &stopped {
+            crate::telemetry::record_limit_kill(met.limit);
+        }
         if let Some(environment) = ctx.session.environment() {
             // The shell reported the environment's path; the session keeps the host's.
             ended.cwd = ended.cwd.and_then(|inside| environment.to_host(&inside));
@@ -414,7 +436,7 @@ impl Finished {
     async fn into_output(mut self, session: &dyn SessionView) -> ToolOutput {
         let code = self.ended.status.and_then(|s| s.code());
         let signal = self.ended.status.and_then(|s| s.signal());
-        let last_line = match (self.stopped, code, signal) {
+        let last_line = match (self.stopped.clone(), code, signal) {
             (Some(Stop::Timeout), _, _) => Some(format!(
                 "command timed out after {} ms; it and every process it started were killed",
                 self.timeout_ms
@@ -422,6 +444,7 @@ impl Finished {
             (Some(Stop::Cancelled), _, _) => {
                 Some("command was cancelled; it and every process it started were killed".into())
             }
+            (Some(Stop::Limit(met)), _, _) => Some(met.message),
             (None, Some(0), _) => None,
             (None, Some(code), _) => Some(format!("exit code: {code}")),
             (None, None, Some(signal)) => Some(format!("killed by signal {signal}")),
@@ -463,13 +486,21 @@ impl Finished {
         output.is_error = last_line.is_some();
         // Its own timeout is kind `timeout` (DESIGN §3). A cancellation is the dispatcher's
         // stop, which names the kind itself.
-        output.error_kind = (self.stopped == Some(Stop::Timeout)).then_some(ErrorKind::Timeout);
+        output.error_kind = match &self.stopped {
+            Some(Stop::Timeout) => Some(ErrorKind::Timeout),
+            Some(Stop::Limit(_)) => Some(ErrorKind::ResourceExhausted),
+            _ => None,
+        };
         let final_cwd = self.ended.cwd.clone().unwrap_or(self.cwd);
         output = output
             .with_metadata("exit_code", json!(code))
             .with_metadata("signal", json!(signal))
             .with_metadata("timed_out", json!(self.stopped == Some(Stop::Timeout)))
-            .with_metadata("cancelled", json!(self.stopped == Some(Stop::Cancelled)))
+            .with_metadata("cancelled", json!(self.stopped == Some(Stop::Cancelled)));
+        if let Some(Stop::Limit(met)) = &self.stopped {
+            output = output.with_metadata("limit", json!(met.limit));
+        }
+        output = output
             .with_metadata("output_bytes", json!(self.total_bytes))
             .with_metadata("omitted_bytes", json!(omitted_bytes))
             .with_metadata("cwd", json!(final_cwd.to_string_lossy()));

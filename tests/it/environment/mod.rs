@@ -5,6 +5,7 @@
 mod audit_isolation;
 mod grpc_pull;
 mod images;
+mod limits;
 mod network;
 mod sessions;
 

@@ -13,6 +13,15 @@
 //! Which applies is probed once at start, logged, and reported as each sandboxed result's
 //! `limits` metadata. A limit of 0 means none. Cgroups are named `toold-<daemon pid>-…`;
 //! those a daemon killed with SIGKILL left behind (empty) are removed by the next start's probe.
+//!
+//! An environment session (DESIGN §12) puts its `memory_mb` and `pids` over these, and
+//! `cpus` as a bandwidth quota (`cpu.max` in v2; `cpu.cfs_quota_us` over a 100 ms
+//! `cpu.cfs_period_us` in the v1 `cpu` hierarchy, when the daemon may make a cgroup there;
+//! otherwise `cpus` is not applied, and rlimits have no equivalent). Whether a call went over
+//! a limit is read from the cgroup's own counters ([`Exhaustion`]: `oom_kill` in
+//! `memory.events` / v1 `memory.oom_control`, `max` in `pids.events`), compared before and
+//! during the call: the kernel's OOM killer kills one process, a fork over `pids.max` fails
+//! with EAGAIN, and the counters are the one place both are recorded per session.
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -88,8 +97,13 @@ impl ChildLimits {
 pub(crate) enum LimitsBackend {
     /// Session cgroups are made under `parent` (the daemon's own cgroup).
     CgroupV2 { parent: PathBuf },
-    /// Session cgroups are made under these two (the `pids` and `memory` hierarchies).
-    CgroupV1 { pids: PathBuf, memory: PathBuf },
+    /// Session cgroups are made under these two (the `pids` and `memory` hierarchies), and
+    /// under the `cpu` hierarchy's when the daemon may make one there.
+    CgroupV1 {
+        pids: PathBuf,
+        memory: PathBuf,
+        cpu: Option<PathBuf>,
+    },
     /// No cgroup could be made (why).
     Rlimits { why: String },
 }
@@ -117,7 +131,13 @@ impl LimitsBackend {
             Ok((pids, memory)) => {
                 remove_stale(&pids);
                 remove_stale(&memory);
-                LimitsBackend::CgroupV1 { pids, memory }
+                let cpu = v1_dir("cpu")
+                    .and_then(|cpu| try_make(&[&cpu], &["cpu.cfs_quota_us"]).map(|()| cpu))
+                    .ok();
+                if let Some(cpu) = &cpu {
+                    remove_stale(cpu);
+                }
+                LimitsBackend::CgroupV1 { pids, memory, cpu }
             }
             Err(v1_why) => LimitsBackend::Rlimits {
                 why: format!("cgroup v2: {v2_why}; cgroup v1: {v1_why}"),
@@ -139,7 +159,7 @@ impl LimitsBackend {
             LimitsBackend::CgroupV2 { parent } => {
                 format!("per-session limits: cgroup v2 under {}", parent.display())
             }
-            LimitsBackend::CgroupV1 { pids, memory } => format!(
+            LimitsBackend::CgroupV1 { pids, memory, .. } => format!(
                 "per-session limits: cgroup v1 under {} and {}",
                 pids.display(),
                 memory.display()
@@ -151,55 +171,118 @@ impl LimitsBackend {
     }
 }
 
+/// What a session's cgroup limits (0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CgroupLimits {
+    pub pids: u64,
+    pub memory_bytes: u64,
+    /// CPUs in thousandths: a quota of that share of each 100 ms period.
+    pub cpu_millis: u64,
+}
+
+/// The period a CPU quota is counted over, in microseconds (the kernel's default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// How often a session's cgroup met its limits so far: compared before and after a call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Exhaustion {
+    /// Processes the OOM killer killed for the memory limit.
+    pub oom_kills: u64,
+    /// Forks refused for the process limit.
+    pub pids_max: u64,
+}
+
 /// A session's cgroup: its directories and their `cgroup.procs`, opened for the spawner to
 /// join between fork and exec. Removed when dropped (once empty).
 #[derive(Debug)]
 pub(crate) struct SessionCgroup {
     dirs: Vec<PathBuf>,
     procs: Vec<OwnedFd>,
+    /// Where the counters are: `memory.events` (v2) or `memory.oom_control` (v1), and
+    /// `pids.events`.
+    memory_events: PathBuf,
+    pids_events: PathBuf,
 }
 
 impl SessionCgroup {
-    /// Makes `name` under `backend` with the session's `pids` and `memory` limits (0: none);
-    /// `None` under [`LimitsBackend::Rlimits`].
+    /// Makes `name` under `backend` with the session's `limits`; `None` under
+    /// [`LimitsBackend::Rlimits`].
     pub(crate) fn create(
         backend: &LimitsBackend,
         name: &str,
-        pids: u64,
-        memory_bytes: u64,
+        limits: CgroupLimits,
     ) -> io::Result<Option<SessionCgroup>> {
-        let files: Vec<(PathBuf, &str, u64)> = match backend {
+        let quota =
+            (limits.cpu_millis > 0).then(|| (limits.cpu_millis * CPU_PERIOD_US / 1000).max(1000));
+        let mut files: Vec<(PathBuf, &str, String)> = Vec::new();
+        let value = |files: &mut Vec<(PathBuf, &str, String)>, dir: &PathBuf, file, n: u64| {
+            if n > 0 {
+                files.push((dir.clone(), file, n.to_string()));
+            }
+        };
+        let (memory_events, pids_events, dirs) = match backend {
             LimitsBackend::Rlimits { .. } => return Ok(None),
             LimitsBackend::CgroupV2 { parent } => {
                 let dir = parent.join(name);
-                vec![
-                    (dir.clone(), "pids.max", pids),
-                    (dir, "memory.max", memory_bytes),
-                ]
+                value(&mut files, &dir, "pids.max", limits.pids);
+                value(&mut files, &dir, "memory.max", limits.memory_bytes);
+                if let Some(quota) = quota
+                    && parent.join("cgroup.subtree_control").exists()
+                {
+                    // Best effort: `cpu` may not be delegated; then `cpus` is not applied.
+                    let _ = write_value(&parent.join("cgroup.subtree_control"), "+cpu");
+                    files.push((dir.clone(), "cpu.max", format!("{quota} {CPU_PERIOD_US}")));
+                }
+                (
+                    dir.join("memory.events"),
+                    dir.join("pids.events"),
+                    vec![dir],
+                )
             }
-            LimitsBackend::CgroupV1 { pids: p, memory } => vec![
-                (p.join(name), "pids.max", pids),
-                (memory.join(name), "memory.limit_in_bytes", memory_bytes),
-            ],
+            LimitsBackend::CgroupV1 { pids, memory, cpu } => {
+                let (p, m) = (pids.join(name), memory.join(name));
+                value(&mut files, &p, "pids.max", limits.pids);
+                value(&mut files, &m, "memory.limit_in_bytes", limits.memory_bytes);
+                let mut dirs = vec![p.clone(), m.clone()];
+                if let (Some(cpu), Some(quota)) = (cpu, quota) {
+                    let c = cpu.join(name);
+                    files.push((c.clone(), "cpu.cfs_period_us", CPU_PERIOD_US.to_string()));
+                    files.push((c.clone(), "cpu.cfs_quota_us", quota.to_string()));
+                    dirs.push(c);
+                }
+                (m.join("memory.oom_control"), p.join("pids.events"), dirs)
+            }
         };
         let mut cgroup = SessionCgroup {
             dirs: Vec::new(),
             procs: Vec::new(),
+            memory_events,
+            pids_events,
         };
+        for dir in dirs {
+            std::fs::create_dir(&dir)?;
+            cgroup.dirs.push(dir.clone());
+            let procs = OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))?;
+            cgroup.procs.push(procs.into());
+        }
         for (dir, file, value) in files {
-            if !cgroup.dirs.contains(&dir) {
-                std::fs::create_dir(&dir)?;
-                cgroup.dirs.push(dir.clone());
-                let procs = OpenOptions::new()
-                    .write(true)
-                    .open(dir.join("cgroup.procs"))?;
-                cgroup.procs.push(procs.into());
-            }
-            if value > 0 {
-                write_value(&dir.join(file), &value.to_string())?;
+            match write_value(&dir.join(file), &value) {
+                // A v2 `cpu.max` where `cpu` could not be enabled: not applied.
+                Err(_) if file == "cpu.max" => {}
+                written => written?,
             }
         }
         Ok(Some(cgroup))
+    }
+
+    /// The cgroup's counters now (0 where a file cannot be read).
+    pub(crate) fn exhaustion(&self) -> Exhaustion {
+        Exhaustion {
+            oom_kills: counter(&self.memory_events, "oom_kill"),
+            pids_max: counter(&self.pids_events, "max"),
+        }
     }
 
     /// The `cgroup.procs` descriptors the spawner writes `0` to, joining the cgroup.
@@ -226,6 +309,19 @@ impl Drop for SessionCgroup {
             }
         });
     }
+}
+
+/// The value of `key` in a cgroup file of `key value` lines.
+fn counter(path: &Path, key: &str) -> u64 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let (name, value) = line.split_once(' ')?;
+                (name == key).then(|| value.trim().parse().ok()).flatten()
+            })
+        })
+        .unwrap_or(0)
 }
 
 /// In the spawner's child, before exec: joins the cgroup. Only `write` calls.

@@ -24,6 +24,7 @@ mod detect;
 mod landlock;
 mod limits;
 pub(crate) mod spawner;
+mod watch;
 mod wire;
 
 use std::path::{Path, PathBuf};
@@ -33,9 +34,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::tool::{PermissionLevel, ToolError};
 
-use limits::{ChildLimits, LimitsBackend, SessionCgroup};
+use limits::{CgroupLimits, ChildLimits, LimitsBackend, SessionCgroup};
 pub use spawner::server::run as serve_spawner;
 use spawner::{SessionSpawner, SpawnerPlan, SpawnerSet};
+pub(crate) use watch::{LimitMet, LimitWatch};
 
 /// `[sandbox]` settings (DESIGN §5).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,14 +201,26 @@ impl SessionLimits {
         }
     }
 
+    /// The session's cgroup limits: an environment's `memory_mb`, `pids` and `cpus` over
+    /// `[sandbox]`'s.
+    fn cgroup(&self, environment: Option<crate::tool::EnvironmentLimits>) -> CgroupLimits {
+        let own = environment.unwrap_or_default();
+        let or = |mine: u64, sandbox: u64| if mine > 0 { mine } else { sandbox };
+        CgroupLimits {
+            pids: or(own.pids, self.pids),
+            memory_bytes: or(own.memory_mb << 20, self.memory_bytes),
+            cpu_millis: own.cpu_millis,
+        }
+    }
+
     /// The rlimits each command gets: processes and memory only without a cgroup.
-    fn child(&self) -> ChildLimits {
+    fn child(&self, cgroup: CgroupLimits) -> ChildLimits {
         let rlimits = matches!(self.backend, LimitsBackend::Rlimits { .. });
         ChildLimits {
             cpu_seconds: self.cpu_seconds,
             open_files: self.open_files,
-            processes: if rlimits { self.pids } else { 0 },
-            address_space: if rlimits { self.memory_bytes } else { 0 },
+            processes: if rlimits { cgroup.pids } else { 0 },
+            address_space: if rlimits { cgroup.memory_bytes } else { 0 },
         }
     }
 }
@@ -446,7 +460,12 @@ impl ShellSandbox {
             ))),
             Choice::Bubblewrap | Choice::Landlock { .. } => spawners
                 .get_or_start(session_id, owner, || {
-                    self.spawner_plan(session_id, workspace, self.network && network_requested)
+                    self.spawner_plan(
+                        session_id,
+                        workspace,
+                        self.network && network_requested,
+                        None,
+                    )
                 })
                 .map(Confinement::Spawner)
                 .map_err(|err| {
@@ -469,7 +488,8 @@ impl ShellSandbox {
                 environment.isolation
             )));
         }
-        let mut plan = self.spawner_plan(session_id, &environment.root, false)?;
+        let limits = Some(environment.limits);
+        let mut plan = self.spawner_plan(session_id, &environment.root, false, limits)?;
         let toold = self
             .spawner_program
             .clone()
@@ -489,12 +509,13 @@ impl ShellSandbox {
         Ok(plan)
     }
 
-    /// How to start the spawner of `session_id`.
+    /// How to start the spawner of `session_id` (`environment`: its limits over `[sandbox]`'s).
     fn spawner_plan(
         &self,
         session_id: &str,
         workspace: &Path,
         network: bool,
+        environment: Option<crate::tool::EnvironmentLimits>,
     ) -> std::io::Result<SpawnerPlan> {
         let toold = self.spawner_program.clone().map_err(|why| {
             std::io::Error::other(format!("no toold binary to run the spawner: {why}"))
@@ -506,8 +527,7 @@ impl ShellSandbox {
                 std::process::id(),
                 SPAWNERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ),
-            self.limits.pids,
-            self.limits.memory_bytes,
+            self.limits.cgroup(environment),
         )?;
         let mut plan = SpawnerPlan {
             kind: SandboxKind::None,
@@ -516,7 +536,8 @@ impl ShellSandbox {
             landlock: None,
             env: Vec::new(),
             cgroup,
-            limits: self.limits.child(),
+            limits: self.limits.child(self.limits.cgroup(environment)),
+            cgroup_limits: self.limits.cgroup(environment),
             limits_name: self.limits.backend.name(),
             environment: None,
         };
@@ -619,6 +640,14 @@ impl Confinement {
         match self {
             Confinement::None => "none",
             Confinement::Spawner(spawner) => spawner.limits_name(),
+        }
+    }
+
+    /// A watch on the session's cgroup counters from now on (`None` without a cgroup).
+    pub(crate) fn limit_watch(&self) -> Option<LimitWatch> {
+        match self {
+            Confinement::None => None,
+            Confinement::Spawner(spawner) => LimitWatch::start(spawner.clone()),
         }
     }
 }

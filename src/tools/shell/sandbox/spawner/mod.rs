@@ -37,7 +37,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
 use super::SandboxKind;
-use super::limits::{ChildLimits, SessionCgroup};
+use super::limits::{CgroupLimits, ChildLimits, Exhaustion, SessionCgroup};
 use super::wire::{self, REPLY_EXITED, REPLY_STARTED, Request};
 use crate::tool::SessionView;
 
@@ -62,6 +62,8 @@ pub(crate) struct SpawnerPlan {
     pub env: Vec<(OsString, OsString)>,
     pub cgroup: Option<SessionCgroup>,
     pub limits: ChildLimits,
+    /// What the cgroup (if any) limits, for naming a limit a call met.
+    pub cgroup_limits: CgroupLimits,
     /// `cgroup v2`, `cgroup v1` or `rlimits`: the result's `limits` metadata.
     pub limits_name: &'static str,
     /// The session's environment: commands' directories are its paths, `bash` is its shell,
@@ -78,7 +80,8 @@ pub(crate) struct SessionSpawner {
     control: Mutex<Option<OwnedFd>>,
     process: Mutex<Child>,
     stderr: Arc<SpawnerStderr>,
-    _cgroup: Option<SessionCgroup>,
+    cgroup: Option<SessionCgroup>,
+    cgroup_limits: CgroupLimits,
     environment: Option<crate::tool::EnvironmentView>,
 }
 
@@ -185,7 +188,8 @@ impl SessionSpawner {
             control: Mutex::new(Some(ours)),
             process: Mutex::new(process),
             stderr,
-            _cgroup: plan.cgroup,
+            cgroup: plan.cgroup,
+            cgroup_limits: plan.cgroup_limits,
             environment: plan.environment,
         })
     }
@@ -201,6 +205,12 @@ impl SessionSpawner {
 
     pub(crate) fn limits_name(&self) -> &'static str {
         self.limits_name
+    }
+
+    /// The session cgroup's counters and what it limits (`None` without a cgroup).
+    pub(crate) fn exhaustion(&self) -> Option<(Exhaustion, CgroupLimits)> {
+        let cgroup = self.cgroup.as_ref()?;
+        Some((cgroup.exhaustion(), self.cgroup_limits))
     }
 
     /// `gone(what)`, with what the spawner last wrote to stderr (bubblewrap's reason, say).
