@@ -24,7 +24,7 @@
 //!   backend, `none` too, so the cost of a sandbox reads against no sandbox).
 //! - `toold_image_pulls_total{outcome}` (`ok`, `error`), `toold_image_cache_bytes` (set when
 //!   `/metrics` is rendered), `toold_limit_kills_total{limit}`: environments (DESIGN §12),
-//!   recorded by the service.
+//!   recorded by the service (the kills by the shell's limit watch).
 //! - `toold_build_info{version}` (always 1) and the `process_*` series ([`process`]).
 //!
 //! No label carries a session, batch, call or approval id.
@@ -332,8 +332,9 @@ pub fn set_image_cache_bytes(bytes: u64) {
     metrics::gauge!(IMAGE_CACHE_BYTES).set(bytes as f64);
 }
 
-/// A call of an environment session ended over one of its limits (`memory`, `pids`, `disk`,
-/// `cpu`).
+/// A call of an environment session ended over one of its limits (`memory_mb`, `pids`):
+/// recorded by `bash` when it stops the call (a write past `disk_mb` is the command's own
+/// ENOSPC, and `cpus` only slows).
 pub fn record_limit_kill(limit: &'static str) {
     metrics::counter!(LIMIT_KILLS, "limit" => limit).increment(1);
 }

@@ -7,6 +7,9 @@
 //! tasks are [`super::background`]. The result's text is the output as written (stdout and
 //! stderr interleaved), then one line for anything but a clean exit: `exit code: N`,
 //! `killed by signal N`, or the timeout or cancellation; the same facts are in the metadata.
+//! In an environment, a call whose session went over its `memory_mb` or `pids` while it ran
+//! (the sandbox's [`super::sandbox::LimitMet`]) is stopped like a timed-out one and ends as
+//! `resource_exhausted`, its last line naming the limit.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,8 @@
 //! `memory_mb = 64` and a fork bomb under `pids = 64` end as `resource_exhausted` naming the
 //! limit, a 100 MiB write under `disk_mb = 20` fails inside with ENOSPC and the host loses at
 //! most about 20 MiB; meanwhile another session's `echo` answers within a second; a request
-//! over `max_limits` is refused naming the limit.
+//! over `max_limits` is refused naming the limit; a restarted daemon mounts a session's disk
+//! again, its writes kept and its bound holding.
 
 use std::time::{Duration, Instant};
 
@@ -194,9 +195,25 @@ async fn writes_past_disk_mb_fail_inside_with_enospc() {
         text(&written).contains("No space left on device"),
         "{written}"
     );
+    // What the session's writes take on the host: the blocks of its disk image (precise),
+    // and the data directory's free space (other tests write beside it, so loosely: an
+    // unbounded write would have taken all 100 MiB).
+    // SAFETY: sync(2) takes nothing.
+    unsafe { libc::sync() };
+    unsafe { libc::sync() };
+    let image = toold
+        .dir
+        .path()
+        .join(format!("data/environments/{small}/disk.img"));
+    use std::os::unix::fs::MetadataExt;
+    let taken = std::fs::metadata(&image).unwrap().blocks() * 512;
+    assert!(
+        (10 << 20..=21 << 20).contains(&taken),
+        "the disk image takes {taken} bytes"
+    );
     let free_after = free_bytes(toold.dir.path());
     let dropped = free_before.saturating_sub(free_after);
-    assert!(dropped <= 24 << 20, "the host lost {dropped} bytes");
+    assert!(dropped <= 60 << 20, "the host lost {dropped} bytes");
     assert!(slowest < Duration::from_secs(1), "{slowest:?}");
     // What fitted is there, and the file tools see the same bound.
     let size = bash(&toold, &small, "stat -c %s /workspace/big").await;
@@ -284,4 +301,28 @@ async fn a_request_over_max_limits_is_refused_naming_the_limit() {
             reply.body
         );
     }
+}
+
+#[tokio::test]
+async fn a_restarted_daemon_mounts_the_same_bounded_disk_again() {
+    let Some((registry, toold)) = fixture("") else {
+        return;
+    };
+    let image = registry.image("test/busybox:1");
+    let id = session(&toold, &image, json!({"disk_mb": 20})).await;
+    let wrote = bash(&toold, &id, "echo kept > /workspace/kept.txt").await;
+    assert_eq!(wrote["is_error"], false, "{wrote}");
+    let config = toold.dir.path().join("toold.toml");
+    let mut toold = toold;
+    toold.kill();
+    let toold = Toold::start_with(toold.dir.clone(), &["--config", config.to_str().unwrap()]);
+    let kept = bash(&toold, &id, "cat /workspace/kept.txt").await;
+    assert_eq!(text(&kept), "kept\n", "{kept}");
+    let full = bash(
+        &toold,
+        &id,
+        "dd if=/dev/zero of=/workspace/big bs=1M count=100",
+    )
+    .await;
+    assert!(text(&full).contains("No space left on device"), "{full}");
 }

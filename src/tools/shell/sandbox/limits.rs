@@ -92,6 +92,54 @@ impl ChildLimits {
     }
 }
 
+/// The `[sandbox]` limits and where they are enforced.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionLimits {
+    pub(crate) backend: LimitsBackend,
+    pids: u64,
+    memory_bytes: u64,
+    cpu_seconds: u64,
+    open_files: u64,
+}
+
+impl SessionLimits {
+    pub(crate) fn new(settings: &super::SandboxSettings, backend: LimitsBackend) -> SessionLimits {
+        SessionLimits {
+            backend,
+            pids: settings.pids,
+            memory_bytes: settings.memory_bytes,
+            cpu_seconds: settings.cpu_seconds,
+            open_files: settings.open_files,
+        }
+    }
+
+    /// The session's cgroup limits: an environment's `memory_mb`, `pids` and `cpus` over
+    /// `[sandbox]`'s.
+    pub(crate) fn cgroup(
+        &self,
+        environment: Option<crate::tool::EnvironmentLimits>,
+    ) -> CgroupLimits {
+        let own = environment.unwrap_or_default();
+        let or = |mine: u64, sandbox: u64| if mine > 0 { mine } else { sandbox };
+        CgroupLimits {
+            pids: or(own.pids, self.pids),
+            memory_bytes: or(own.memory_mb << 20, self.memory_bytes),
+            cpu_millis: own.cpu_millis,
+        }
+    }
+
+    /// The rlimits each command gets: processes and memory only without a cgroup.
+    pub(crate) fn child(&self, cgroup: CgroupLimits) -> ChildLimits {
+        let rlimits = matches!(self.backend, LimitsBackend::Rlimits { .. });
+        ChildLimits {
+            cpu_seconds: self.cpu_seconds,
+            open_files: self.open_files,
+            processes: if rlimits { cgroup.pids } else { 0 },
+            address_space: if rlimits { cgroup.memory_bytes } else { 0 },
+        }
+    }
+}
+
 /// Where a session's processes and memory are counted, probed once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum LimitsBackend {
@@ -457,5 +505,31 @@ mod tests {
         assert_eq!(ChildLimits::parse(&limits.to_arg()), Ok(limits));
         assert!(ChildLimits::parse("1,2,3").unwrap_err().contains("four"));
         assert!(ChildLimits::parse("1,x,3,4").unwrap_err().contains("\"x\""));
+    }
+
+    #[test]
+    fn an_environments_limits_go_over_the_sandboxes_and_counters_are_read_by_key() {
+        let settings = super::super::SandboxSettings::default();
+        let backend = LimitsBackend::Rlimits { why: "test".into() };
+        let limits = SessionLimits::new(&settings, backend);
+        let own = crate::tool::EnvironmentLimits {
+            memory_mb: 64,
+            pids: 0,
+            cpu_millis: 500,
+        };
+        let cgroup = limits.cgroup(Some(own));
+        assert_eq!(cgroup.memory_bytes, 64 << 20);
+        assert_eq!(cgroup.pids, settings.pids);
+        assert_eq!(cgroup.cpu_millis, 500);
+        assert_eq!(limits.cgroup(None).memory_bytes, settings.memory_bytes);
+        // Under rlimits the same numbers become each command's.
+        assert_eq!(limits.child(cgroup).address_space, 64 << 20);
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memory.oom_control");
+        std::fs::write(&file, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n").unwrap();
+        assert_eq!(counter(&file, "oom_kill"), 3);
+        assert_eq!(counter(&file, "max"), 0);
+        assert_eq!(counter(&dir.path().join("missing"), "max"), 0);
     }
 }

@@ -34,10 +34,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::tool::{PermissionLevel, ToolError};
 
-use limits::{CgroupLimits, ChildLimits, LimitsBackend, SessionCgroup};
+use limits::{LimitsBackend, SessionCgroup, SessionLimits};
 pub use spawner::server::run as serve_spawner;
 use spawner::{SessionSpawner, SpawnerPlan, SpawnerSet};
-pub(crate) use watch::{LimitMet, LimitWatch};
+pub(crate) use watch::LimitMet;
 
 /// `[sandbox]` settings (DESIGN §5).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,51 +178,6 @@ pub struct ShellSandbox {
     /// The toold binary the spawner runs as, or why there is none.
     spawner_program: Result<PathBuf, String>,
     limits: SessionLimits,
-}
-
-/// The `[sandbox]` limits and where they are enforced.
-#[derive(Clone, Debug)]
-struct SessionLimits {
-    backend: LimitsBackend,
-    pids: u64,
-    memory_bytes: u64,
-    cpu_seconds: u64,
-    open_files: u64,
-}
-
-impl SessionLimits {
-    fn new(settings: &SandboxSettings, backend: LimitsBackend) -> SessionLimits {
-        SessionLimits {
-            backend,
-            pids: settings.pids,
-            memory_bytes: settings.memory_bytes,
-            cpu_seconds: settings.cpu_seconds,
-            open_files: settings.open_files,
-        }
-    }
-
-    /// The session's cgroup limits: an environment's `memory_mb`, `pids` and `cpus` over
-    /// `[sandbox]`'s.
-    fn cgroup(&self, environment: Option<crate::tool::EnvironmentLimits>) -> CgroupLimits {
-        let own = environment.unwrap_or_default();
-        let or = |mine: u64, sandbox: u64| if mine > 0 { mine } else { sandbox };
-        CgroupLimits {
-            pids: or(own.pids, self.pids),
-            memory_bytes: or(own.memory_mb << 20, self.memory_bytes),
-            cpu_millis: own.cpu_millis,
-        }
-    }
-
-    /// The rlimits each command gets: processes and memory only without a cgroup.
-    fn child(&self, cgroup: CgroupLimits) -> ChildLimits {
-        let rlimits = matches!(self.backend, LimitsBackend::Rlimits { .. });
-        ChildLimits {
-            cpu_seconds: self.cpu_seconds,
-            open_files: self.open_files,
-            processes: if rlimits { cgroup.pids } else { 0 },
-            address_space: if rlimits { cgroup.memory_bytes } else { 0 },
-        }
-    }
 }
 
 impl Default for ShellSandbox {
@@ -640,14 +595,6 @@ impl Confinement {
         match self {
             Confinement::None => "none",
             Confinement::Spawner(spawner) => spawner.limits_name(),
-        }
-    }
-
-    /// A watch on the session's cgroup counters from now on (`None` without a cgroup).
-    pub(crate) fn limit_watch(&self) -> Option<LimitWatch> {
-        match self {
-            Confinement::None => None,
-            Confinement::Spawner(spawner) => LimitWatch::start(spawner.clone()),
         }
     }
 }

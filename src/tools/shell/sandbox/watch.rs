@@ -37,6 +37,16 @@ pub(crate) struct LimitMet {
     pub message: String,
 }
 
+impl super::Confinement {
+    /// A watch on the session's cgroup counters from now on (`None` without a cgroup).
+    pub(crate) fn limit_watch(&self) -> Option<LimitWatch> {
+        match self {
+            super::Confinement::None => None,
+            super::Confinement::Spawner(spawner) => LimitWatch::start(spawner.clone()),
+        }
+    }
+}
+
 impl LimitWatch {
     /// Reads the counters of `spawner`'s cgroup; `None` when it has none.
     pub(crate) fn start(spawner: Arc<SessionSpawner>) -> Option<LimitWatch> {
