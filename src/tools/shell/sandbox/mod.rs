@@ -2,7 +2,8 @@
 //! ([`detect`]), the choice made once at start ([`ShellSandbox`]), and how a shell is confined
 //! ([`Confinement`]): by the session's spawner ([`spawner`], one sandboxed process per session
 //! that forks each command, speaking [`wire`]), started under bubblewrap ([`bwrap`]) or with a
-//! Landlock ruleset applied once ([`landlock`]), with the session's [`limits`].
+//! Landlock ruleset applied once ([`landlock`]), with the session's [`limits`] (an
+//! environment's over `[sandbox]`'s) and, in an environment, a [`watch`] on them per call.
 //!
 //! `mode = "auto"` takes bubblewrap where it works, else Landlock, else nothing; `"bwrap"` and
 //! `"landlock"` take only that one; `"off"` takes none. "Works" is decided at start by
