@@ -306,6 +306,10 @@ pub struct SpawnerArgs {
     #[arg(long)]
     #[allow(dead_code)]
     session: String,
+    /// Kill this process group (SIGKILL) and exit instead of serving: how the daemon stops a
+    /// command's whole group inside a gVisor sandbox, where its own signals do not reach.
+    #[arg(long)]
+    kill_group: Option<i32>,
 }
 
 /// Flags of `toold mcp`: where its store lives, and its one session (over `[mcp]`).
@@ -524,7 +528,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SandboxSpawner(args) => {
             // No settings, no logs, no runtime: it only forks commands for its session (whose
             // id is on its command line for process listings).
-            crate::tools::serve_spawner(args.control_fd, &args.limits)?;
+            match args.kill_group {
+                Some(group) => crate::tools::kill_group_inside(group)?,
+                None => crate::tools::serve_spawner(args.control_fd, &args.limits)?,
+            }
         }
         Command::Serve(args) => {
             let mut settings = load()?;

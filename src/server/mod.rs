@@ -651,12 +651,15 @@ fn environments(
         path: images,
         source,
     })?;
-    // Only bubblewrap runs an environment so far (docs/decisions/environments.md): a request
-    // for `landlock` or `gvisor` is refused at creation, naming what is available.
-    let available = match sandbox.kind() {
+    // Bubblewrap and gVisor run environments so far (docs/decisions/environments.md): a
+    // request for `landlock` is refused at creation, naming what is available.
+    let mut available = match sandbox.kind() {
         SandboxKind::Bubblewrap => vec![Isolation::Bwrap],
         _ => Vec::new(),
     };
+    if sandbox.gvisor_available() {
+        available.push(Isolation::Gvisor);
+    }
     let auto = Isolation::Bwrap;
     Ok(Environments {
         cache: Some(cache),
@@ -681,8 +684,14 @@ async fn sandbox(settings: &Settings, data_dir: &Path) -> ShellSandbox {
         Ok(abi) => format!("ABI {abi}"),
         Err(why) => why.clone(),
     };
-    let (sandbox, passed_over) =
-        ShellSandbox::start(&settings.sandbox, &capability, data_dir).await;
+    let ((sandbox, passed_over), gvisor) = tokio::join!(
+        ShellSandbox::start(&settings.sandbox, &capability, data_dir),
+        ShellSandbox::probe_gvisor(data_dir)
+    );
+    if let Err(why) = &gvisor {
+        tracing::info!("gvisor not available for environments: {why}");
+    }
+    let sandbox = sandbox.with_gvisor(gvisor.ok());
     let next = match sandbox.kind() {
         SandboxKind::None => "no sandbox is left to fall back to".to_owned(),
         kind => format!("falling back to {}", kind.as_str()),

@@ -258,7 +258,7 @@ async fn bad_environment_requests_are_refused_and_create_nothing() {
             "u64",
         ),
         (
-            json!({"environment": {"image": image, "isolation": "gvisor"}}),
+            json!({"environment": {"image": image, "isolation": "landlock"}}),
             400,
             "not available on this daemon",
         ),

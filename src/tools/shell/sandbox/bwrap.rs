@@ -84,8 +84,8 @@ pub(crate) fn arguments(
 pub(crate) const HOST_DIR: &str = "/.toold";
 /// The host's dynamic loader and its libraries (Debian's multiarch layout): the spawner is
 /// the daemon's own binary, linked against the host's libc, while the image may have none.
-const HOST_LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
-const HOST_LIBRARIES: &str = "/lib/x86_64-linux-gnu";
+pub(super) const HOST_LOADER: &str = "/lib64/ld-linux-x86-64.so.2";
+pub(super) const HOST_LIBRARIES: &str = "/lib/x86_64-linux-gnu";
 
 /// Arguments for `bwrap` in an environment (DESIGN §12): its copy-on-write `root` as `/`
 /// (writable: what the session may write is the permission check's and `danger_full_access`'s

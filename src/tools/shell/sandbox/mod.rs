@@ -3,7 +3,9 @@
 //! ([`Confinement`]): by the session's spawner ([`spawner`], one sandboxed process per session
 //! that forks each command, speaking [`wire`]), started under bubblewrap ([`bwrap`]) or with a
 //! Landlock ruleset applied once ([`landlock`]), with the session's [`limits`] (an
-//! environment's over `[sandbox]`'s) and, in an environment, a [`watch`] on them per call.
+//! environment's over `[sandbox]`'s) and, in an environment, a [`watch`] on them per call;
+//! an environment that asks for `gvisor` runs in a runsc sandbox instead ([`gvisor`], probed
+//! at start by [`ShellSandbox::probe_gvisor`]).
 //!
 //! `mode = "auto"` takes bubblewrap where it works, else Landlock, else nothing; `"bwrap"` and
 //! `"landlock"` take only that one; `"off"` takes none. "Works" is decided at start by
@@ -22,6 +24,7 @@
 
 mod bwrap;
 mod detect;
+mod gvisor;
 mod landlock;
 mod limits;
 pub(crate) mod spawner;
@@ -36,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use crate::tool::{PermissionLevel, ToolError};
 
 use limits::{LimitsBackend, SessionCgroup, SessionLimits};
-pub use spawner::server::run as serve_spawner;
+pub use spawner::server::{kill_group as kill_group_inside, run as serve_spawner};
 use spawner::{SessionSpawner, SpawnerPlan, SpawnerSet};
 pub(crate) use watch::LimitMet;
 
@@ -109,6 +112,8 @@ impl std::str::FromStr for SandboxMode {
 pub enum SandboxKind {
     Bubblewrap,
     Landlock,
+    /// An environment's gVisor sandbox (`runsc`).
+    Gvisor,
     None,
 }
 
@@ -117,6 +122,7 @@ impl SandboxKind {
         match self {
             SandboxKind::Bubblewrap => "bwrap",
             SandboxKind::Landlock => "landlock",
+            SandboxKind::Gvisor => "gvisor",
             SandboxKind::None => "none",
         }
     }
@@ -179,6 +185,8 @@ pub struct ShellSandbox {
     /// The toold binary the spawner runs as, or why there is none.
     spawner_program: Result<PathBuf, String>,
     limits: SessionLimits,
+    /// runsc, when it works here: environments may then ask for `gvisor`.
+    gvisor: Option<gvisor::Runsc>,
 }
 
 impl Default for ShellSandbox {
@@ -198,6 +206,7 @@ impl Default for ShellSandbox {
                     why: "no sandbox".into(),
                 },
             ),
+            gvisor: None,
         }
     }
 }
@@ -231,7 +240,7 @@ impl ShellSandbox {
                     .landlock_abi
                     .clone()
                     .map(|abi| Choice::Landlock { abi }),
-                SandboxKind::None => continue,
+                SandboxKind::None | SandboxKind::Gvisor => continue,
             };
             let tried = match offered {
                 Ok(choice) => {
@@ -276,7 +285,24 @@ impl ShellSandbox {
             temp_root: data_dir.join("sandbox-tmp"),
             spawner_program: find_toold(),
             limits: SessionLimits::new(settings, backend),
+            gvisor: None,
         }
+    }
+
+    /// Probes `runsc` for environments (once, at start; concurrently with [`Self::start`]).
+    pub(crate) async fn probe_gvisor(data_dir: &Path) -> Result<gvisor::Runsc, String> {
+        gvisor::Runsc::probe(data_dir).await
+    }
+
+    /// The same sandbox, offering gVisor to environments when `probed` found runsc working.
+    pub(crate) fn with_gvisor(mut self, probed: Option<gvisor::Runsc>) -> ShellSandbox {
+        self.gvisor = probed;
+        self
+    }
+
+    /// Whether environments may run under gVisor.
+    pub fn gvisor_available(&self) -> bool {
+        self.gvisor.is_some()
     }
 
     /// Starts a spawner in this sandbox, as a session's first call would, and runs `true`
@@ -438,6 +464,9 @@ impl ShellSandbox {
         environment: &crate::tool::EnvironmentView,
         network: bool,
     ) -> std::io::Result<SpawnerPlan> {
+        if environment.isolation == "gvisor" {
+            return self.gvisor_plan(session_id, environment, network);
+        }
         if environment.isolation != "bwrap" {
             return Err(std::io::Error::other(format!(
                 "isolation \"{}\" cannot run an environment here yet",
@@ -496,6 +525,7 @@ impl ShellSandbox {
             cgroup_limits: self.limits.cgroup(environment),
             limits_name: self.limits.backend.name(),
             environment: None,
+            gvisor: None,
         };
         match &self.choice {
             Choice::Bubblewrap => {
@@ -601,95 +631,5 @@ impl Confinement {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn capability(bwrap: bool, landlock: bool) -> SandboxCapability {
-        SandboxCapability {
-            bubblewrap: if bwrap {
-                Ok(())
-            } else {
-                Err("no bwrap".into())
-            },
-            landlock_abi: if landlock {
-                Ok(4)
-            } else {
-                Err("no landlock".into())
-            },
-        }
-    }
-
-    fn choose(mode: SandboxMode, allow: bool, bwrap: bool, landlock: bool) -> Choice {
-        let settings = SandboxSettings {
-            mode,
-            allow_unsandboxed: allow,
-            ..SandboxSettings::default()
-        };
-        super::choose(&settings, &capability(bwrap, landlock))
-    }
-
-    #[test]
-    fn each_mode_picks_what_the_machine_offers_and_refuses_otherwise() {
-        use SandboxMode::*;
-        assert_eq!(choose(Auto, false, true, true), Choice::Bubblewrap);
-        assert_eq!(
-            choose(Auto, false, false, true),
-            Choice::Landlock { abi: 4 }
-        );
-        assert!(
-            matches!(choose(Auto, false, false, false), Choice::Refused { why } if why.contains("no bwrap") && why.contains("no landlock"))
-        );
-        assert_eq!(choose(Auto, true, false, false), Choice::Unsandboxed);
-        assert_eq!(
-            choose(Landlock, false, true, true),
-            Choice::Landlock { abi: 4 }
-        );
-        assert!(matches!(
-            choose(Bwrap, false, false, true),
-            Choice::Refused { .. }
-        ));
-        assert!(matches!(
-            choose(Off, false, true, true),
-            Choice::Refused { .. }
-        ));
-        assert_eq!(choose(Off, true, true, true), Choice::Unsandboxed);
-    }
-
-    #[test]
-    fn refused_calls_say_why_and_full_access_runs_unconfined() {
-        let settings = SandboxSettings {
-            mode: SandboxMode::Off,
-            ..SandboxSettings::default()
-        };
-        let sandbox = ShellSandbox::resolve(&settings, &capability(true, true), Path::new("/d"));
-        assert!(!sandbox.confines());
-        let ws = Path::new("/w");
-        let spawners = SpawnerSet::default();
-        let err = sandbox
-            .confine(
-                &spawners,
-                ("s", None),
-                ws,
-                PermissionLevel::WorkspaceWrite,
-                false,
-                None,
-            )
-            .unwrap_err();
-        assert!(
-            err.message().contains("allow_unsandboxed"),
-            "{}",
-            err.message()
-        );
-        let full = sandbox
-            .confine(
-                &spawners,
-                ("s", None),
-                ws,
-                PermissionLevel::DangerFullAccess,
-                false,
-                None,
-            )
-            .unwrap();
-        assert_eq!(full.kind(), SandboxKind::None);
-    }
-}
+#[path = "choice_tests.rs"]
+mod tests;

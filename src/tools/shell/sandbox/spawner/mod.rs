@@ -9,6 +9,9 @@
 //! than new namespaces and mounts. The command's pid comes back as the kernel gives it to this
 //! side (its credentials on the reply socket, in the daemon's pid namespace), so stopping a
 //! process group works as for a shell the daemon started itself.
+//! In a gVisor sandbox ([`super::gvisor`]) the spawner is only the sandbox's init, its control
+//! socket on stdin the sandbox's lifeline: descriptors do not cross into gVisor, so each command
+//! is a `runsc exec` the daemon starts itself ([`SessionSpawner::run`] does that there).
 //!
 //! Sessions never share a spawner ([`SpawnerSet`] keys them by session id). It ends with the
 //! session ([`SpawnerSet::shut_down`], called where background shells are stopped) and with the
@@ -69,6 +72,9 @@ pub(crate) struct SpawnerPlan {
     /// The session's environment: commands' directories are its paths, `bash` is its shell,
     /// its variables are set (DESIGN §12).
     pub environment: Option<crate::tool::EnvironmentView>,
+    /// The session's gVisor sandbox: `runsc run` is `program`, the spawner's command line is
+    /// in its bundle, its control socket is its stdin, and commands are `runsc exec`.
+    pub gvisor: Option<super::gvisor::GvisorSandbox>,
 }
 
 /// A running spawner of one session.
@@ -83,6 +89,7 @@ pub(crate) struct SessionSpawner {
     cgroup: Option<SessionCgroup>,
     cgroup_limits: CgroupLimits,
     environment: Option<crate::tool::EnvironmentView>,
+    gvisor: Option<super::gvisor::GvisorSandbox>,
 }
 
 /// The last [`STDERR_KEPT`] bytes a spawner wrote to stderr, and whether it closed it.
@@ -144,11 +151,18 @@ impl SessionSpawner {
     pub(crate) fn start(plan: SpawnerPlan, session_id: &str) -> io::Result<SessionSpawner> {
         let (ours, theirs) = wire::seqpacket_pair()?;
         let mut command = Command::new(&plan.program);
+        command.args(&plan.args);
+        // Under gVisor the spawner's command line is in the bundle and only stdio crosses.
+        let control_fd = if plan.gvisor.is_some() {
+            0
+        } else {
+            command
+                .args(["sandbox-spawner", "--control-fd", "3", "--limits"])
+                .arg(plan.limits.to_arg())
+                .args(["--session", session_id]);
+            CONTROL_FD
+        };
         command
-            .args(&plan.args)
-            .args(["sandbox-spawner", "--control-fd", "3", "--limits"])
-            .arg(plan.limits.to_arg())
-            .args(["--session", session_id])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -168,7 +182,8 @@ impl SessionSpawner {
         // SAFETY: only async-signal-safe system calls on integers prepared above (setsid,
         // prctl, getppid, write, landlock_restrict_self, dup2, fcntl); no allocation, no locks.
         unsafe {
-            command.pre_exec(move || spawner_setup(daemon, theirs_fd, landlock, &procs));
+            command
+                .pre_exec(move || spawner_setup(daemon, (theirs_fd, control_fd), landlock, &procs));
         }
         let mut process = command.spawn()?;
         drop(command);
@@ -191,6 +206,7 @@ impl SessionSpawner {
             cgroup: plan.cgroup,
             cgroup_limits: plan.cgroup_limits,
             environment: plan.environment,
+            gvisor: plan.gvisor,
         })
     }
 
@@ -271,6 +287,21 @@ impl SessionSpawner {
             command: more.len() == 2,
             env: variables,
         };
+        if let Some(gvisor) = &self.gvisor {
+            if !self.alive() {
+                return Err(self.gone_saying("is not running").await);
+            }
+            // Descriptors do not cross into gVisor: the cwd report goes through a file the
+            // daemon copies into it (a spare's command pipe is never asked for here).
+            let report = more.into_iter().next();
+            return match gvisor
+                .exec(&request.cwd, &request.argv, &request.env, stdio, report)
+                .await
+            {
+                Err(err) if !self.alive() => Err(self.gone_saying(&err.to_string()).await),
+                other => other,
+            };
+        }
         let (reply, reply_theirs) = wire::seqpacket_pair()?;
         wire::pass_credentials(reply.as_raw_fd())?;
         let mut fds = vec![reply_theirs.as_raw_fd()];
@@ -337,9 +368,13 @@ impl SessionSpawner {
             if tokio::time::Instant::now() >= deadline {
                 // SIGKILL then; under bubblewrap that takes the whole sandbox with it.
                 let _ = locked(&self.process).start_kill();
-                return;
+                break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if let Some(gvisor) = &self.gvisor {
+            // `runsc run` ends with its sandbox; a killed one may leave it running.
+            gvisor.remove().await;
         }
     }
 }
@@ -377,6 +412,14 @@ pub(crate) struct SpawnedShell {
 }
 
 impl SpawnedShell {
+    /// A command whose leader is `pid`, its end to come on `status`.
+    pub(crate) fn new(
+        pid: libc::pid_t,
+        status: watch::Receiver<Option<Result<ExitStatus, String>>>,
+    ) -> SpawnedShell {
+        SpawnedShell { pid, status }
+    }
+
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         let status = self
             .status
@@ -400,7 +443,7 @@ impl SpawnedShell {
 
 /// In the spawner's process between fork and exec: a session of its own, SIGTERM at the
 /// daemon's death, the session's cgroup, the Landlock ruleset, then the control socket on
-/// [`CONTROL_FD`]. The cgroup and the ruleset come before the `dup2`, which may reuse one of
+/// [`CONTROL_FD`] (stdin under gVisor). The cgroup and the ruleset come before the `dup2`, which may reuse one of
 /// their descriptor numbers.
 ///
 /// The parent-death signal only covers a death after `prctl`: a daemon killed between the
@@ -409,7 +452,7 @@ impl SpawnedShell {
 /// and gives up (the spawn fails) when it was re-parented already.
 fn spawner_setup(
     daemon: libc::pid_t,
-    control: RawFd,
+    (control, target): (RawFd, RawFd),
     landlock: Option<RawFd>,
     procs: &[RawFd],
 ) -> io::Result<()> {
@@ -432,10 +475,10 @@ fn spawner_setup(
     }
     // SAFETY: as above.
     unsafe {
-        let result = if control == CONTROL_FD {
+        let result = if control == target {
             libc::fcntl(control, libc::F_SETFD, 0)
         } else {
-            libc::dup2(control, CONTROL_FD)
+            libc::dup2(control, target)
         };
         if result == -1 {
             return Err(io::Error::last_os_error());

@@ -45,6 +45,21 @@ pub fn run(control_fd: RawFd, limits: &str) -> io::Result<()> {
     serve(control_fd, limits)
 }
 
+/// `toold sandbox-spawner … --kill-group G`: kills process group `G` (in a gVisor sandbox,
+/// where the daemon's signals do not reach; `runsc kill` signals single processes only).
+pub fn kill_group(group: i32) -> io::Result<()> {
+    if group <= 1 {
+        return Err(io::Error::other(format!(
+            "no process group {group} to kill"
+        )));
+    }
+    // SAFETY: kill on integers.
+    if unsafe { libc::kill(-group, libc::SIGKILL) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Serves requests on `control` until it ends; each command gets `limits`.
 fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
     // SAFETY: the daemon handed this descriptor over for this purpose; nothing else owns it.
