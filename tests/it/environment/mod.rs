@@ -1,9 +1,12 @@
 //! Environments (DESIGN §12) through the real daemon: images pulled from a real registry on
 //! loopback (`support::registry`), the cache and its endpoints (and gRPC's `PullImage`),
-//! sessions on an image, the tier on their audit rows, and their network.
+//! sessions on an image (under bubblewrap and gVisor, and the escapes both keep out), the tier on
+//! their audit rows, their limits and their network.
 
 mod audit_isolation;
+mod escapes;
 mod grpc_pull;
+mod gvisor;
 mod images;
 mod limits;
 mod network;
