@@ -199,7 +199,13 @@ impl ShellSandbox {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        let config = config(environment, &toold, &spawner, &bundle.join(RUN_DIR));
+        let config = config(
+            environment,
+            &toold,
+            &spawner,
+            &bundle.join(RUN_DIR),
+            network,
+        );
         std::fs::write(
             bundle.join("config.json"),
             serde_json::to_vec_pretty(&config).map_err(io::Error::other)?,
@@ -240,6 +246,7 @@ fn config(
     toold: &Path,
     spawner: &[String],
     run: &Path,
+    network: bool,
 ) -> Value {
     let host = Path::new(HOST_DIR);
     let mut args = vec![
@@ -286,6 +293,17 @@ fn config(
         bind(toold, &host.join("toold"), false),
         bind(run, &host.join(RUN_DIR), true),
     ]);
+    // runsc's --network=host uses the network namespace runsc runs in: a new one (the
+    // spec's) would be empty, so with the host's network the spec asks for none.
+    let mut namespaces = vec![
+        json!({"type": "pid"}),
+        json!({"type": "ipc"}),
+        json!({"type": "uts"}),
+        json!({"type": "mount"}),
+    ];
+    if !network {
+        namespaces.push(json!({"type": "network"}));
+    }
     json!({
         "ociVersion": "1.0.0",
         "process": {
@@ -298,10 +316,7 @@ fn config(
         "root": {"path": environment.root, "readonly": !environment.writable_root},
         "hostname": "toold",
         "mounts": mounts,
-        "linux": {"namespaces": [
-            {"type": "pid"}, {"type": "network"}, {"type": "ipc"},
-            {"type": "uts"}, {"type": "mount"},
-        ]},
+        "linux": {"namespaces": namespaces},
     })
 }
 
@@ -503,6 +518,13 @@ mod tests {
             Path::new("/usr/bin/toold"),
             &["sandbox-spawner".into()],
             Path::new("/b/run"),
+            false,
+        );
+        assert!(
+            config["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"type": "network"}))
         );
         assert_eq!(config["root"]["readonly"], true, "{config}");
         assert_eq!(config["process"]["cwd"], "/workspace");
@@ -530,6 +552,13 @@ mod tests {
             Path::new("/t"),
             &[],
             Path::new("/b/run"),
+            false,
+        );
+        assert!(
+            config["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"type": "network"}))
         );
         assert_eq!(config["root"]["readonly"], false, "{config}");
         assert!(
