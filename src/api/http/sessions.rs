@@ -28,7 +28,7 @@ use crate::tool::{ErrorKind, OffloadedResult};
 type Service = State<Arc<ToolService>>;
 
 #[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body = CreateSessionBody,
-    responses((status = 201, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    responses((status = 201, body = SessionBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 502, description = "the environment's image could not be pulled: its registry is down or answered wrongly, or a blob did not match its digest", body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn create(
     State(service): Service,
     Extension(caller): Extension<Principal>,
