@@ -425,7 +425,7 @@ mod tests {
                     requested_name: "Bash".to_owned(),
                     tool: some("bash"),
                     input: json!({"command": "ls"}),
-                    decision: filled.then(|| PermissionDecision::Allow {
+                    decision: filled.then_some(PermissionDecision::Allow {
                         decided_by: DecidedBy::Mode {
                             mode: PermissionLevel::ReadOnly,
                         },
