@@ -1,6 +1,7 @@
 //! The `gvisor` isolation tier through the real daemon: a session on the registry image with
 //! `"isolation": "gvisor"` runs its commands in a gVisor sandbox (a kernel of its own), over
-//! the same root the file tools see, with no network unless asked (DESIGN §12).
+//! the same root the file tools see, with no network unless asked, and every audit row of it
+//! names the tier (DESIGN §12).
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -118,6 +119,14 @@ async fn a_gvisor_session_has_its_own_kernel_and_the_images_root() {
     let out = bash(&toold, &plain, "uname -r").await;
     assert_eq!(out["metadata"]["sandbox"], "bwrap", "{out}");
     assert_eq!(text(&out).trim(), host.trim(), "{out}");
+
+    // Every audit row of the gvisor session says its tier (DESIGN §12), bash's and read_file's.
+    let rows = toold.get(&format!("/v1/sessions/{id}/calls")).await;
+    let rows = rows.body["calls"].as_array().unwrap().clone();
+    assert!(rows.len() >= 6, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["isolation"], "gvisor", "{row}");
+    }
 
     // Closing the session removes its sandbox.
     let closed = toold.delete(&format!("/v1/sessions/{id}")).await;
