@@ -340,10 +340,27 @@ fn fresh_dir(path: &Path) -> Result<(), ViewError> {
 }
 
 fn rename(from: &Path, to: &Path) -> Result<(), ViewError> {
-    std::fs::rename(from, to).map_err(|source| ViewError::Prepare {
-        path: from.to_path_buf(),
-        source,
-    })
+    // A directory that is a mount point in any mount namespace cannot be renamed (EBUSY). A
+    // session's sandbox binds its root in a namespace of its own, and the shells the caller
+    // stopped may take a moment to exit and take that namespace with them: wait a little for
+    // it (schemathesis found the race: a snapshot right after a bash call answered 500).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match std::fs::rename(from, to) {
+            Err(err)
+                if err.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            done => {
+                return done.map_err(|source| ViewError::Prepare {
+                    path: from.to_path_buf(),
+                    source,
+                });
+            }
+        }
+    }
 }
 
 fn c_path(path: &Path) -> io::Result<CString> {
