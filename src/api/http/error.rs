@@ -87,23 +87,26 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             .get::<BodyLimit>()
             .map_or(usize::MAX, |limit| limit.0);
         let bytes = read_limited(request, limit).await?;
-        // Every body of the API is an object (serde would read a struct from an array too);
-        // JSON text that parses and starts with `{` is one.
-        if matches!(bytes.iter().find(|b| !b.is_ascii_whitespace()), Some(first) if *first != b'{')
-        {
-            return Err(ApiError::new(
-                ErrorCode::InvalidRequest,
-                "invalid JSON body: it must be a JSON object",
-            ));
-        }
-        let value = serde_json::from_slice(&bytes).map_err(|err| {
-            ApiError::new(
-                ErrorCode::InvalidRequest,
-                format!("invalid JSON body: {err}"),
-            )
-        })?;
+        let value = parse_object(&bytes)?;
         Ok(JsonBody(value))
     }
+}
+
+/// A JSON object body read as `T`. Every body of the API is an object: serde would read a
+/// struct from an array too, so JSON text that does not start with `{` is refused first.
+pub fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if matches!(bytes.iter().find(|b| !b.is_ascii_whitespace()), Some(first) if *first != b'{') {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "invalid JSON body: it must be a JSON object",
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|err| {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("invalid JSON body: {err}"),
+        )
+    })
 }
 
 /// The body, if it is at most `limit` bytes; otherwise 413 after draining what the client

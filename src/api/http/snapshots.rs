@@ -10,14 +10,12 @@ use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::error::{ApiError, JsonBody};
+use super::error::{ApiError, JsonBody, parse_object};
 use super::openapi::{
     ErrorBody, ForkBody, ForkedBody, SnapshotBody, SnapshotList, SnapshotRequestBody,
 };
 use crate::permission::Principal;
-use crate::service::{
-    ErrorCode, ForkInfo, ForkRequest, SnapshotInfo, SnapshotRequest, ToolService,
-};
+use crate::service::{ForkInfo, ForkRequest, SnapshotInfo, SnapshotRequest, ToolService};
 
 type Service = State<Arc<ToolService>>;
 
@@ -30,15 +28,12 @@ pub async fn take(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<SnapshotInfo>), ApiError> {
-    let request: SnapshotRequest = if body.iter().all(u8::is_ascii_whitespace) {
+    // The body is optional: empty, or `null` as the schema's `oneOf` allows, names nothing.
+    let text = body.trim_ascii();
+    let request: SnapshotRequest = if text.is_empty() || text == b"null" {
         SnapshotRequest::default()
     } else {
-        serde_json::from_slice(&body).map_err(|err| {
-            ApiError::new(
-                ErrorCode::InvalidRequest,
-                format!("invalid snapshot request: {err}"),
-            )
-        })?
+        parse_object(text)?
     };
     Ok((
         StatusCode::CREATED,

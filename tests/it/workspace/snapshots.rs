@@ -303,3 +303,44 @@ async fn another_agents_snapshot_is_not_there_and_quotas_hold() {
         after.body
     );
 }
+
+#[tokio::test]
+async fn a_snapshot_body_that_is_not_an_object_is_a_400_and_takes_nothing() {
+    let toold = Toold::start();
+    let session = toold.session().await;
+    let path = format!("/v1/sessions/{session}/snapshots");
+    for body in [
+        &b"[]"[..],
+        b"[\"x\"]",
+        b"\"before\"",
+        b"7",
+        b"true",
+        b"{\"name\": 7}",
+        b"{\"nme\": \"x\"}",
+        b"{",
+    ] {
+        let reply = toold.post_bytes(&path, body.to_vec()).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{}: {}",
+            String::from_utf8_lossy(body),
+            reply.body
+        );
+        assert_eq!(
+            reply.body["error"]["code"], "invalid_request",
+            "{}",
+            reply.body
+        );
+    }
+    assert_eq!(
+        toold.get("/v1/snapshots").await.body["snapshots"],
+        json!([])
+    );
+    // No body, whitespace and `null` (the schema's other `oneOf` arm) name nothing.
+    for body in [&b""[..], b" \n", b"null"] {
+        let reply = toold.post_bytes(&path, body.to_vec()).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        assert_eq!(reply.body["name"], Value::Null);
+    }
+}
