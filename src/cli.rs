@@ -310,6 +310,16 @@ pub struct SpawnerArgs {
     /// command's whole group inside a gVisor sandbox, where its own signals do not reach.
     #[arg(long)]
     kill_group: Option<i32>,
+    /// An environment's Landlock tier: each command enters this root (`chroot`), gives up
+    /// every capability and is confined to reading beneath it.
+    #[arg(long)]
+    chroot: Option<PathBuf>,
+    /// With `--chroot`: where commands may write (repeated).
+    #[arg(long, requires = "chroot")]
+    landlock_write: Vec<PathBuf>,
+    /// With `--chroot`: TCP is not restricted (`network = "host"`).
+    #[arg(long, requires = "chroot")]
+    landlock_network: bool,
 }
 
 /// Flags of `toold mcp`: where its store lives, and its one session (over `[mcp]`).
@@ -530,7 +540,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // id is on its command line for process listings).
             match args.kill_group {
                 Some(group) => crate::tools::kill_group_inside(group)?,
-                None => crate::tools::serve_spawner(args.control_fd, &args.limits)?,
+                None => {
+                    let chroot = args.chroot.map(|root| crate::tools::SpawnerChroot {
+                        root,
+                        writable: args.landlock_write,
+                        network: args.landlock_network,
+                    });
+                    crate::tools::serve_spawner(args.control_fd, &args.limits, chroot)?
+                }
             }
         }
         Command::Serve(args) => {

@@ -651,16 +651,23 @@ fn environments(
         path: images,
         source,
     })?;
-    // Bubblewrap and gVisor run environments so far (docs/decisions/environments.md): a
-    // request for `landlock` is refused at creation, naming what is available.
+    // `auto` is bubblewrap where it works, else the landlock tier; gVisor only when asked
+    // for (docs/decisions/environments.md).
     let mut available = match sandbox.kind() {
         SandboxKind::Bubblewrap => vec![Isolation::Bwrap],
         _ => Vec::new(),
     };
+    if sandbox.environment_landlock().is_ok() {
+        available.push(Isolation::Landlock);
+    }
     if sandbox.gvisor_available() {
         available.push(Isolation::Gvisor);
     }
-    let auto = Isolation::Bwrap;
+    let auto = available
+        .iter()
+        .copied()
+        .find(|tier| *tier != Isolation::Gvisor)
+        .unwrap_or(Isolation::Bwrap);
     Ok(Environments {
         cache: Some(cache),
         default_isolation: section.default_isolation,
@@ -691,7 +698,12 @@ async fn sandbox(settings: &Settings, data_dir: &Path) -> ShellSandbox {
     if let Err(why) = &gvisor {
         tracing::info!("gvisor not available for environments: {why}");
     }
-    let sandbox = sandbox.with_gvisor(gvisor.ok());
+    let sandbox = sandbox
+        .with_gvisor(gvisor.ok())
+        .with_environment_landlock(&capability);
+    if let Err(why) = sandbox.environment_landlock() {
+        tracing::info!("the landlock tier is not available for environments: {why}");
+    }
     let next = match sandbox.kind() {
         SandboxKind::None => "no sandbox is left to fall back to".to_owned(),
         kind => format!("falling back to {}", kind.as_str()),

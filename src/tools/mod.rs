@@ -30,8 +30,8 @@ pub use search::{GlobSearch, GrepSearch};
 pub use settings::{SkillSettings, WebFetchSettings};
 pub use shell::{
     BackgroundShells, CommandLine, SandboxCapability, SandboxKind, SandboxMode, SandboxSettings,
-    ShellLimits, ShellSandbox, SimpleCommand, SpillSettings, kill_group_inside, serve_spawner,
-    simple_commands,
+    ShellLimits, ShellSandbox, SimpleCommand, SpawnerChroot, SpillSettings, kill_group_inside,
+    serve_spawner, simple_commands,
 };
 
 /// What the built-in tools need from the rest of the daemon.

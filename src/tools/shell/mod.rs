@@ -38,8 +38,8 @@ pub use crate::shell_syntax::{CommandLine, SimpleCommand, simple_commands};
 pub use background::BackgroundShells;
 pub use limits::ShellLimits;
 pub use sandbox::{
-    SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox, kill_group_inside,
-    serve_spawner,
+    SandboxCapability, SandboxKind, SandboxMode, SandboxSettings, ShellSandbox, SpawnerChroot,
+    kill_group_inside, serve_spawner,
 };
 pub use spill::SpillSettings;
 

@@ -1,6 +1,11 @@
-//! Escapes from an environment's `bash`, for each tier: a host file named by its absolute
-//! path, a link through `/proc/1/root`, a write outside `workdir` in a `workspace_write`
-//! session. None reaches the host (DESIGN §12).
+//! Escapes from an environment's `bash`, for each tier (`bwrap`, `landlock`, `gvisor`): a host
+//! file named by its absolute path, a link through `/proc/1/root`, a write outside `workdir`
+//! in a `workspace_write` session, and the plain sessions' escape suite (`shell::sandbox`):
+//! writes to `$HOME`, to the workspace's parent, through a symlink the host made in the
+//! workspace and through `/proc/self/root`, and a connection to a loopback port. None
+//! reaches the host (DESIGN §12).
+
+use std::net::TcpListener;
 
 use serde_json::json;
 
@@ -74,11 +79,77 @@ async fn no_escape(isolation: &str) {
         .call_one(&id, "read_file", json!({"file_path": "/escaped"}))
         .await;
     assert_eq!(top["is_error"], true, "{top}");
+
+    // The plain sessions' suite: each write fails and reaches nothing on the host.
+    let outside = tempfile::tempdir().unwrap();
+    let outside = outside.path().canonicalize().unwrap();
+    // The link is made inside (the session's root is mounted in the daemon's namespace only);
+    // it names the host directory, which inside is no directory at all.
+    let linked = bash(
+        &toold,
+        &id,
+        &format!("busybox ln -s {} /workspace/link-out", outside.display()),
+    )
+    .await;
+    assert_eq!(linked["is_error"], false, "{linked}");
+    let home = std::path::PathBuf::from(std::env::var("HOME").expect("HOME is set"));
+    let mark = format!("toold-env-escape-{}", std::process::id());
+    let targets = [
+        ("$HOME", format!("\"$HOME/{mark}\""), home.join(&mark)),
+        (
+            "a symlink",
+            "link-out/through-symlink".to_owned(),
+            outside.join("through-symlink"),
+        ),
+        (
+            "/proc/self/root",
+            format!("/proc/self/root{}/through-proc", outside.display()),
+            outside.join("through-proc"),
+        ),
+    ];
+    for (what, word, host_path) in targets {
+        let wrote = bash(&toold, &id, &format!("echo escaped > {word}")).await;
+        assert_eq!(
+            wrote["is_error"], true,
+            "{isolation}: writing to {what}: {wrote}"
+        );
+        assert!(
+            !host_path.exists(),
+            "{isolation}: writing to {what} reached {}",
+            host_path.display()
+        );
+    }
+    // The workspace's parent is the environment's `/`, outside `workdir`.
+    let parent = bash(&toold, &id, &format!("echo escaped > ../{mark}")).await;
+    assert_eq!(parent["is_error"], true, "{isolation}: {parent}");
+    let landed = toold
+        .call_one(&id, "read_file", json!({"file_path": format!("/{mark}")}))
+        .await;
+    assert_eq!(landed["is_error"], true, "{isolation}: {landed}");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = bash(
+        &toold,
+        &id,
+        &format!("echo hi | busybox nc 127.0.0.1 {port}; echo nc=$?"),
+    )
+    .await;
+    assert!(!text(&connect).contains("nc=0"), "{isolation}: {connect}");
+    assert!(
+        listener.accept().is_err(),
+        "{isolation}: the loopback listener got a connection"
+    );
 }
 
 #[tokio::test]
 async fn bubblewrap_environments_keep_host_files_out() {
     no_escape("bwrap").await;
+}
+
+#[tokio::test]
+async fn landlock_environments_keep_host_files_out() {
+    no_escape("landlock").await;
 }
 
 #[tokio::test]

@@ -258,11 +258,6 @@ async fn bad_environment_requests_are_refused_and_create_nothing() {
             "u64",
         ),
         (
-            json!({"environment": {"image": image, "isolation": "landlock"}}),
-            400,
-            "not available on this daemon",
-        ),
-        (
             json!({"environment": {"image": image}, "working_directory": "/tmp"}),
             400,
             "workdir",

@@ -8,6 +8,7 @@ mod escapes;
 mod grpc_pull;
 mod gvisor;
 mod images;
+mod landlock;
 mod limits;
 mod network;
 mod sessions;

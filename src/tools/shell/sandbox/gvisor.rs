@@ -173,12 +173,7 @@ impl ShellSandbox {
             .gvisor
             .clone()
             .ok_or_else(|| io::Error::other("gvisor (runsc) is not available on this daemon"))?;
-        let mut plan = self.spawner_plan(
-            session_id,
-            &environment.root,
-            false,
-            Some(environment.limits),
-        )?;
+        let mut plan = self.base_plan(session_id, Some(environment.limits))?;
         let toold = self.spawner_program.clone().map_err(io::Error::other)?;
         let id = format!(
             "toold-{}-{}",

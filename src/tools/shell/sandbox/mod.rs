@@ -5,7 +5,8 @@
 //! Landlock ruleset applied once ([`landlock`]), with the session's [`limits`] (an
 //! environment's over `[sandbox]`'s) and, in an environment, a [`watch`] on them per call;
 //! an environment that asks for `gvisor` runs in a runsc sandbox instead ([`gvisor`], probed
-//! at start by [`ShellSandbox::probe_gvisor`]).
+//! at start by [`ShellSandbox::probe_gvisor`]), one on the `landlock` tier in its root by
+//! `chroot` under a Landlock ruleset ([`landlock_tier`]).
 //!
 //! `mode = "auto"` takes bubblewrap where it works, else Landlock, else nothing; `"bwrap"` and
 //! `"landlock"` take only that one; `"off"` takes none. "Works" is decided at start by
@@ -26,6 +27,7 @@ mod bwrap;
 mod detect;
 mod gvisor;
 mod landlock;
+mod landlock_tier;
 mod limits;
 pub(crate) mod spawner;
 mod watch;
@@ -39,7 +41,9 @@ use serde::{Deserialize, Serialize};
 use crate::tool::{PermissionLevel, ToolError};
 
 use limits::{LimitsBackend, SessionCgroup, SessionLimits};
-pub use spawner::server::{kill_group as kill_group_inside, run as serve_spawner};
+pub use spawner::server::{
+    Chroot as SpawnerChroot, kill_group as kill_group_inside, run as serve_spawner,
+};
 use spawner::{SessionSpawner, SpawnerPlan, SpawnerSet};
 pub(crate) use watch::LimitMet;
 
@@ -187,6 +191,8 @@ pub struct ShellSandbox {
     limits: SessionLimits,
     /// runsc, when it works here: environments may then ask for `gvisor`.
     gvisor: Option<gvisor::Runsc>,
+    /// The Landlock ABI environments' `landlock` tier uses, or why it cannot run here.
+    environment_landlock: Result<i32, String>,
 }
 
 impl Default for ShellSandbox {
@@ -207,6 +213,7 @@ impl Default for ShellSandbox {
                 },
             ),
             gvisor: None,
+            environment_landlock: Err("no sandbox".into()),
         }
     }
 }
@@ -286,7 +293,24 @@ impl ShellSandbox {
             spawner_program: find_toold(),
             limits: SessionLimits::new(settings, backend),
             gvisor: None,
+            environment_landlock: Err("not probed".into()),
         }
+    }
+
+    /// The same sandbox, offering environments the `landlock` tier when the kernel has
+    /// Landlock (`capability`) and this daemon may change a process's root
+    /// (`CAP_SYS_CHROOT`); see [`landlock_tier`].
+    pub fn with_environment_landlock(mut self, capability: &SandboxCapability) -> ShellSandbox {
+        self.environment_landlock = capability.landlock_abi.clone().and_then(|abi| {
+            landlock_tier::may_chroot()?;
+            Ok(abi)
+        });
+        self
+    }
+
+    /// Whether environments may run under the `landlock` tier, or why not.
+    pub fn environment_landlock(&self) -> Result<(), String> {
+        self.environment_landlock.clone().map(|_| ())
     }
 
     /// Probes `runsc` for environments (once, at start; concurrently with [`Self::start`]).
@@ -456,8 +480,8 @@ impl ShellSandbox {
         }
     }
 
-    /// How to start the spawner of an environment session: bubblewrap over its root (the
-    /// only tier built for environments yet; `network_requested`: `network = "host"`).
+    /// How to start the spawner of an environment session in its tier: bubblewrap over its
+    /// root, the landlock tier ([`landlock_tier`]) or gVisor (`network`: `network = "host"`).
     fn environment_plan(
         &self,
         session_id: &str,
@@ -467,14 +491,23 @@ impl ShellSandbox {
         if environment.isolation == "gvisor" {
             return self.gvisor_plan(session_id, environment, network);
         }
+        if environment.isolation == "landlock" {
+            self.environment_landlock
+                .clone()
+                .map_err(std::io::Error::other)?;
+            let mut plan = self.base_plan(session_id, Some(environment.limits))?;
+            plan.kind = SandboxKind::Landlock;
+            plan.spawner_args = landlock_tier::spawner_args(environment, network)?;
+            plan.environment = Some(environment.clone());
+            return Ok(plan);
+        }
         if environment.isolation != "bwrap" {
             return Err(std::io::Error::other(format!(
                 "isolation \"{}\" cannot run an environment here yet",
                 environment.isolation
             )));
         }
-        let limits = Some(environment.limits);
-        let mut plan = self.spawner_plan(session_id, &environment.root, false, limits)?;
+        let mut plan = self.base_plan(session_id, Some(environment.limits))?;
         let toold = self
             .spawner_program
             .clone()
@@ -494,12 +527,11 @@ impl ShellSandbox {
         Ok(plan)
     }
 
-    /// How to start the spawner of `session_id` (`environment`: its limits over `[sandbox]`'s).
-    fn spawner_plan(
+    /// A spawner of `session_id` run as toold itself, unconfined, in the session's cgroup
+    /// (`environment`: its limits over `[sandbox]`'s); each sandbox adds its confinement.
+    fn base_plan(
         &self,
         session_id: &str,
-        workspace: &Path,
-        network: bool,
         environment: Option<crate::tool::EnvironmentLimits>,
     ) -> std::io::Result<SpawnerPlan> {
         let toold = self.spawner_program.clone().map_err(|why| {
@@ -514,10 +546,11 @@ impl ShellSandbox {
             ),
             self.limits.cgroup(environment),
         )?;
-        let mut plan = SpawnerPlan {
+        Ok(SpawnerPlan {
             kind: SandboxKind::None,
-            program: toold.clone().into(),
+            program: toold.into(),
             args: Vec::new(),
+            spawner_args: Vec::new(),
             landlock: None,
             env: Vec::new(),
             cgroup,
@@ -526,7 +559,19 @@ impl ShellSandbox {
             limits_name: self.limits.backend.name(),
             environment: None,
             gvisor: None,
-        };
+        })
+    }
+
+    /// How to start the spawner of `session_id` (`environment`: its limits over `[sandbox]`'s).
+    fn spawner_plan(
+        &self,
+        session_id: &str,
+        workspace: &Path,
+        network: bool,
+        environment: Option<crate::tool::EnvironmentLimits>,
+    ) -> std::io::Result<SpawnerPlan> {
+        let mut plan = self.base_plan(session_id, environment)?;
+        let toold = PathBuf::from(&plan.program);
         match &self.choice {
             Choice::Bubblewrap => {
                 plan.kind = SandboxKind::Bubblewrap;

@@ -60,6 +60,8 @@ pub(crate) struct SpawnerPlan {
     /// `bwrap` (its arguments in `args`, ending with `--` and the toold binary) or toold.
     pub program: OsString,
     pub args: Vec<OsString>,
+    /// More flags of `toold sandbox-spawner` (an environment's Landlock tier: `--chroot …`).
+    pub spawner_args: Vec<OsString>,
     /// Applied once, to the spawner, between fork and exec.
     pub landlock: Option<OwnedFd>,
     pub env: Vec<(OsString, OsString)>,
@@ -159,7 +161,8 @@ impl SessionSpawner {
             command
                 .args(["sandbox-spawner", "--control-fd", "3", "--limits"])
                 .arg(plan.limits.to_arg())
-                .args(["--session", session_id]);
+                .args(["--session", session_id])
+                .args(&plan.spawner_args);
             CONTROL_FD
         };
         command

@@ -27,6 +27,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use super::super::limits::ChildLimits;
 use super::super::wire::{self, REPLY_EXITED, REPLY_STARTED, Request};
@@ -39,10 +40,57 @@ struct Running {
     abandoned: bool,
 }
 
-/// `toold sandbox-spawner --control-fd N --limits L`: serves until the control socket ends.
-pub fn run(control_fd: RawFd, limits: &str) -> io::Result<()> {
+/// An environment's Landlock tier (`--chroot`): each command changes its root to the
+/// environment's, gives up every capability and is confined by a Landlock ruleset that lets
+/// it read beneath `root` only and write beneath `writable` only.
+#[derive(Debug)]
+pub struct Chroot {
+    pub root: PathBuf,
+    pub writable: Vec<PathBuf>,
+    /// `network = "host"`: TCP is not restricted.
+    pub network: bool,
+}
+
+/// What each command of an environment's Landlock tier enters, prepared once.
+struct Confined {
+    root: CString,
+    /// The ruleset, close-on-exec, at a number ≥ [`CONFINED_FD_FLOOR`] (a command's
+    /// descriptors are put on 0–4 before it is applied).
+    ruleset: OwnedFd,
+}
+
+/// Where the ruleset descriptor is moved to, out of the way of 0–4.
+const CONFINED_FD_FLOOR: RawFd = 10;
+
+/// `toold sandbox-spawner --control-fd N --limits L [--chroot ROOT …]`: serves until the
+/// control socket ends.
+pub fn run(control_fd: RawFd, limits: &str, chroot: Option<Chroot>) -> io::Result<()> {
     let limits = ChildLimits::parse(limits).map_err(io::Error::other)?;
-    serve(control_fd, limits)
+    let confined = chroot.map(confine).transpose()?;
+    serve(control_fd, limits, confined.as_ref())
+}
+
+/// Builds the ruleset of `chroot` (here, where allocating is fine: before any fork).
+fn confine(chroot: Chroot) -> io::Result<Confined> {
+    let abi = super::super::detect::landlock_abi().map_err(io::Error::other)?;
+    let writable: Vec<&Path> = chroot.writable.iter().map(PathBuf::as_path).collect();
+    let built = super::super::landlock::ruleset(
+        abi,
+        std::slice::from_ref(&chroot.root),
+        &writable,
+        chroot.network,
+    )
+    .map_err(io::Error::other)?;
+    // SAFETY: fcntl duplicates a descriptor this process owns; the copy is owned below.
+    let moved = unsafe { libc::fcntl(built.as_raw_fd(), libc::F_DUPFD_CLOEXEC, CONFINED_FD_FLOOR) };
+    if moved < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Confined {
+        root: CString::new(chroot.root.as_os_str().as_bytes()).map_err(io::Error::other)?,
+        // SAFETY: `moved` is a fresh descriptor nothing else owns.
+        ruleset: unsafe { OwnedFd::from_raw_fd(moved) },
+    })
 }
 
 /// `toold sandbox-spawner … --kill-group G`: kills process group `G` (in a gVisor sandbox,
@@ -61,7 +109,7 @@ pub fn kill_group(group: i32) -> io::Result<()> {
 }
 
 /// Serves requests on `control` until it ends; each command gets `limits`.
-fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
+fn serve(control: RawFd, limits: ChildLimits, confined: Option<&Confined>) -> io::Result<()> {
     // SAFETY: the daemon handed this descriptor over for this purpose; nothing else owns it.
     let control = unsafe { OwnedFd::from_raw_fd(control) };
     // SAFETY: fcntl and prctl on integers. Close-on-exec, so no command inherits the
@@ -124,7 +172,7 @@ fn serve(control: RawFd, limits: ChildLimits) -> io::Result<()> {
         if polled[0].revents != 0 {
             match wire::recv_with_fds(control.as_raw_fd(), &mut buf) {
                 Ok(got) if got.len == 0 => break,
-                Ok(got) => start(&buf[..got.len], got.fds, limits, &mut running),
+                Ok(got) => start(&buf[..got.len], got.fds, (limits, confined), &mut running),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -256,14 +304,14 @@ fn group_and_session(pid: libc::pid_t) -> Option<(libc::pid_t, libc::pid_t)> {
 fn start(
     bytes: &[u8],
     fds: Vec<OwnedFd>,
-    limits: ChildLimits,
+    (limits, confined): (ChildLimits, Option<&Confined>),
     running: &mut HashMap<libc::pid_t, Running>,
 ) {
     let Some(reply) = fds.first() else { return };
     let reply = reply.as_raw_fd();
     let result = Request::decode(bytes)
         .map_err(io::Error::other)
-        .and_then(|request| fork_command(&request, &fds, limits));
+        .and_then(|request| fork_command(&request, &fds, limits, confined));
     match result {
         Ok(pid) => {
             if let Some(reply) = fds.into_iter().next() {
@@ -287,6 +335,7 @@ fn fork_command(
     request: &Request,
     fds: &[OwnedFd],
     limits: ChildLimits,
+    confined: Option<&Confined>,
 ) -> io::Result<libc::pid_t> {
     let wanted = 4 + usize::from(request.report) + usize::from(request.command);
     if fds.len() != wanted {
@@ -319,6 +368,7 @@ fn fork_command(
             .map(|(name, value)| cstring(&[name.as_bytes(), b"=", value.as_bytes()].concat()))
             .collect::<io::Result<_>>()?,
         limits,
+        confined: confined.map(|c| (c.root.as_ptr(), c.ruleset.as_raw_fd())),
     };
     // SAFETY: this process has one thread, so the child may do anything; it only makes
     // system calls on data prepared above and ends in exec or _exit.
@@ -343,6 +393,8 @@ struct Command {
     /// `NAME=value`, added to the spawner's environment for this command.
     env: Vec<CString>,
     limits: ChildLimits,
+    /// The environment's root and the Landlock ruleset (the Landlock tier).
+    confined: Option<(*const libc::c_char, RawFd)>,
 }
 
 impl Command {
@@ -371,8 +423,19 @@ impl Command {
             if self.limits.apply().is_err() {
                 fail(b"toold sandbox: cannot set the session's limits\n", 126);
             }
+            if let Some((root, _)) = self.confined
+                && libc::chroot(root) != 0
+            {
+                fail(b"toold sandbox: cannot enter the environment's root\n", 126);
+            }
             if libc::chdir(self.cwd.as_ptr()) != 0 {
                 fail(b"toold sandbox: cannot enter the working directory\n", 126);
+            }
+            if let Some((_, ruleset)) = self.confined
+                && (drop_capabilities().is_err()
+                    || super::super::landlock::restrict_self(ruleset).is_err())
+            {
+                fail(b"toold sandbox: cannot confine the command\n", 126);
             }
             // Sent by this process, so the kernel attaches its pid for the daemon.
             // This copy of the environment is the child's own (one thread, forked); putenv
@@ -386,6 +449,65 @@ impl Command {
             fail(b"toold sandbox: cannot run bash\n", 127)
         }
     }
+}
+
+/// Gives up every capability for good: the bounding set emptied (where this process may:
+/// `CAP_SETPCAP`), the ambient set cleared, then the effective, permitted and inheritable
+/// sets. An exec then gains none even as uid 0, since `restrict_self` sets no-new-privs
+/// after this (the kernel keeps an exec's permitted set within the one before it). Plain
+/// system calls only (between fork and exec).
+fn drop_capabilities() -> io::Result<()> {
+    /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
+    const VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: prctl and capset on integers and on structs that live through the call.
+    unsafe {
+        // Every number a kernel may know; past its last one prctl says EINVAL.
+        for capability in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) != 0
+                && !matches!(*libc::__errno_location(), libc::EINVAL | libc::EPERM)
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let none = [
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+            Data {
+                effective: 0,
+                permitted: 0,
+                inheritable: 0,
+            },
+        ];
+        if libc::syscall(libc::SYS_capset, &header, none.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Says why on the command's stderr (descriptor 2) and exits.
