@@ -258,9 +258,7 @@ impl ToolService {
         live: &std::sync::Arc<super::LiveSession>,
         snapshot: &str,
     ) -> Result<Vec<PathBuf>, ServiceError> {
-        let layer = self
-            .workspaces
-            .layer_dir(snapshot, &live.info.working_directory);
+        let layer = self.workspaces.environment_layer_dir(snapshot);
         let image_root = live.info.environment.as_ref().map(|e| e.rootfs.clone());
         let session = live.clone();
         let frozen = tokio::task::spawn_blocking(move || {

@@ -140,6 +140,25 @@ impl Workspaces {
             .join("layer")
     }
 
+    /// Where the own layer of snapshot `snapshot_id` of an *environment* session goes: its
+    /// root lies under the data directory, never under an allowed root, so its layer goes to
+    /// the first allowed root's `.toold-snapshots` when the daemon has one (the directory a
+    /// fleet shares: any daemon of it can start a session from the snapshot), else under the
+    /// data directory. The layer is a copy of the session's changes either way
+    /// ([`MountedView::copy_changes`]), so its filesystem does not matter.
+    pub fn environment_layer_dir(&self, snapshot_id: &str) -> PathBuf {
+        let shared = self.settings.allowed_roots.first().map(|allowed| {
+            allowed
+                .canonicalize()
+                .unwrap_or_else(|_| allowed.clone())
+                .join(SHARED_SNAPSHOTS)
+        });
+        shared
+            .unwrap_or_else(|| self.settings.snapshot_root.clone())
+            .join(snapshot_id)
+            .join("layer")
+    }
+
     /// Whether `layer` is a snapshot layer this hub may mount (a path read back from the store
     /// is only mounted if it is).
     pub fn owns_layer(&self, layer: &Path) -> bool {

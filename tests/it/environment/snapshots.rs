@@ -4,6 +4,8 @@
 //! same image, each session's writes stay its own, a fork copies none of the image, the image
 //! stays leased while such a session lives, and a restart mounts it again.
 
+use std::path::Path;
+
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -194,9 +196,8 @@ async fn a_fork_of_an_environment_session_shares_the_image_and_keeps_each_forks_
     // The snapshot's layer holds the source's changes and nothing of the image.
     let snapshot = fork.body["snapshot_id"].as_str().unwrap();
     let layer = toold
-        .dir
-        .path()
-        .join("data/snapshots")
+        .projects()
+        .join(".toold-snapshots")
         .join(snapshot)
         .join("layer");
     assert!(
@@ -265,4 +266,74 @@ async fn an_environment_snapshot_with_an_environment_too_is_refused() {
         "{}",
         reply.body
     );
+}
+
+/// A daemon for `registry` on the Postgres schema `url` whose allowed root (`projects/`, the
+/// harness's) is `shared`, as a fleet's daemons share theirs.
+fn fleet_daemon(registry: &crate::support::registry::Registry, url: &str, shared: &Path) -> Toold {
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    std::os::unix::fs::symlink(shared, dir.path().join("projects")).unwrap();
+    let file = dir.path().join("toold.toml");
+    std::fs::write(&file, registry.settings()).unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    Toold::start_with(dir, &["--config", &file, "--database-url", url])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_environment_snapshot_taken_on_a_starts_a_session_on_b_which_pulls_the_image() {
+    use crate::support::postgres::{TestSchema, postgres_url};
+    let Some(server) = postgres_url("environment snapshot fleet test") else {
+        return;
+    };
+    if let Err(why) = crate::support::registry::available() {
+        crate::support::skip_unless_ci(&why);
+        return;
+    }
+    let registry = crate::support::registry::Registry::start();
+    let schema = TestSchema::create(&server).await;
+    let shared = tempfile::tempdir().unwrap();
+    let a = fleet_daemon(&registry, &schema.url(), shared.path());
+    let b = fleet_daemon(&registry, &schema.url(), shared.path());
+    let image = registry.image("test/busybox:1");
+    let source = a
+        .session_with(
+            &json!({"environment": {"image": image}, "permission_mode": "danger_full_access"}),
+        )
+        .await;
+    run(&a, &source, SOURCE_WRITES).await;
+    let id = snapshot(&a, &source).await;
+    let layer = shared
+        .path()
+        .join(".toold-snapshots")
+        .join(&id)
+        .join("layer");
+    assert!(
+        layer.join("etc/marker-from-source").is_file(),
+        "{}",
+        layer.display()
+    );
+
+    // B has never pulled the image: the session's creation pulls it by digest.
+    assert_eq!(b.get("/v1/images").await.body["images"], json!([]));
+    let on_b = from_snapshot(&b, &id).await;
+    assert_ne!(
+        on_b["owner"],
+        a.get(&format!("/v1/sessions/{source}")).await.body["owner"]
+    );
+    let from = on_b["id"].as_str().unwrap();
+    let out = run(
+        &b,
+        from,
+        "cat /etc/marker-from-source /workspace/ws.txt /etc/marker",
+    )
+    .await;
+    assert!(out.starts_with("source-root\nsource-workspace\n"), "{out}");
+    assert!(out.contains(MARKER), "{out}");
+    let cached = b.get("/v1/images").await.body;
+    assert_eq!(
+        cached["images"][0]["digest"], on_b["environment"]["digest"],
+        "{cached}"
+    );
+    drop((a, b));
+    drop(schema);
 }
