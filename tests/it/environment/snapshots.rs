@@ -194,11 +194,11 @@ async fn a_fork_of_an_environment_session_shares_the_image_and_keeps_each_forks_
     assert!(seen.contains("No such file"), "{seen}");
 
     // The snapshot's layer holds the source's changes and nothing of the image.
-    let snapshot = fork.body["snapshot_id"].as_str().unwrap();
+    let forked = fork.body["snapshot_id"].as_str().unwrap();
     let layer = toold
         .projects()
         .join(".toold-snapshots")
-        .join(snapshot)
+        .join(forked)
         .join("layer");
     assert!(
         layer.join("etc/marker-from-source").is_file(),
@@ -214,6 +214,17 @@ async fn a_fork_of_an_environment_session_shares_the_image_and_keeps_each_forks_
         !layer.join("bin").exists(),
         "the image's binaries were copied"
     );
+
+    // A snapshot of a fork stacks on the first: it carries the source's and the fork's writes.
+    let second = snapshot(&toold, &forks[0]).await;
+    let created = from_snapshot(&toold, &second).await;
+    let out = run(
+        &toold,
+        created["id"].as_str().unwrap(),
+        "cat /etc/marker-from-source /etc/own",
+    )
+    .await;
+    assert_eq!(out, "source-root\n0\n");
 }
 
 #[tokio::test]
