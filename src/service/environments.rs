@@ -9,6 +9,11 @@
 //! view is mounted (`environment::disk`); `memory_mb`, `pids` and `cpus` travel with the
 //! tools' view of the environment to the sandbox, which puts them on the session's cgroup.
 //!
+//! A session from an environment session's snapshot (`service::sessions`) gets the same
+//! resolved environment: its tier checked again (`check_isolation`), its image leased by
+//! digest or, when the cache no longer has it, pulled as `repository@digest`
+//! (`lease_by_digest`); its root is mounted with the snapshot's layers over the image's.
+//!
 //! Who may: pulling and listing are for admins and agents (observers read the list); deleting
 //! an image is for admins only, since the cache is shared by every principal's sessions.
 //! Deliberately absent: running anything in the environment (the tools and the sandbox).

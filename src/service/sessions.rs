@@ -5,6 +5,12 @@
 //! A request's `metadata` is an object (null or absent: `{}`) and `output_schema` an object;
 //! a `working_directory` that does not exist is `not_found`, one outside the allowed roots
 //! `forbidden` (a relative one is `invalid`), so each answer says which is wrong.
+//!
+//! `from_snapshot`: a plain snapshot's layers become the lowers of a fresh workspace's view;
+//! an environment session's snapshot brings that session's environment (image leased by
+//! digest, pulled by digest when no longer cached) and its layers go over the image's root.
+//! `environment` with `from_snapshot` is refused either way (400, naming which). A restored
+//! or adopted environment session is mounted again over the layers `session_views` keeps.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,6 +9,14 @@
 //! are checked before a snapshot is taken: over one is 429 `limit_exceeded`. A fork measures
 //! its snapshot's size after answering (walking the files would make its cost grow with the
 //! workspace); a plain snapshot measures it before.
+//!
+//! An environment session's snapshot freezes its *root's* changes (`freeze_environment`): the
+//! environment view's upper is copied (it lives on the session's `disk_mb` filesystem, out of
+//! which a rename is `EXDEV`), never the image, into a layer in the first allowed root's
+//! `.toold-snapshots` (else the data directory's), and the session's view is left as it is.
+//! A session from it takes the source session's environment (`snapshot_environment`, read
+//! from the source's stored row) and stacks the layers over the image's root
+//! (`docs/decisions/environments.md`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};

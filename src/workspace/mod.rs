@@ -8,7 +8,9 @@
 //! a session closes or the daemon stops (a restart mounts them again from what the store
 //! keeps). Where things live: a session's `upper/` and `work/` under
 //! `<data_dir>/views/<session>`, a snapshot's layer under the snapshot root
-//! (`<snapshot_root>/<snapshot>/layer`).
+//! (`<snapshot_root>/<snapshot>/layer`); an environment session's snapshot's layer in the first
+//! allowed root's `.toold-snapshots` ([`Workspaces::environment_layer_dir`]). The hub does not
+//! keep environments' views (the service mounts them: `service::environments`).
 //!
 //! Deliberately absent: permissions, audit and quotas (the service runs transfers through the
 //! dispatch pipeline and counts snapshots), HTTP (the doors stream bodies in and out).

@@ -15,6 +15,11 @@
 //!   mount, since it binds what the path resolves to when the sandbox starts);
 //! - Landlock's rules are opened on the root, i.e. on the overlay's root inode.
 //!
+//! An environment's root is a view too (its image's root the bottom lower, a snapshot's layers
+//! above it); its upper lives on a `disk_mb` filesystem of its own, so it is frozen by
+//! [`MountedView::copy_changes`] (the upper copied, the view left as it is) rather than
+//! renamed.
+//!
 //! Because a bind mount and a Landlock rule hold the *directory they opened*, not the path,
 //! whoever changes a mounted view (a snapshot freezing it, [`MountedView::freeze`]) must first
 //! stop the session's spawner and background shells, so the next shell starts on the new
