@@ -193,39 +193,7 @@ impl ToolService {
                 "from_snapshot starts a fresh workspace: give no working_directory with it",
             ));
         }
-        // A snapshot of an environment session brings its environment; its layers go over the
-        // image's root (docs/decisions/environments.md, "Snapshots of an environment session").
-        let (snapshot_layers, snapshot_environment) = match &request.from_snapshot {
-            Some(snapshot) => (
-                self.snapshot_layers("", crate::permission::Role::Admin, snapshot)
-                    .await?,
-                self.snapshot_environment(snapshot).await?,
-            ),
-            None => (Vec::new(), None),
-        };
-        let snapshot = request.from_snapshot.as_deref().unwrap_or_default();
-        let prepared = match (&request.environment, snapshot_environment) {
-            (Some(_), Some(_)) => {
-                return Err(ServiceError::invalid(format!(
-                    "from_snapshot \"{snapshot}\" is an environment session's snapshot: the session takes that environment (its image by digest, isolation, network, limits, workdir, env and user); give no environment with it"
-                )));
-            }
-            (Some(_), None) if request.from_snapshot.is_some() => {
-                return Err(ServiceError::invalid(format!(
-                    "from_snapshot \"{snapshot}\" is a snapshot of a session without an environment (a workspace, not a root): it cannot start a session with environment"
-                )));
-            }
-            (Some(_), None) if request.working_directory.is_some() => {
-                return Err(ServiceError::invalid(
-                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
-                ));
-            }
-            (Some(environment), None) => {
-                Some(self.environment_for(&id, &actor, environment).await?)
-            }
-            (None, Some(info)) => Some(self.environment_again(&id, &actor, info).await?),
-            (None, None) => None,
-        };
+        let (snapshot_layers, prepared) = self.environment_of(&id, &actor, &request).await?;
         let mounted = match &prepared {
             Some(prepared) => {
                 Some(self.mount_environment(&id, &prepared.info, &snapshot_layers)?)
@@ -530,6 +498,48 @@ impl ToolService {
         };
         self.prepare_environment(id, actor, environment, rootfs)
             .await
+    }
+
+    /// The layers of the request's snapshot (if any) and the session's environment, made
+    /// ready: the request's own, or the one an environment session's snapshot brings (its
+    /// layers then go over the image's root; docs/decisions/environments.md, "Snapshots of an
+    /// environment session"). `environment` with `from_snapshot` is refused either way.
+    async fn environment_of(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        request: &CreateSessionRequest,
+    ) -> Result<(Vec<PathBuf>, Option<Prepared>), ServiceError> {
+        let (snapshot_layers, snapshot_environment) = match &request.from_snapshot {
+            Some(snapshot) => (
+                self.snapshot_layers("", crate::permission::Role::Admin, snapshot)
+                    .await?,
+                self.snapshot_environment(snapshot).await?,
+            ),
+            None => (Vec::new(), None),
+        };
+        let snapshot = request.from_snapshot.as_deref().unwrap_or_default();
+        let prepared = match (&request.environment, snapshot_environment) {
+            (Some(_), Some(_)) => {
+                return Err(ServiceError::invalid(format!(
+                    "from_snapshot \"{snapshot}\" is an environment session's snapshot: the session takes that environment (its image by digest, isolation, network, limits, workdir, env and user); give no environment with it"
+                )));
+            }
+            (Some(_), None) if request.from_snapshot.is_some() => {
+                return Err(ServiceError::invalid(format!(
+                    "from_snapshot \"{snapshot}\" is a snapshot of a session without an environment (a workspace, not a root): it cannot start a session with environment"
+                )));
+            }
+            (Some(_), None) if request.working_directory.is_some() => {
+                return Err(ServiceError::invalid(
+                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
+                ));
+            }
+            (Some(environment), None) => Some(self.environment_for(id, actor, environment).await?),
+            (None, Some(info)) => Some(self.environment_again(id, actor, info).await?),
+            (None, None) => None,
+        };
+        Ok((snapshot_layers, prepared))
     }
 
     /// The environment of a snapshot's source session, for a session from that snapshot: the
