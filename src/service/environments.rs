@@ -9,6 +9,11 @@
 //! view is mounted (`environment::disk`); `memory_mb`, `pids` and `cpus` travel with the
 //! tools' view of the environment to the sandbox, which puts them on the session's cgroup.
 //!
+//! A session from an environment session's snapshot (`service::sessions`) gets the same
+//! resolved environment: its tier checked again (`check_isolation`), its image leased by
+//! digest or, when the cache no longer has it, pulled as `repository@digest`
+//! (`lease_by_digest`); its root is mounted with the snapshot's layers over the image's.
+//!
 //! Who may: pulling and listing are for admins and agents (observers read the list); deleting
 //! an image is for admins only, since the cache is shared by every principal's sessions.
 //! Deliberately absent: running anything in the environment (the tools and the sandbox).
@@ -93,11 +98,13 @@ pub(super) struct Mounted {
 
 impl ToolService {
     /// Mounts session `id`'s environment under `<data_dir>/environments/<id>` (again after a
-    /// restart: the private upper is kept).
+    /// restart: the private upper is kept): `layers` (a snapshot's, topmost first; none for a
+    /// session made on the image) over the image's root.
     pub(super) fn mount_environment(
         &self,
         id: &str,
         info: &EnvironmentInfo,
+        layers: &[PathBuf],
     ) -> Result<Mounted, ServiceError> {
         let base = self
             .settings
@@ -107,7 +114,11 @@ impl ToolService {
             .join("environments")
             .join(id);
         let spec = crate::workspace::ViewSpec {
-            lowers: vec![info.rootfs.clone()],
+            lowers: layers
+                .iter()
+                .cloned()
+                .chain(std::iter::once(info.rootfs.clone()))
+                .collect(),
             private_dir: base.join("view"),
             root: base.join("root"),
         };
@@ -288,6 +299,56 @@ impl ToolService {
         })
     }
 
+    /// `tier` (a snapshot's environment's) is one this daemon runs.
+    pub(super) fn check_isolation(&self, tier: Isolation) -> Result<(), ServiceError> {
+        self.isolation(Some(tier)).map(|_| ())
+    }
+
+    /// A lease on the image `digest` (a snapshot's environment's): the cached one, else
+    /// `image`'s repository pulled by that digest (never by its tag, which may have moved).
+    /// Neither: `not_found` naming the digest.
+    pub(super) async fn lease_by_digest(
+        &self,
+        session_id: &str,
+        actor: &std::sync::Arc<str>,
+        digest: &str,
+        image: Option<&str>,
+    ) -> Result<ImageLease, ServiceError> {
+        let cache = self.image_cache()?;
+        match cache.lease_cached(digest) {
+            Ok(lease) => return Ok(lease),
+            Err(ImageError::UnknownDigest(_)) => {}
+            Err(err) => return Err(image_error(err)),
+        }
+        let Some(image) = image else {
+            return Err(ServiceError::not_found(format!(
+                "the snapshot's image {digest} is not in the cache, and no reference to pull it by is known"
+            )));
+        };
+        let reference = by_digest(image, digest);
+        let progress = self.pull_events(session_id, actor);
+        let lease = cache.lease(&reference, &progress).await.map_err(|err| {
+            let err = image_error(err);
+            ServiceError::new(
+                err.code,
+                format!(
+                    "the snapshot's image is no longer cached and pulling \"{reference}\" failed: {}",
+                    err.message
+                ),
+            )
+        })?;
+        if lease.info.digest != digest {
+            return Err(ServiceError::new(
+                ErrorCode::BadGateway,
+                format!(
+                    "\"{reference}\" was pulled as {}, not the snapshot's {digest}",
+                    lease.info.digest
+                ),
+            ));
+        }
+        Ok(lease)
+    }
+
     fn isolation(&self, asked: Option<Isolation>) -> Result<Isolation, ServiceError> {
         let settings = &self.environments;
         let tier = match asked.unwrap_or(settings.default_isolation) {
@@ -333,6 +394,18 @@ impl ToolService {
     }
 }
 
+/// `image` (a reference by tag or digest) naming `digest` instead:
+/// `host:5000/team/py:3.12` → `host:5000/team/py@sha256:…`.
+fn by_digest(image: &str, digest: &str) -> String {
+    let name = image.split('@').next().unwrap_or(image);
+    let last = name.rfind('/').map_or(0, |i| i + 1);
+    let repository = match name[last..].find(':') {
+        Some(tag) => &name[..last + tag],
+        None => name,
+    };
+    format!("{repository}@{digest}")
+}
+
 /// An image cache error as the service's: unknown image 404, registry down or a digest that
 /// does not match 502, a bad reference 400, an image in use 409.
 pub(super) fn image_error(err: ImageError) -> ServiceError {
@@ -346,4 +419,28 @@ pub(super) fn image_error(err: ImageError) -> ServiceError {
         ImageError::Unpack(..) => ErrorCode::Internal,
     };
     ServiceError::new(code, err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::by_digest;
+
+    #[test]
+    fn a_reference_by_tag_becomes_one_by_digest() {
+        let d = "sha256:abc";
+        for (image, expected) in [
+            (
+                "127.0.0.1:5000/test/busybox:1",
+                "127.0.0.1:5000/test/busybox@sha256:abc",
+            ),
+            (
+                "127.0.0.1:5000/test/busybox",
+                "127.0.0.1:5000/test/busybox@sha256:abc",
+            ),
+            ("host/team/py@sha256:old", "host/team/py@sha256:abc"),
+            ("busybox:1", "busybox@sha256:abc"),
+        ] {
+            assert_eq!(by_digest(image, d), expected, "{image}");
+        }
+    }
 }

@@ -136,7 +136,8 @@ impl ToolService {
             };
             let snapshot: SessionSnapshot =
                 serde_json::from_value(adopted.state.clone()).unwrap_or_default();
-            self.go_live(&adopted, snapshot, None)?;
+            let layers = self.store.session_layers(&adopted.id).await?;
+            self.go_live(&adopted, snapshot, None, &layers)?;
             done.adopted.push(adopted.id);
         }
         Ok(done)

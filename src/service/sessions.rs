@@ -5,6 +5,12 @@
 //! A request's `metadata` is an object (null or absent: `{}`) and `output_schema` an object;
 //! a `working_directory` that does not exist is `not_found`, one outside the allowed roots
 //! `forbidden` (a relative one is `invalid`), so each answer says which is wrong.
+//!
+//! `from_snapshot`: a plain snapshot's layers become the lowers of a fresh workspace's view;
+//! an environment session's snapshot brings that session's environment (image leased by
+//! digest, pulled by digest when no longer cached) and its layers go over the image's root.
+//! `environment` with `from_snapshot` is refused either way (400, naming which). A restored
+//! or adopted environment session is mounted again over the layers `session_views` keeps.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -182,23 +188,16 @@ impl ToolService {
             })?;
         }
         let id = format!("sess_{}", uuid::Uuid::now_v7().simple());
-        let prepared = match &request.environment {
-            // Snapshots of an environment's root are issue 38's rest (docs/decisions/environments.md).
-            Some(_) if request.from_snapshot.is_some() => {
-                return Err(ServiceError::invalid(
-                    "from_snapshot and environment: a session from a snapshot has no environment yet",
-                ));
-            }
-            Some(_) if request.working_directory.is_some() => {
-                return Err(ServiceError::invalid(
-                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
-                ));
-            }
-            Some(environment) => Some(self.environment_for(&id, &actor, environment).await?),
-            None => None,
-        };
+        if request.from_snapshot.is_some() && request.working_directory.is_some() {
+            return Err(ServiceError::invalid(
+                "from_snapshot starts a fresh workspace: give no working_directory with it",
+            ));
+        }
+        let (snapshot_layers, prepared) = self.environment_of(&id, &actor, &request).await?;
         let mounted = match &prepared {
-            Some(prepared) => Some(self.mount_environment(&id, &prepared.info)?),
+            Some(prepared) => {
+                Some(self.mount_environment(&id, &prepared.info, &snapshot_layers)?)
+            }
             None => None,
         };
         let working_directory = match &request.working_directory {
@@ -212,20 +211,14 @@ impl ToolService {
             }
         };
         self.session_rules(&working_directory, &request.rules)?;
-        let view = match &request.from_snapshot {
-            Some(snapshot) => {
-                if request.working_directory.is_some() {
-                    return Err(ServiceError::invalid(
-                        "from_snapshot starts a fresh workspace: give no working_directory with it",
-                    ));
-                }
-                let lowers = self
-                    .snapshot_layers("", crate::permission::Role::Admin, snapshot)
-                    .await?;
-                let copy = self.open_view(&id, &working_directory, lowers.clone())?;
-                Some((lowers, copy))
+        let view = match (&request.from_snapshot, &mounted) {
+            // The environment's view stacks the layers already (`mount_environment`).
+            (Some(_), Some(mounted)) => Some((snapshot_layers, mounted.view.copy_kind())),
+            (Some(_), None) => {
+                let copy = self.open_view(&id, &working_directory, snapshot_layers.clone())?;
+                Some((snapshot_layers, copy))
             }
-            None => None,
+            (None, _) => None,
         };
         let mut options = serde_json::to_value(&request)
             .map_err(|err| ServiceError::internal(err.to_string()))?;
@@ -260,6 +253,7 @@ impl ToolService {
             SessionSnapshot::default(),
             open,
             Some((lease, mounted)),
+            &[],
         )?;
         self.bridge.wait_started(&id).await;
         self.events.publish(
@@ -280,18 +274,20 @@ impl ToolService {
 
     /// Makes a stored session live (after create, or on restart). `open` is its place in
     /// its principal's session limit when create took one; a restored or adopted session
-    /// takes one here, unrefused (it exists already).
+    /// takes one here, unrefused (it exists already). `layers`: the snapshot layers an
+    /// environment session's root stacks over its image (the store's `session_layers`).
     pub(super) fn go_live(
         &self,
         record: &SessionRecord,
         snapshot: SessionSnapshot,
         open: Option<super::limits::LimitSlot>,
+        layers: &[PathBuf],
     ) -> Result<Arc<LiveSession>, ServiceError> {
-        self.go_live_with(record, snapshot, open, None)
+        self.go_live_with(record, snapshot, open, None, layers)
     }
 
     /// [`ToolService::go_live`] with the image lease creation took (`None`: take one here,
-    /// for a restored or adopted session).
+    /// for a restored or adopted session, and mount its environment over `layers`).
     fn go_live_with(
         &self,
         record: &SessionRecord,
@@ -301,6 +297,7 @@ impl ToolService {
             Option<crate::environment::ImageLease>,
             Option<super::environments::Mounted>,
         )>,
+        layers: &[PathBuf],
     ) -> Result<Arc<LiveSession>, ServiceError> {
         let open = open.or_else(|| {
             let principal = record.principal.as_deref().unwrap_or_default();
@@ -311,7 +308,7 @@ impl ToolService {
             (Some(fresh), _) => fresh,
             (None, Some(info)) => (
                 self.relase(info)?,
-                Some(self.mount_environment(&record.id, info)?),
+                Some(self.mount_environment(&record.id, info, layers)?),
             ),
             (None, None) => (None, None),
         };
@@ -388,14 +385,18 @@ impl ToolService {
                     tracing::warn!(session = %record.id, error = %err, "unreadable session state; starting it fresh");
                     SessionSnapshot::default()
                 });
-            // A session over a snapshot's layers is mounted again (its upper kept its changes).
+            // A session over a snapshot's layers is mounted again (its upper kept its changes);
+            // an environment session's layers go under its root instead, in `go_live`.
             let lowers = self.store.session_layers(&record.id).await?;
+            let environment = record.options.get(RESOLVED_ENVIRONMENT).is_some();
             if !lowers.is_empty()
-                && let Err(err) = self.open_view(&record.id, &record.working_directory, lowers)
+                && !environment
+                && let Err(err) =
+                    self.open_view(&record.id, &record.working_directory, lowers.clone())
             {
                 tracing::warn!(session = %record.id, error = %err, "session view not mounted again");
             }
-            self.go_live(&record, snapshot, None)?;
+            self.go_live(&record, snapshot, None, &lowers)?;
             // No call waits for an approval made before the restart: deny what is left.
             self.approvals.settle_orphans(&record.id).await?;
             restored += 1;
@@ -497,6 +498,79 @@ impl ToolService {
         };
         self.prepare_environment(id, actor, environment, rootfs)
             .await
+    }
+
+    /// The layers of the request's snapshot (if any) and the session's environment, made
+    /// ready: the request's own, or the one an environment session's snapshot brings (its
+    /// layers then go over the image's root; docs/decisions/environments.md, "Snapshots of an
+    /// environment session"). `environment` with `from_snapshot` is refused either way.
+    async fn environment_of(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        request: &CreateSessionRequest,
+    ) -> Result<(Vec<PathBuf>, Option<Prepared>), ServiceError> {
+        let (snapshot_layers, snapshot_environment) = match &request.from_snapshot {
+            Some(snapshot) => (
+                self.snapshot_layers("", crate::permission::Role::Admin, snapshot)
+                    .await?,
+                self.snapshot_environment(snapshot).await?,
+            ),
+            None => (Vec::new(), None),
+        };
+        let snapshot = request.from_snapshot.as_deref().unwrap_or_default();
+        let prepared = match (&request.environment, snapshot_environment) {
+            (Some(_), Some(_)) => {
+                return Err(ServiceError::invalid(format!(
+                    "from_snapshot \"{snapshot}\" is an environment session's snapshot: the session takes that environment (its image by digest, isolation, network, limits, workdir, env and user); give no environment with it"
+                )));
+            }
+            (Some(_), None) if request.from_snapshot.is_some() => {
+                return Err(ServiceError::invalid(format!(
+                    "from_snapshot \"{snapshot}\" is a snapshot of a session without an environment (a workspace, not a root): it cannot start a session with environment"
+                )));
+            }
+            (Some(_), None) if request.working_directory.is_some() => {
+                return Err(ServiceError::invalid(
+                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
+                ));
+            }
+            (Some(environment), None) => Some(self.environment_for(id, actor, environment).await?),
+            (None, Some(info)) => Some(self.environment_again(id, actor, info).await?),
+            (None, None) => None,
+        };
+        Ok((snapshot_layers, prepared))
+    }
+
+    /// The environment of a snapshot's source session, for a session from that snapshot: the
+    /// same resolved environment, its image leased by digest (pulled by digest when the cache
+    /// no longer has it), its tier one this daemon runs, a `rootfs` still an allowed directory.
+    async fn environment_again(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        info: EnvironmentInfo,
+    ) -> Result<Prepared, ServiceError> {
+        self.check_isolation(info.isolation)?;
+        let lease = match &info.digest {
+            Some(digest) => Some(
+                self.lease_by_digest(id, actor, digest, info.image.as_deref())
+                    .await?,
+            ),
+            None => {
+                self.allowed_directory(&info.rootfs).map_err(|err| {
+                    ServiceError::new(err.code, format!("environment.rootfs: {}", err.message))
+                })?;
+                None
+            }
+        };
+        let rootfs = lease
+            .as_ref()
+            .map_or_else(|| info.rootfs.clone(), |l| l.rootfs.clone());
+        Ok(Prepared {
+            info: EnvironmentInfo { rootfs, ..info },
+            lease,
+        })
     }
 
     /// The server's rules and the session's, compiled against `workspace`.

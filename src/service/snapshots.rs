@@ -9,6 +9,14 @@
 //! are checked before a snapshot is taken: over one is 429 `limit_exceeded`. A fork measures
 //! its snapshot's size after answering (walking the files would make its cost grow with the
 //! workspace); a plain snapshot measures it before.
+//!
+//! An environment session's snapshot freezes its *root's* changes (`freeze_environment`): the
+//! environment view's upper is copied (it lives on the session's `disk_mb` filesystem, out of
+//! which a rename is `EXDEV`), never the image, into a layer in the first allowed root's
+//! `.toold-snapshots` (else the data directory's), and the session's view is left as it is.
+//! A session from it takes the source session's environment (`snapshot_environment`, read
+//! from the source's stored row) and stacks the layers over the image's root
+//! (`docs/decisions/environments.md`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -202,6 +210,20 @@ impl ToolService {
             })?;
         self.shells.kill_session(session_id).await;
         let id = format!("snap_{}", uuid::Uuid::now_v7().simple());
+        if live.environment_view.is_some() {
+            let layers = self.freeze_environment(&live, &id).await?;
+            crate::telemetry::record_snapshot();
+            return Ok(SnapshotRecord {
+                id,
+                principal: Some(caller.name.to_string()),
+                session_id: session_id.to_owned(),
+                name,
+                layers,
+                size_bytes: 0,
+                copy: "full".to_owned(),
+                created_at: SystemTime::now(),
+            });
+        }
         let root = live.info.working_directory.clone();
         let movable = self.is_fresh_workspace(&root);
         let workspaces = self.workspaces.clone();
@@ -232,6 +254,49 @@ impl ToolService {
             copy: copy.to_owned(),
             created_at: SystemTime::now(),
         })
+    }
+
+    /// Freezes an environment session's root changes into snapshot `snapshot`'s layer: its
+    /// upper copied (it lives on the session's `disk_mb` filesystem, so it cannot be renamed
+    /// out; `MountedView::copy_changes`), the session's view left as it is. The layers a
+    /// session from the snapshot stacks over the image's root, topmost first: the image's
+    /// root itself is not among them (it is the environment's, leased by digest).
+    async fn freeze_environment(
+        &self,
+        live: &std::sync::Arc<super::LiveSession>,
+        snapshot: &str,
+    ) -> Result<Vec<PathBuf>, ServiceError> {
+        let layer = self.workspaces.environment_layer_dir(snapshot);
+        let image_root = live.info.environment.as_ref().map(|e| e.rootfs.clone());
+        let session = live.clone();
+        let frozen = tokio::task::spawn_blocking(move || {
+            let view = session.environment_view.as_ref()?;
+            Some(view.copy_changes(&layer))
+        })
+        .await
+        .map_err(|err| ServiceError::internal(format!("snapshot stopped: {err}")))?
+        .ok_or_else(|| ServiceError::internal("the session's environment is not mounted"))?
+        .map_err(|err| ServiceError::internal(err.to_string()))?;
+        Ok(frozen
+            .layers
+            .into_iter()
+            .filter(|l| Some(l) != image_root.as_ref())
+            .collect())
+    }
+
+    /// The environment of snapshot `id`'s source session, if it had one (a session's row is
+    /// kept once it closed, so a snapshot outlives its source; `None` for a plain session's).
+    pub(super) async fn snapshot_environment(
+        &self,
+        id: &str,
+    ) -> Result<Option<super::environments::EnvironmentInfo>, ServiceError> {
+        let Some(record) = self.store.get_snapshot(id).await? else {
+            return Ok(None);
+        };
+        let Some(source) = self.store.get_session(&record.session_id).await? else {
+            return Ok(None);
+        };
+        Ok(super::sessions::stored_options(&source)?.1)
     }
 
     /// Whether `root` is a workspace the daemon made (under its workspaces directory).

@@ -8,7 +8,9 @@
 //! a session closes or the daemon stops (a restart mounts them again from what the store
 //! keeps). Where things live: a session's `upper/` and `work/` under
 //! `<data_dir>/views/<session>`, a snapshot's layer under the snapshot root
-//! (`<snapshot_root>/<snapshot>/layer`).
+//! (`<snapshot_root>/<snapshot>/layer`); an environment session's snapshot's layer in the first
+//! allowed root's `.toold-snapshots` ([`Workspaces::environment_layer_dir`]). The hub does not
+//! keep environments' views (the service mounts them: `service::environments`).
 //!
 //! Deliberately absent: permissions, audit and quotas (the service runs transfers through the
 //! dispatch pipeline and counts snapshots), HTTP (the doors stream bodies in and out).
@@ -133,6 +135,25 @@ impl Workspaces {
             let allowed = allowed.canonicalize().ok()?;
             root.starts_with(&allowed)
                 .then(|| allowed.join(SHARED_SNAPSHOTS))
+        });
+        shared
+            .unwrap_or_else(|| self.settings.snapshot_root.clone())
+            .join(snapshot_id)
+            .join("layer")
+    }
+
+    /// Where the own layer of snapshot `snapshot_id` of an *environment* session goes: its
+    /// root lies under the data directory, never under an allowed root, so its layer goes to
+    /// the first allowed root's `.toold-snapshots` when the daemon has one (the directory a
+    /// fleet shares: any daemon of it can start a session from the snapshot), else under the
+    /// data directory. The layer is a copy of the session's changes either way
+    /// ([`MountedView::copy_changes`]), so its filesystem does not matter.
+    pub fn environment_layer_dir(&self, snapshot_id: &str) -> PathBuf {
+        let shared = self.settings.allowed_roots.first().map(|allowed| {
+            allowed
+                .canonicalize()
+                .unwrap_or_else(|_| allowed.clone())
+                .join(SHARED_SNAPSHOTS)
         });
         shared
             .unwrap_or_else(|| self.settings.snapshot_root.clone())

@@ -15,6 +15,11 @@
 //!   mount, since it binds what the path resolves to when the sandbox starts);
 //! - Landlock's rules are opened on the root, i.e. on the overlay's root inode.
 //!
+//! An environment's root is a view too (its image's root the bottom lower, a snapshot's layers
+//! above it); its upper lives on a `disk_mb` filesystem of its own, so it is frozen by
+//! [`MountedView::copy_changes`] (the upper copied, the view left as it is) rather than
+//! renamed.
+//!
 //! Because a bind mount and a Landlock rule hold the *directory they opened*, not the path,
 //! whoever changes a mounted view (a snapshot freezing it, [`MountedView::freeze`]) must first
 //! stop the session's spawner and background shells, so the next shell starts on the new
@@ -259,6 +264,59 @@ impl MountedView {
         copy_layers(std::slice::from_ref(&self.spec.root), layer)?;
         Ok(Frozen {
             layers: vec![layer.to_path_buf()],
+            copy: CopyKind::Full,
+        })
+    }
+
+    /// Freezes the view's *changes* into `layer` by copying its upper (whiteouts, opaque
+    /// directories, owners and modes kept: `cp -a`, as root it keeps `trusted.overlay.*`),
+    /// leaving the view as it is; the layers a view over the snapshot stacks are `layer` over
+    /// this view's lowers. For an environment's root, whose upper lives on a `disk_mb`
+    /// filesystem of its own (`environment::disk`), so that a rename out of it is `EXDEV`:
+    /// what is copied is what the session wrote, never the lowers (the image). The copy goes
+    /// to a temporary name beside `layer` and is renamed into place, so a failure leaves no
+    /// layer. A view without an overlay (no lowers, or a full copy) copies its root.
+    pub fn copy_changes(&self, layer: &Path) -> Result<Frozen, ViewError> {
+        let Some(parent) = layer.parent() else {
+            return Err(ViewError::Prepare {
+                path: layer.to_path_buf(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "a layer needs a parent"),
+            });
+        };
+        mkdir(parent)?;
+        if !self.mounted {
+            copy_layers(std::slice::from_ref(&self.spec.root), layer)?;
+            return Ok(Frozen {
+                layers: vec![layer.to_path_buf()],
+                copy: CopyKind::Full,
+            });
+        }
+        let partial = parent.join(".layer.partial");
+        let _ = std::fs::remove_dir_all(&partial);
+        let fail = |source| ViewError::Prepare {
+            path: self.spec.upper(),
+            source,
+        };
+        let output = std::process::Command::new("cp")
+            .arg("-a")
+            .arg("--")
+            .arg(self.spec.upper())
+            .arg(&partial)
+            .output()
+            .map_err(fail)?;
+        if !output.status.success() {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(fail(io::Error::other(format!(
+                "cp -a failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))));
+        }
+        std::fs::rename(&partial, layer).map_err(fail)?;
+        let mut layers = vec![layer.to_path_buf()];
+        layers.extend(self.spec.lowers.iter().cloned());
+        Ok(Frozen {
+            layers,
             copy: CopyKind::Full,
         })
     }

@@ -331,7 +331,7 @@ async fn bad_environment_requests_are_refused_and_create_nothing() {
     assert_eq!(sessions(&toold).await, Vec::<Value>::new());
     assert_eq!(workspaces(&toold), Vec::<String>::new());
     assert_eq!(toold.get("/v1/images").await.body["images"], json!([]));
-    // A snapshot's layers are not yet stacked over an image's root: refused, not lost.
+    // A plain session's snapshot is a workspace, not a root: refused with an environment.
     let plain = toold.post("/v1/sessions", &json!({})).await;
     let plain_id = plain.body["id"].as_str().expect("a session id").to_owned();
     let snapshot = toold
@@ -345,6 +345,8 @@ async fn bad_environment_requests_are_refused_and_create_nothing() {
         reply
             .body
             .to_string()
-            .contains("from_snapshot and environment")
+            .contains("a snapshot of a session without an environment"),
+        "{}",
+        reply.body
     );
 }

@@ -1,7 +1,7 @@
 //! Environments (DESIGN §12) through the real daemon: images pulled from a real registry on
 //! loopback (`support::registry`), the cache and its endpoints (and gRPC's `PullImage`),
 //! sessions on an image (under bubblewrap and gVisor, and the escapes both keep out), the tier on
-//! their audit rows, their limits and their network.
+//! their audit rows, their limits and their network, and their snapshots and forks.
 
 mod audit_isolation;
 mod escapes;
@@ -12,6 +12,7 @@ mod landlock;
 mod limits;
 mod network;
 mod sessions;
+mod snapshots;
 
 use std::sync::Arc;
 
