@@ -10,6 +10,8 @@
 //!   floor);
 //! - the same under `gvisor`, beside `runsc do -root ROOT` over that root (`runsc do`'s own
 //!   `-root` flag; with the daemon's global flags `--network=none --ignore-cgroups`);
+//! - for attribution, no floor: the same first echo in a fresh plain session (no environment),
+//!   whose first call starts the session's spawner as an environment session's does;
 //! - a `bash` `echo hi` in a warm environment session (after its first call) beside the same in
 //!   a warm plain session of the same daemon (no environment; the daemon's default sandbox).
 //!
@@ -316,8 +318,10 @@ fn main() {
     }
     let state = tempfile::tempdir().unwrap();
 
-    // 2. and 3. The first echo in a fresh session, against its floors, alternating.
-    let mut tiers = vec!["bwrap"];
+    // 2. and 3. The first echo in a fresh session, against its floors, alternating; "plain"
+    // (no environment) is no floor but says what a session's creation and first call cost
+    // without one.
+    let mut tiers = vec!["plain", "bwrap"];
     if gvisor {
         tiers.push("gvisor");
     } else {
@@ -325,7 +329,9 @@ fn main() {
     }
     for tier in tiers {
         let (mut first, mut create) = (Vec::new(), Vec::new());
-        let mut floors: Vec<(&str, Vec<f64>)> = if tier == "bwrap" {
+        let mut floors: Vec<(&str, Vec<f64>)> = if tier == "plain" {
+            Vec::new()
+        } else if tier == "bwrap" {
             vec![
                 (
                     "bwrap --ro-bind ROOT / --tmpfs /tmp sh -c 'echo hi' (floor)",
@@ -345,7 +351,7 @@ fn main() {
             let id = session(
                 &http,
                 &toold,
-                Some(json!({"image": image, "isolation": tier})),
+                (tier != "plain").then(|| json!({"image": image, "isolation": tier})),
             );
             let created = started.elapsed().as_secs_f64();
             sandbox = echo(&http, &toold, &id);
@@ -355,14 +361,19 @@ fn main() {
             if tier == "bwrap" {
                 floors[0].1.push(floor(&mut bwrap_floor(&root, false)));
                 floors[1].1.push(floor(&mut bwrap_floor(&full_root, true)));
-            } else {
+            } else if tier == "gvisor" {
                 floors[0]
                     .1
                     .push(floor(&mut runsc_floor(state.path(), &root)));
             }
         }
+        let sessions = if tier == "plain" {
+            "plain session".to_owned()
+        } else {
+            format!("{tier} session")
+        };
         let measured = row(
-            &format!("first echo hi, fresh {tier} session (create + call)"),
+            &format!("first echo hi, fresh {sessions} (create + call)"),
             &first,
         );
         row("  of which the create (POST /v1/sessions)", &create);
@@ -394,7 +405,7 @@ fn main() {
         echo(&http, &toold, &plain),
     );
     let (mut in_environment, mut in_plain) = (Vec::new(), Vec::new());
-    for _ in 0..runs.max(30) {
+    for _ in 0..(runs * 10).max(200) {
         in_environment.push(timed(|| echo(&http, &toold, &environment)).0);
         in_plain.push(timed(|| echo(&http, &toold, &plain)).0);
     }
