@@ -26,11 +26,11 @@
 //!
 //! Figures (release, 2026-12-06, the 2-vCPU guest under contention; docs/performance.md,
 //! "Environments: the benchmark", has the machine, the five runs and the attribution), p50:
-//! cold pull 105–177 ms; first echo in a fresh bwrap session 60–97 ms (create 25–47 ms, of
+//! cold pull 98–177 ms; first echo in a fresh bwrap session 60–97 ms (create 25–47 ms, of
 //! it the `disk_mb` filesystem's mkfs and loop mount ~22 ms) against a 6–12 ms bwrap floor,
 //! 8–11× (target ≤ 3× and ≤ 50 ms: missed); under gvisor 270–324 ms against `runsc do`'s
 //! 134–168 ms, 2.0–2.1× (target ≤ 1.5×: missed); a warm echo 2.3 ms in the environment against
-//! 1.7 ms in a plain session, 1.35–1.42× over 200 runs a side (target ≤ 1.2×: missed; an
+//! 1.7 ms in a plain session, 1.24–1.42× over 200 runs a side (target ≤ 1.2×: missed; an
 //! environment session has no warm spare shell).
 
 use std::io::{BufRead, BufReader};
