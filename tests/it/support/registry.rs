@@ -2,6 +2,9 @@
 //! from Debian's `busybox-static` (with a marker file and an `Env` entry), made an OCI image
 //! with `umoci`, pushed with `skopeo` to Debian's `docker-registry` (the distribution
 //! project's registry) started on port 0 with a temporary config. Its log counts blob GETs.
+//!
+//! `benches/environment.rs` includes this file as a module (`#[path]`), so the bench measures
+//! the image the tests use: what it needs of its parent is `tool_on_path` alone.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
