@@ -210,38 +210,29 @@ impl ToolService {
             })?;
         self.shells.kill_session(session_id).await;
         let id = format!("snap_{}", uuid::Uuid::now_v7().simple());
-        if live.environment_view.is_some() {
-            let layers = self.freeze_environment(&live, &id).await?;
-            crate::telemetry::record_snapshot();
-            return Ok(SnapshotRecord {
-                id,
-                principal: Some(caller.name.to_string()),
-                session_id: session_id.to_owned(),
-                name,
-                layers,
-                size_bytes: 0,
-                copy: "full".to_owned(),
-                created_at: SystemTime::now(),
-            });
-        }
-        let root = live.info.working_directory.clone();
-        let movable = self.is_fresh_workspace(&root);
-        let workspaces = self.workspaces.clone();
-        let (session, snapshot) = (session_id.to_owned(), id.clone());
-        let frozen = tokio::task::spawn_blocking(move || {
-            workspaces.freeze(&session, &root, &snapshot, movable)
-        })
-        .await
-        .map_err(|err| ServiceError::internal(format!("snapshot stopped: {err}")))?
-        .map_err(|err| ServiceError::internal(err.to_string()))?;
-        let copy = match frozen.copy {
-            crate::workspace::CopyKind::Cow => {
-                self.store
-                    .set_session_layers(session_id, &frozen.layers)
-                    .await?;
-                "cow"
-            }
-            crate::workspace::CopyKind::Full => "full",
+        let (layers, copy) = if live.environment_view.is_some() {
+            (self.freeze_environment(&live, &id).await?, "full")
+        } else {
+            let root = live.info.working_directory.clone();
+            let movable = self.is_fresh_workspace(&root);
+            let workspaces = self.workspaces.clone();
+            let (session, snapshot) = (session_id.to_owned(), id.clone());
+            let frozen = tokio::task::spawn_blocking(move || {
+                workspaces.freeze(&session, &root, &snapshot, movable)
+            })
+            .await
+            .map_err(|err| ServiceError::internal(format!("snapshot stopped: {err}")))?
+            .map_err(|err| ServiceError::internal(err.to_string()))?;
+            let copy = match frozen.copy {
+                crate::workspace::CopyKind::Cow => {
+                    self.store
+                        .set_session_layers(session_id, &frozen.layers)
+                        .await?;
+                    "cow"
+                }
+                crate::workspace::CopyKind::Full => "full",
+            };
+            (frozen.layers, copy)
         };
         crate::telemetry::record_snapshot();
         Ok(SnapshotRecord {
@@ -249,7 +240,7 @@ impl ToolService {
             principal: Some(caller.name.to_string()),
             session_id: session_id.to_owned(),
             name,
-            layers: frozen.layers,
+            layers,
             size_bytes: 0,
             copy: copy.to_owned(),
             created_at: SystemTime::now(),

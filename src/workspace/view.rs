@@ -275,7 +275,9 @@ impl MountedView {
     /// filesystem of its own (`environment::disk`), so that a rename out of it is `EXDEV`:
     /// what is copied is what the session wrote, never the lowers (the image). The copy goes
     /// to a temporary name beside `layer` and is renamed into place, so a failure leaves no
-    /// layer. A view without an overlay (no lowers, or a full copy) copies its root.
+    /// layer. A view without an overlay (no lowers, or a full copy) copies its root. Not
+    /// `copy::copy_tree`: that merges (applies whiteouts, drops owners and opaque markers),
+    /// where an upper kept as a layer must keep all three.
     pub fn copy_changes(&self, layer: &Path) -> Result<Frozen, ViewError> {
         let Some(parent) = layer.parent() else {
             return Err(ViewError::Prepare {
