@@ -174,7 +174,7 @@ impl ShellSandbox {
             .clone()
             .ok_or_else(|| io::Error::other("gvisor (runsc) is not available on this daemon"))?;
         let mut plan = self.base_plan(session_id, Some(environment.limits))?;
-        let toold = self.spawner_program.clone().map_err(io::Error::other)?;
+        let toold = std::path::PathBuf::from(&plan.program);
         let id = format!(
             "toold-{}-{}",
             std::process::id(),
@@ -222,8 +222,6 @@ impl ShellSandbox {
             bundle.clone().into(),
             id.clone().into(),
         ];
-        plan.landlock = None;
-        plan.env.clear();
         plan.environment = Some(environment.clone());
         plan.gvisor = Some(GvisorSandbox {
             state: runsc.state,

@@ -29,7 +29,7 @@ use landlock::{
 };
 
 /// Devices a shell writes to without meaning to write anywhere.
-const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+pub(super) const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// The paths to grant read rights on so that everything but `hidden` is readable: `/` when
 /// nothing is hidden; otherwise, for each directory from `/` down to `hidden`'s parent, each

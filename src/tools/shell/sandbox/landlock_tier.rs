@@ -43,9 +43,6 @@ const DEVICES: [(&str, u32, u32); 5] = [
     ("urandom", 1, 9),
 ];
 
-/// The devices commands may write to.
-const WRITABLE_DEVICES: [&str; 3] = ["null", "zero", "full"];
-
 /// Whether this process may `chroot` (its effective set has `CAP_SYS_CHROOT`).
 pub(super) fn may_chroot() -> Result<(), String> {
     let status = std::fs::read_to_string("/proc/self/status")
@@ -79,9 +76,10 @@ pub(super) fn spawner_args(
                 environment.workdir.display()
             ))
         })?;
-        let devices = WRITABLE_DEVICES
+        // The devices a shell writes to by habit, the environment's own.
+        let devices = super::landlock::WRITABLE_DEVICES
             .iter()
-            .map(|name| root.join("dev").join(name))
+            .map(|device| root.join(device.trim_start_matches('/')))
             .filter(|path| path.exists());
         [workdir, root.join("tmp")]
             .into_iter()

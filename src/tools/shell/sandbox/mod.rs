@@ -191,8 +191,8 @@ pub struct ShellSandbox {
     limits: SessionLimits,
     /// runsc, when it works here: environments may then ask for `gvisor`.
     gvisor: Option<gvisor::Runsc>,
-    /// The Landlock ABI environments' `landlock` tier uses, or why it cannot run here.
-    environment_landlock: Result<i32, String>,
+    /// Whether environments' `landlock` tier can run here, or why not.
+    environment_landlock: Result<(), String>,
 }
 
 impl Default for ShellSandbox {
@@ -301,16 +301,16 @@ impl ShellSandbox {
     /// Landlock (`capability`) and this daemon may change a process's root
     /// (`CAP_SYS_CHROOT`); see [`landlock_tier`].
     pub fn with_environment_landlock(mut self, capability: &SandboxCapability) -> ShellSandbox {
-        self.environment_landlock = capability.landlock_abi.clone().and_then(|abi| {
-            landlock_tier::may_chroot()?;
-            Ok(abi)
-        });
+        self.environment_landlock = capability
+            .landlock_abi
+            .clone()
+            .and_then(|_| landlock_tier::may_chroot());
         self
     }
 
     /// Whether environments may run under the `landlock` tier, or why not.
     pub fn environment_landlock(&self) -> Result<(), String> {
-        self.environment_landlock.clone().map(|_| ())
+        self.environment_landlock.clone()
     }
 
     /// Probes `runsc` for environments (once, at start; concurrently with [`Self::start`]).
@@ -466,12 +466,7 @@ impl ShellSandbox {
             ))),
             Choice::Bubblewrap | Choice::Landlock { .. } => spawners
                 .get_or_start(session_id, owner, || {
-                    self.spawner_plan(
-                        session_id,
-                        workspace,
-                        self.network && network_requested,
-                        None,
-                    )
+                    self.spawner_plan(session_id, workspace, self.network && network_requested)
                 })
                 .map(Confinement::Spawner)
                 .map_err(|err| {
@@ -492,9 +487,7 @@ impl ShellSandbox {
             return self.gvisor_plan(session_id, environment, network);
         }
         if environment.isolation == "landlock" {
-            self.environment_landlock
-                .clone()
-                .map_err(std::io::Error::other)?;
+            self.environment_landlock().map_err(std::io::Error::other)?;
             let mut plan = self.base_plan(session_id, Some(environment.limits))?;
             plan.kind = SandboxKind::Landlock;
             plan.spawner_args = landlock_tier::spawner_args(environment, network)?;
@@ -508,10 +501,7 @@ impl ShellSandbox {
             )));
         }
         let mut plan = self.base_plan(session_id, Some(environment.limits))?;
-        let toold = self
-            .spawner_program
-            .clone()
-            .map_err(std::io::Error::other)?;
+        let toold = PathBuf::from(&plan.program);
         plan.kind = SandboxKind::Bubblewrap;
         plan.program = BWRAP.into();
         plan.args = bwrap::environment_arguments(
@@ -521,8 +511,6 @@ impl ShellSandbox {
             network,
             &toold,
         );
-        plan.landlock = None;
-        plan.env.clear();
         plan.environment = Some(environment.clone());
         Ok(plan)
     }
@@ -562,15 +550,14 @@ impl ShellSandbox {
         })
     }
 
-    /// How to start the spawner of `session_id` (`environment`: its limits over `[sandbox]`'s).
+    /// How to start the spawner of a plain session `session_id` in this daemon's sandbox.
     fn spawner_plan(
         &self,
         session_id: &str,
         workspace: &Path,
         network: bool,
-        environment: Option<crate::tool::EnvironmentLimits>,
     ) -> std::io::Result<SpawnerPlan> {
-        let mut plan = self.base_plan(session_id, environment)?;
+        let mut plan = self.base_plan(session_id, None)?;
         let toold = PathBuf::from(&plan.program);
         match &self.choice {
             Choice::Bubblewrap => {
