@@ -19,10 +19,12 @@
 //! Deliberately absent: running anything in the environment (the tools and the sandbox).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::sessions::CreateSessionRequest;
 use super::{ServiceError, ToolService, error::ErrorCode};
 use crate::environment::{
     EnvironmentRequest, ImageCache, ImageError, ImageInfo, ImageLease, Isolation, Limits, Network,
@@ -295,6 +297,100 @@ impl ToolService {
                 user: request.user.clone().or(user),
                 image_working_dir: working_dir,
             },
+            lease,
+        })
+    }
+
+    /// `environment` checked and its image leased; a `rootfs` must be an allowed directory.
+    async fn environment_for(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        environment: &EnvironmentRequest,
+    ) -> Result<Prepared, ServiceError> {
+        environment.check().map_err(ServiceError::invalid)?;
+        let rootfs = match &environment.rootfs {
+            Some(dir) => Some(self.allowed_rootfs(dir)?),
+            None => None,
+        };
+        self.prepare_environment(id, actor, environment, rootfs)
+            .await
+    }
+
+    /// `environment.rootfs` checked against the allowed roots, its errors saying so.
+    fn allowed_rootfs(&self, dir: &std::path::Path) -> Result<PathBuf, ServiceError> {
+        self.allowed_directory(dir).map_err(|err| {
+            ServiceError::new(err.code, format!("environment.rootfs: {}", err.message))
+        })
+    }
+
+    /// The layers of the request's snapshot (if any) and the session's environment, made
+    /// ready: the request's own, or the one an environment session's snapshot brings (its
+    /// layers then go over the image's root; docs/decisions/environments.md, "Snapshots of an
+    /// environment session"). `environment` with `from_snapshot` is refused either way.
+    pub(super) async fn environment_of(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        request: &CreateSessionRequest,
+    ) -> Result<(Vec<PathBuf>, Option<Prepared>), ServiceError> {
+        let (snapshot_layers, snapshot_environment) = match &request.from_snapshot {
+            Some(snapshot) => (
+                self.snapshot_layers("", crate::permission::Role::Admin, snapshot)
+                    .await?,
+                self.snapshot_environment(snapshot).await?,
+            ),
+            None => (Vec::new(), None),
+        };
+        let snapshot = request.from_snapshot.as_deref().unwrap_or_default();
+        let prepared = match (&request.environment, snapshot_environment) {
+            (Some(_), Some(_)) => {
+                return Err(ServiceError::invalid(format!(
+                    "from_snapshot \"{snapshot}\" is an environment session's snapshot: the session takes that environment (its image by digest, isolation, network, limits, workdir, env and user); give no environment with it"
+                )));
+            }
+            (Some(_), None) if request.from_snapshot.is_some() => {
+                return Err(ServiceError::invalid(format!(
+                    "from_snapshot \"{snapshot}\" is a snapshot of a session without an environment (a workspace, not a root): it cannot start a session with environment"
+                )));
+            }
+            (Some(_), None) if request.working_directory.is_some() => {
+                return Err(ServiceError::invalid(
+                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
+                ));
+            }
+            (Some(environment), None) => Some(self.environment_for(id, actor, environment).await?),
+            (None, Some(info)) => Some(self.environment_again(id, actor, info).await?),
+            (None, None) => None,
+        };
+        Ok((snapshot_layers, prepared))
+    }
+
+    /// The environment of a snapshot's source session, for a session from that snapshot: the
+    /// same resolved environment, its image leased by digest (pulled by digest when the cache
+    /// no longer has it), its tier one this daemon runs, a `rootfs` still an allowed directory.
+    async fn environment_again(
+        &self,
+        id: &str,
+        actor: &Arc<str>,
+        info: EnvironmentInfo,
+    ) -> Result<Prepared, ServiceError> {
+        self.check_isolation(info.isolation)?;
+        let lease = match &info.digest {
+            Some(digest) => Some(
+                self.lease_by_digest(id, actor, digest, info.image.as_deref())
+                    .await?,
+            ),
+            None => {
+                self.allowed_rootfs(&info.rootfs)?;
+                None
+            }
+        };
+        let rootfs = lease
+            .as_ref()
+            .map_or_else(|| info.rootfs.clone(), |l| l.rootfs.clone());
+        Ok(Prepared {
+            info: EnvironmentInfo { rootfs, ..info },
             lease,
         })
     }

@@ -9,8 +9,9 @@
 //! `from_snapshot`: a plain snapshot's layers become the lowers of a fresh workspace's view;
 //! an environment session's snapshot brings that session's environment (image leased by
 //! digest, pulled by digest when no longer cached) and its layers go over the image's root.
-//! `environment` with `from_snapshot` is refused either way (400, naming which). A restored
-//! or adopted environment session is mounted again over the layers `session_views` keeps.
+//! `environment` with `from_snapshot` is refused either way (400, naming which;
+//! `service::environments`'s `environment_of`). A restored or adopted environment session is
+//! mounted again over the layers `session_views` keeps.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -482,97 +483,6 @@ impl ToolService {
         Ok(info)
     }
 
-    /// `environment` checked and its image leased; a `rootfs` must be an allowed directory.
-    async fn environment_for(
-        &self,
-        id: &str,
-        actor: &Arc<str>,
-        environment: &EnvironmentRequest,
-    ) -> Result<Prepared, ServiceError> {
-        environment.check().map_err(ServiceError::invalid)?;
-        let rootfs = match &environment.rootfs {
-            Some(dir) => Some(self.allowed_directory(dir).map_err(|err| {
-                ServiceError::new(err.code, format!("environment.rootfs: {}", err.message))
-            })?),
-            None => None,
-        };
-        self.prepare_environment(id, actor, environment, rootfs)
-            .await
-    }
-
-    /// The layers of the request's snapshot (if any) and the session's environment, made
-    /// ready: the request's own, or the one an environment session's snapshot brings (its
-    /// layers then go over the image's root; docs/decisions/environments.md, "Snapshots of an
-    /// environment session"). `environment` with `from_snapshot` is refused either way.
-    async fn environment_of(
-        &self,
-        id: &str,
-        actor: &Arc<str>,
-        request: &CreateSessionRequest,
-    ) -> Result<(Vec<PathBuf>, Option<Prepared>), ServiceError> {
-        let (snapshot_layers, snapshot_environment) = match &request.from_snapshot {
-            Some(snapshot) => (
-                self.snapshot_layers("", crate::permission::Role::Admin, snapshot)
-                    .await?,
-                self.snapshot_environment(snapshot).await?,
-            ),
-            None => (Vec::new(), None),
-        };
-        let snapshot = request.from_snapshot.as_deref().unwrap_or_default();
-        let prepared = match (&request.environment, snapshot_environment) {
-            (Some(_), Some(_)) => {
-                return Err(ServiceError::invalid(format!(
-                    "from_snapshot \"{snapshot}\" is an environment session's snapshot: the session takes that environment (its image by digest, isolation, network, limits, workdir, env and user); give no environment with it"
-                )));
-            }
-            (Some(_), None) if request.from_snapshot.is_some() => {
-                return Err(ServiceError::invalid(format!(
-                    "from_snapshot \"{snapshot}\" is a snapshot of a session without an environment (a workspace, not a root): it cannot start a session with environment"
-                )));
-            }
-            (Some(_), None) if request.working_directory.is_some() => {
-                return Err(ServiceError::invalid(
-                    "working_directory and environment: an environment's workspace is inside it (environment.workdir)",
-                ));
-            }
-            (Some(environment), None) => Some(self.environment_for(id, actor, environment).await?),
-            (None, Some(info)) => Some(self.environment_again(id, actor, info).await?),
-            (None, None) => None,
-        };
-        Ok((snapshot_layers, prepared))
-    }
-
-    /// The environment of a snapshot's source session, for a session from that snapshot: the
-    /// same resolved environment, its image leased by digest (pulled by digest when the cache
-    /// no longer has it), its tier one this daemon runs, a `rootfs` still an allowed directory.
-    async fn environment_again(
-        &self,
-        id: &str,
-        actor: &Arc<str>,
-        info: EnvironmentInfo,
-    ) -> Result<Prepared, ServiceError> {
-        self.check_isolation(info.isolation)?;
-        let lease = match &info.digest {
-            Some(digest) => Some(
-                self.lease_by_digest(id, actor, digest, info.image.as_deref())
-                    .await?,
-            ),
-            None => {
-                self.allowed_directory(&info.rootfs).map_err(|err| {
-                    ServiceError::new(err.code, format!("environment.rootfs: {}", err.message))
-                })?;
-                None
-            }
-        };
-        let rootfs = lease
-            .as_ref()
-            .map_or_else(|| info.rootfs.clone(), |l| l.rootfs.clone());
-        Ok(Prepared {
-            info: EnvironmentInfo { rootfs, ..info },
-            lease,
-        })
-    }
-
     /// The server's rules and the session's, compiled against `workspace`.
     fn session_rules(
         &self,
@@ -607,7 +517,7 @@ impl ToolService {
     }
 
     /// A directory under an allowed root, canonical.
-    fn allowed_directory(&self, dir: &Path) -> Result<PathBuf, ServiceError> {
+    pub(super) fn allowed_directory(&self, dir: &Path) -> Result<PathBuf, ServiceError> {
         if !dir.is_absolute() {
             return Err(ServiceError::invalid(format!(
                 "working_directory \"{}\" must be an absolute path",
