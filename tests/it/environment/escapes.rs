@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::fixture;
 use super::gvisor::{bash, runsc_available, session, text};
+use crate::http::harness::Toold;
 
 /// Runs the escapes in a session of `isolation` on a daemon that has a secret on the host.
 async fn no_escape(isolation: &str) {
@@ -126,15 +127,21 @@ async fn no_escape(isolation: &str) {
         .call_one(&id, "read_file", json!({"file_path": format!("/{mark}")}))
         .await;
     assert_eq!(landed["is_error"], true, "{isolation}: {landed}");
+    loopback_is_unreachable(&toold, &id, isolation).await;
+}
+
+/// A loopback port on the host is not reached from session `id` (`network = "none"`).
+pub async fn loopback_is_unreachable(toold: &Toold, id: &str, isolation: &str) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let connect = bash(
-        &toold,
-        &id,
+        toold,
+        id,
         &format!("echo hi | busybox nc 127.0.0.1 {port}; echo nc=$?"),
     )
     .await;
+    println!("{isolation}, connecting: {}", text(&connect));
     assert!(!text(&connect).contains("nc=0"), "{isolation}: {connect}");
     assert!(
         listener.accept().is_err(),
