@@ -49,10 +49,13 @@ async fn each_bad_token_is_a_401_with_the_rfc_6750_challenge_counted_by_reason()
         &EncodingKey::from_secret(pem.as_bytes()).unwrap(),
     )
     .unwrap();
-    // Cut in half (as a copy-paste that lost its end): no signature part left.
-    let truncated = valid[..valid.len() / 2].to_owned();
     // Garbled in transit: part of the payload is no longer base64url.
     let payload_at = valid.find('.').unwrap() + 1;
+    // Cut inside its payload (as a copy-paste that lost its end): no signature part left.
+    // (Half its length is not that: an RS256 signature is a third or more of a token, so
+    // half may fall in the signature, which is then a bad signature, not a malformed token.)
+    let signature_at = valid.rfind('.').unwrap();
+    let truncated = valid[..payload_at + (signature_at - payload_at) / 2].to_owned();
     let garbled = format!(
         "{}%$#@!*&^{}",
         &valid[..payload_at],
